@@ -1,0 +1,2 @@
+//! memperf: a memory profiler for Linux built on perf_event_open, without BPF.
+#![deny(unsafe_code)]
