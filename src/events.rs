@@ -1,0 +1,570 @@
+//! Event-spec parsing: `page-faults`, `syscalls:sys_enter_brk`, `cache-misses:pp`, `r1a8`.
+//!
+//! This module only understands the syntax and the fixed software and hardware tables; whether
+//! a tracepoint exists is decided later against tracefs (`sys::tracefs`).
+
+use std::fmt;
+
+use perf_event_open_sys::bindings as b;
+
+/// What kind of perf event a spec names, with the numbers `perf_event_attr` needs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EventKind {
+    /// `PERF_TYPE_SOFTWARE` with a `PERF_COUNT_SW_*` config.
+    Software { config: u64 },
+    /// `PERF_TYPE_HARDWARE` with a `PERF_COUNT_HW_*` config.
+    Hardware { config: u64 },
+    /// `rNNNN` (hex), `PERF_TYPE_RAW`.
+    Raw { config: u64 },
+    /// `system:name`; the id comes from tracefs.
+    Tracepoint { system: String, name: String },
+}
+
+/// perf's `:u :k :p :pp :ppp` suffixes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Modifiers {
+    pub exclude_user: bool,
+    pub exclude_kernel: bool,
+    pub precise: u8,
+}
+
+/// One parsed event.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EventSpec {
+    /// Canonical name as perf prints it, without modifiers: `page-faults`, `kmem:kmalloc`.
+    pub name: String,
+    pub kind: EventKind,
+    pub modifiers: Modifiers,
+}
+
+/// How often an event samples.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Period {
+    /// One sample every N events (`sample_period`).
+    Count(u64),
+    /// About N samples per second (`freq = 1`, `sample_freq`).
+    Frequency(u64),
+}
+
+/// Errors from parsing an event list.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EventError {
+    #[error("empty event list: name at least one event, e.g. `-e page-faults`")]
+    EmptyList,
+    #[error("empty event name in list `{list}`")]
+    EmptyItem { list: String },
+    #[error("unknown event `{name}`{}", format_suggestions(.suggestions))]
+    Unknown {
+        name: String,
+        suggestions: Vec<String>,
+    },
+    #[error(
+        "invalid modifier `{modifier}` on event `{event}`: modifiers are u, k and p (up to ppp)"
+    )]
+    BadModifier { event: String, modifier: String },
+    #[error("modifiers are not supported on tracepoint `{event}`")]
+    TracepointModifier { event: String },
+    #[error(
+        "invalid tracepoint `{event}`: expected `system:name` made of letters, digits, `_` and `-`"
+    )]
+    BadTracepoint { event: String },
+    #[error("invalid raw event `{event}`: expected `r` followed by a hex number, e.g. `r1a8`")]
+    BadRaw { event: String },
+}
+
+fn format_suggestions(suggestions: &[String]) -> String {
+    if suggestions.is_empty() {
+        return "; run `memperf list` to see the events available here".to_string();
+    }
+    let names: Vec<String> = suggestions.iter().map(|s| format!("`{s}`")).collect();
+    format!("; did you mean {}?", names.join(", "))
+}
+
+/// (accepted name, canonical name, config) for `PERF_TYPE_SOFTWARE`.
+const SOFTWARE: &[(&str, &str, u32)] = &[
+    ("page-faults", "page-faults", b::PERF_COUNT_SW_PAGE_FAULTS),
+    ("faults", "page-faults", b::PERF_COUNT_SW_PAGE_FAULTS),
+    (
+        "minor-faults",
+        "minor-faults",
+        b::PERF_COUNT_SW_PAGE_FAULTS_MIN,
+    ),
+    (
+        "major-faults",
+        "major-faults",
+        b::PERF_COUNT_SW_PAGE_FAULTS_MAJ,
+    ),
+    ("cpu-clock", "cpu-clock", b::PERF_COUNT_SW_CPU_CLOCK),
+    ("task-clock", "task-clock", b::PERF_COUNT_SW_TASK_CLOCK),
+    (
+        "context-switches",
+        "context-switches",
+        b::PERF_COUNT_SW_CONTEXT_SWITCHES,
+    ),
+    ("cs", "context-switches", b::PERF_COUNT_SW_CONTEXT_SWITCHES),
+    (
+        "cpu-migrations",
+        "cpu-migrations",
+        b::PERF_COUNT_SW_CPU_MIGRATIONS,
+    ),
+    (
+        "migrations",
+        "cpu-migrations",
+        b::PERF_COUNT_SW_CPU_MIGRATIONS,
+    ),
+    (
+        "alignment-faults",
+        "alignment-faults",
+        b::PERF_COUNT_SW_ALIGNMENT_FAULTS,
+    ),
+    (
+        "emulation-faults",
+        "emulation-faults",
+        b::PERF_COUNT_SW_EMULATION_FAULTS,
+    ),
+    ("dummy", "dummy", b::PERF_COUNT_SW_DUMMY),
+];
+
+/// (accepted name, canonical name, config) for `PERF_TYPE_HARDWARE`.
+const HARDWARE: &[(&str, &str, u32)] = &[
+    ("cycles", "cycles", b::PERF_COUNT_HW_CPU_CYCLES),
+    ("cpu-cycles", "cycles", b::PERF_COUNT_HW_CPU_CYCLES),
+    (
+        "instructions",
+        "instructions",
+        b::PERF_COUNT_HW_INSTRUCTIONS,
+    ),
+    (
+        "cache-references",
+        "cache-references",
+        b::PERF_COUNT_HW_CACHE_REFERENCES,
+    ),
+    (
+        "cache-misses",
+        "cache-misses",
+        b::PERF_COUNT_HW_CACHE_MISSES,
+    ),
+    ("branches", "branches", b::PERF_COUNT_HW_BRANCH_INSTRUCTIONS),
+    (
+        "branch-instructions",
+        "branches",
+        b::PERF_COUNT_HW_BRANCH_INSTRUCTIONS,
+    ),
+    (
+        "branch-misses",
+        "branch-misses",
+        b::PERF_COUNT_HW_BRANCH_MISSES,
+    ),
+    ("bus-cycles", "bus-cycles", b::PERF_COUNT_HW_BUS_CYCLES),
+    ("ref-cycles", "ref-cycles", b::PERF_COUNT_HW_REF_CPU_CYCLES),
+];
+
+/// Every software and hardware name `parse_event_list` accepts, aliases included.
+pub fn known_names() -> Vec<&'static str> {
+    SOFTWARE
+        .iter()
+        .chain(HARDWARE)
+        .map(|&(name, _, _)| name)
+        .collect()
+}
+
+/// Parses a comma-separated event list such as `page-faults,syscalls:sys_enter_brk`.
+pub fn parse_event_list(list: &str) -> Result<Vec<EventSpec>, EventError> {
+    if list.trim().is_empty() {
+        return Err(EventError::EmptyList);
+    }
+    list.split(',')
+        .map(|item| {
+            let item = item.trim();
+            if item.is_empty() {
+                Err(EventError::EmptyItem {
+                    list: list.to_string(),
+                })
+            } else {
+                parse_event(item)
+            }
+        })
+        .collect()
+}
+
+fn parse_event(item: &str) -> Result<EventSpec, EventError> {
+    if let Some((base, suffix)) = item.split_once(':') {
+        if let Some((name, kind)) = lookup_fixed(base)? {
+            if suffix.contains(':') || !is_modifier_string(suffix) {
+                return Err(EventError::BadModifier {
+                    event: item.to_string(),
+                    modifier: suffix.to_string(),
+                });
+            }
+            let modifiers = parse_modifiers(item, suffix)?;
+            return Ok(EventSpec {
+                name,
+                kind,
+                modifiers,
+            });
+        }
+        return parse_tracepoint(item, base, suffix);
+    }
+    match lookup_fixed(item)? {
+        Some((name, kind)) => Ok(EventSpec {
+            name,
+            kind,
+            modifiers: Modifiers::default(),
+        }),
+        None => Err(EventError::Unknown {
+            name: item.to_string(),
+            suggestions: suggest(item, known_names().into_iter().map(String::from)),
+        }),
+    }
+}
+
+/// Software, hardware or raw lookup; `Ok(None)` when the name is none of those.
+fn lookup_fixed(name: &str) -> Result<Option<(String, EventKind)>, EventError> {
+    if let Some(&(_, canonical, config)) = SOFTWARE.iter().find(|e| e.0 == name) {
+        let kind = EventKind::Software {
+            config: u64::from(config),
+        };
+        return Ok(Some((canonical.to_string(), kind)));
+    }
+    if let Some(&(_, canonical, config)) = HARDWARE.iter().find(|e| e.0 == name) {
+        let kind = EventKind::Hardware {
+            config: u64::from(config),
+        };
+        return Ok(Some((canonical.to_string(), kind)));
+    }
+    if let Some(hex) = name.strip_prefix('r')
+        && !hex.is_empty()
+        && hex.bytes().all(|c| c.is_ascii_hexdigit())
+    {
+        let config = u64::from_str_radix(hex, 16).map_err(|_| EventError::BadRaw {
+            event: name.to_string(),
+        })?;
+        let canonical = format!("r{}", hex.to_ascii_lowercase());
+        return Ok(Some((canonical, EventKind::Raw { config })));
+    }
+    Ok(None)
+}
+
+fn is_modifier_string(s: &str) -> bool {
+    !s.is_empty() && s.bytes().all(|c| matches!(c, b'u' | b'k' | b'p'))
+}
+
+/// perf's rule: naming any of `u`/`k` excludes the privilege levels not named.
+fn parse_modifiers(event: &str, suffix: &str) -> Result<Modifiers, EventError> {
+    let user = suffix.contains('u');
+    let kernel = suffix.contains('k');
+    let precise = suffix.bytes().filter(|&c| c == b'p').count();
+    if precise > 3 {
+        return Err(EventError::BadModifier {
+            event: event.to_string(),
+            modifier: suffix.to_string(),
+        });
+    }
+    let any_level = user || kernel;
+    Ok(Modifiers {
+        exclude_user: any_level && !user,
+        exclude_kernel: any_level && !kernel,
+        // At most 3, checked above.
+        precise: precise as u8,
+    })
+}
+
+fn is_tracepoint_part(s: &str) -> bool {
+    !s.is_empty()
+        && s.bytes()
+            .all(|c| c.is_ascii_alphanumeric() || c == b'_' || c == b'-')
+}
+
+fn parse_tracepoint(item: &str, system: &str, name: &str) -> Result<EventSpec, EventError> {
+    if let Some((_, extra)) = name.split_once(':') {
+        if is_tracepoint_part(system) && is_modifier_string(extra) {
+            return Err(EventError::TracepointModifier {
+                event: item.to_string(),
+            });
+        }
+        return Err(EventError::BadTracepoint {
+            event: item.to_string(),
+        });
+    }
+    if !is_tracepoint_part(system) || !is_tracepoint_part(name) {
+        return Err(EventError::BadTracepoint {
+            event: item.to_string(),
+        });
+    }
+    Ok(EventSpec {
+        name: item.to_string(),
+        kind: EventKind::Tracepoint {
+            system: system.to_string(),
+            name: name.to_string(),
+        },
+        modifiers: Modifiers::default(),
+    })
+}
+
+impl EventSpec {
+    pub fn is_tracepoint(&self) -> bool {
+        matches!(self.kind, EventKind::Tracepoint { .. })
+    }
+
+    /// Hardware or raw PMU events; these need a CPU PMU.
+    pub fn is_hardware(&self) -> bool {
+        matches!(
+            self.kind,
+            EventKind::Hardware { .. } | EventKind::Raw { .. }
+        )
+    }
+
+    /// Every event for events that are rare and meaningful one by one; 4000 Hz for clocks and
+    /// hardware counters.
+    pub fn default_period(&self) -> Period {
+        match self.kind {
+            EventKind::Tracepoint { .. } => Period::Count(1),
+            EventKind::Hardware { .. } | EventKind::Raw { .. } => Period::Frequency(4000),
+            EventKind::Software { config } => {
+                let clock = config == u64::from(b::PERF_COUNT_SW_CPU_CLOCK)
+                    || config == u64::from(b::PERF_COUNT_SW_TASK_CLOCK);
+                if clock {
+                    Period::Frequency(4000)
+                } else {
+                    Period::Count(1)
+                }
+            }
+        }
+    }
+
+    /// The name with its modifiers, as perf prints it: `cycles:upp`.
+    pub fn full_name(&self) -> String {
+        let m = &self.modifiers;
+        let mut suffix = String::new();
+        if m.exclude_kernel && !m.exclude_user {
+            suffix.push('u');
+        }
+        if m.exclude_user && !m.exclude_kernel {
+            suffix.push('k');
+        }
+        for _ in 0..m.precise {
+            suffix.push('p');
+        }
+        if suffix.is_empty() {
+            self.name.clone()
+        } else {
+            format!("{}:{suffix}", self.name)
+        }
+    }
+}
+
+impl fmt::Display for EventSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.full_name())
+    }
+}
+
+/// The candidates closest to `unknown` by edit distance, best first, at most 5.
+///
+/// For `system:name` candidates the bare `name` is compared too, so `sys_enter_brk` finds
+/// `syscalls:sys_enter_brk`.
+pub fn suggest(unknown: &str, candidates: impl IntoIterator<Item = String>) -> Vec<String> {
+    let len = unknown.chars().count();
+    let limit = (len / 2).max(2);
+    let mut scored: Vec<(usize, String)> = candidates
+        .into_iter()
+        .filter_map(|cand| {
+            let mut d = edit_distance(unknown, &cand);
+            if !unknown.contains(':')
+                && let Some((_, bare)) = cand.split_once(':')
+            {
+                d = d.min(edit_distance(unknown, bare));
+            }
+            (d <= limit && cand != unknown).then_some((d, cand))
+        })
+        .collect();
+    scored.sort();
+    scored.dedup_by(|a, b| a.1 == b.1);
+    scored.into_iter().take(5).map(|(_, c)| c).collect()
+}
+
+/// Levenshtein distance over chars.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    let mut cur = vec![0; b.len() + 1];
+    for (i, ca) in a.chars().enumerate() {
+        cur[0] = i + 1;
+        for (j, &cb) in b.iter().enumerate() {
+            let subst = prev[j] + usize::from(ca != cb);
+            cur[j + 1] = subst.min(prev[j + 1] + 1).min(cur[j] + 1);
+        }
+        std::mem::swap(&mut prev, &mut cur);
+    }
+    prev[b.len()]
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::panic)]
+mod tests {
+    use super::*;
+
+    fn one(s: &str) -> EventSpec {
+        match parse_event_list(s) {
+            Ok(mut v) if v.len() == 1 => v.remove(0),
+            other => panic!("expected one event from {s:?}, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn software_names_and_aliases() {
+        let e = one("faults");
+        assert_eq!(e.name, "page-faults");
+        assert_eq!(e.kind, EventKind::Software { config: 2 });
+        assert_eq!(one("cs").name, "context-switches");
+        assert_eq!(one("migrations").name, "cpu-migrations");
+        assert_eq!(one("major-faults").kind, EventKind::Software { config: 6 });
+        assert_eq!(one("dummy").kind, EventKind::Software { config: 9 });
+        assert!(!e.is_hardware() && !e.is_tracepoint());
+    }
+
+    #[test]
+    fn list_with_tracepoint() {
+        let v = parse_event_list("page-faults, syscalls:sys_enter_brk").unwrap();
+        assert_eq!(v.len(), 2);
+        assert_eq!(v[1].name, "syscalls:sys_enter_brk");
+        assert_eq!(
+            v[1].kind,
+            EventKind::Tracepoint {
+                system: "syscalls".into(),
+                name: "sys_enter_brk".into()
+            }
+        );
+        assert!(v[1].is_tracepoint());
+        // A tracepoint whose name happens to look like a modifier is still a tracepoint.
+        assert!(one("kmem:kp").is_tracepoint());
+    }
+
+    #[test]
+    fn hardware_with_modifiers() {
+        let e = one("cache-misses:pp");
+        assert_eq!(e.name, "cache-misses");
+        assert_eq!(e.kind, EventKind::Hardware { config: 3 });
+        assert_eq!(e.modifiers.precise, 2);
+        assert!(!e.modifiers.exclude_user && !e.modifiers.exclude_kernel);
+        assert!(e.is_hardware());
+        assert_eq!(e.full_name(), "cache-misses:pp");
+
+        let u = one("cycles:u");
+        assert!(u.modifiers.exclude_kernel && !u.modifiers.exclude_user);
+        assert_eq!(u.to_string(), "cycles:u");
+        let k = one("page-faults:k");
+        assert!(k.modifiers.exclude_user && !k.modifiers.exclude_kernel);
+        let uk = one("instructions:ukppp");
+        assert_eq!(
+            uk.modifiers,
+            Modifiers {
+                exclude_user: false,
+                exclude_kernel: false,
+                precise: 3
+            }
+        );
+        assert!(matches!(
+            parse_event_list("cycles:pppp"),
+            Err(EventError::BadModifier { .. })
+        ));
+        assert!(matches!(
+            parse_event_list("cycles:x"),
+            Err(EventError::BadModifier { .. })
+        ));
+    }
+
+    #[test]
+    fn raw_events() {
+        let e = one("r1A8");
+        assert_eq!(e.kind, EventKind::Raw { config: 0x1a8 });
+        assert_eq!(e.name, "r1a8");
+        assert!(e.is_hardware());
+        assert!(one("r01c2:u").modifiers.exclude_kernel);
+        assert!(matches!(
+            parse_event_list("r12345678901234567"),
+            Err(EventError::BadRaw { .. })
+        ));
+    }
+
+    #[test]
+    fn tracepoint_errors() {
+        assert_eq!(
+            parse_event_list("kmem:kmalloc:u"),
+            Err(EventError::TracepointModifier {
+                event: "kmem:kmalloc:u".into()
+            })
+        );
+        for bad in ["kmem:", ":kmalloc", "kmem:../x", "a:b:c"] {
+            assert!(
+                matches!(parse_event_list(bad), Err(EventError::BadTracepoint { .. })),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn empty_lists_and_items() {
+        assert_eq!(parse_event_list(""), Err(EventError::EmptyList));
+        assert_eq!(parse_event_list("  "), Err(EventError::EmptyList));
+        let err = parse_event_list("page-faults,,cs").unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "empty event name in list `page-faults,,cs`"
+        );
+    }
+
+    #[test]
+    fn unknown_event_message() {
+        let err = parse_event_list("page-fault").unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "unknown event `page-fault`; did you mean `page-faults`, `major-faults`?"
+        );
+        let err = parse_event_list("zzzzzzzzzzzzzzzzzzzz").unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "unknown event `zzzzzzzzzzzzzzzzzzzz`; run `memperf list` to see the events available here"
+        );
+    }
+
+    #[test]
+    fn suggestions() {
+        let tps = [
+            "syscalls:sys_enter_brk",
+            "syscalls:sys_exit_brk",
+            "kmem:kmalloc",
+        ]
+        .map(String::from);
+        assert_eq!(
+            suggest("sys_enter_brk", tps.clone()),
+            vec!["syscalls:sys_enter_brk", "syscalls:sys_exit_brk"]
+        );
+        assert_eq!(suggest("kmem:kmaloc", tps.clone()), vec!["kmem:kmalloc"]);
+        assert!(suggest("completely-different", tps).is_empty());
+        let many = (0..10).map(|i| format!("ev{i}"));
+        assert_eq!(suggest("ev", many).len(), 5);
+        assert_eq!(edit_distance("kitten", "sitting"), 3);
+        assert_eq!(edit_distance("", "abc"), 3);
+    }
+
+    #[test]
+    fn default_periods() {
+        assert_eq!(one("page-faults").default_period(), Period::Count(1));
+        assert_eq!(one("minor-faults").default_period(), Period::Count(1));
+        assert_eq!(one("cs").default_period(), Period::Count(1));
+        assert_eq!(one("kmem:kmalloc").default_period(), Period::Count(1));
+        assert_eq!(one("cpu-clock").default_period(), Period::Frequency(4000));
+        assert_eq!(one("task-clock").default_period(), Period::Frequency(4000));
+        assert_eq!(one("cycles").default_period(), Period::Frequency(4000));
+        assert_eq!(one("r1a8").default_period(), Period::Frequency(4000));
+    }
+
+    #[test]
+    fn known_names_cover_tables() {
+        let names = known_names();
+        assert!(names.contains(&"page-faults") && names.contains(&"ref-cycles"));
+        assert!(names.contains(&"cs"));
+        assert_eq!(names.len(), SOFTWARE.len() + HARDWARE.len());
+    }
+}
