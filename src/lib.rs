@@ -2,3 +2,5 @@
 #![deny(unsafe_code)]
 
 pub mod events;
+#[allow(unsafe_code)]
+pub mod sys;

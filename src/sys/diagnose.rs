@@ -1,0 +1,282 @@
+//! errno from `perf_event_open` or the ring mmap → one sentence saying why and what to do.
+
+use std::path::Path;
+
+/// What kind of event failed to open; the advice differs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventClass {
+    Software,
+    Tracepoint,
+    Hardware,
+    Uprobe,
+}
+
+/// The open that failed.
+#[derive(Debug, Clone)]
+pub struct OpenContext<'a> {
+    /// The event as the user wrote it.
+    pub event: &'a str,
+    pub class: EventClass,
+    pub pid: Option<i32>,
+    pub cpu: Option<i32>,
+    pub system_wide: bool,
+}
+
+/// The system settings that decide what perf allows.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SystemFacts {
+    /// `/proc/sys/kernel/perf_event_paranoid`.
+    pub paranoid: Option<i32>,
+    pub euid: u32,
+    pub cap_perfmon: bool,
+    pub cap_sys_admin: bool,
+    pub cap_ipc_lock: bool,
+    /// `/proc/sys/kernel/perf_event_mlock_kb`.
+    pub mlock_kb: Option<u64>,
+    /// `/sys/bus/event_source/devices/cpu` (or a hybrid/ARM CPU PMU) exists.
+    pub pmu_cpu_present: bool,
+    /// `/proc/sys/kernel/kptr_restrict`.
+    pub kptr_restrict: Option<i32>,
+}
+
+const CAP_IPC_LOCK: u32 = 14;
+const CAP_SYS_ADMIN: u32 = 21;
+const CAP_PERFMON: u32 = 38;
+
+fn read_number<T: std::str::FromStr>(path: &str) -> Option<T> {
+    std::fs::read_to_string(path).ok()?.trim().parse().ok()
+}
+
+/// The `CapEff:` mask from `/proc/PID/status` text.
+fn parse_cap_eff(status: &str) -> Option<u64> {
+    let line = status.lines().find_map(|l| l.strip_prefix("CapEff:"))?;
+    u64::from_str_radix(line.trim(), 16).ok()
+}
+
+fn cpu_pmu_present(devices: &Path) -> bool {
+    let Ok(entries) = std::fs::read_dir(devices) else {
+        return false;
+    };
+    entries.flatten().any(|e| {
+        let name = e.file_name();
+        let name = name.to_string_lossy();
+        matches!(&*name, "cpu" | "cpu_core" | "cpu_atom")
+            || name.starts_with("armv8")
+            || name.starts_with("armv7")
+    })
+}
+
+impl SystemFacts {
+    /// Reads the facts from /proc and /sys; anything unreadable is `None`/false.
+    pub fn read() -> SystemFacts {
+        let caps = std::fs::read_to_string("/proc/self/status")
+            .ok()
+            .and_then(|s| parse_cap_eff(&s))
+            .unwrap_or(0);
+        let has = |bit: u32| caps & (1u64 << bit) != 0;
+        SystemFacts {
+            paranoid: read_number("/proc/sys/kernel/perf_event_paranoid"),
+            // SAFETY: geteuid has no preconditions and cannot fail.
+            euid: unsafe { libc::geteuid() },
+            cap_perfmon: has(CAP_PERFMON),
+            cap_sys_admin: has(CAP_SYS_ADMIN),
+            cap_ipc_lock: has(CAP_IPC_LOCK),
+            mlock_kb: read_number("/proc/sys/kernel/perf_event_mlock_kb"),
+            pmu_cpu_present: cpu_pmu_present(Path::new("/sys/bus/event_source/devices")),
+            kptr_restrict: read_number("/proc/sys/kernel/kptr_restrict"),
+        }
+    }
+
+    /// Root, CAP_PERFMON or CAP_SYS_ADMIN: paranoid does not apply.
+    fn privileged(&self) -> bool {
+        self.euid == 0 || self.cap_perfmon || self.cap_sys_admin
+    }
+}
+
+/// What a perf_event_paranoid value allows unprivileged users.
+fn paranoid_meaning(p: i32) -> &'static str {
+    match p {
+        i32::MIN..=-1 => "allows everything to every user",
+        0 => {
+            "allows user and kernel profiling, system-wide too, but not raw tracepoint data \
+             without privileges"
+        }
+        1 => "allows user and kernel profiling of your own processes, but not system-wide",
+        2 => "allows only user-space profiling of your own processes",
+        _ => "allows nothing without CAP_PERFMON (a Debian/Ubuntu setting)",
+    }
+}
+
+fn describe_paranoid(sys: &SystemFacts) -> String {
+    match sys.paranoid {
+        Some(p) => format!(
+            "kernel.perf_event_paranoid is {p}, which {}",
+            paranoid_meaning(p)
+        ),
+        None => "kernel.perf_event_paranoid could not be read".to_string(),
+    }
+}
+
+fn target(ctx: &OpenContext) -> String {
+    if ctx.system_wide {
+        return " system-wide".to_string();
+    }
+    match (ctx.pid, ctx.cpu) {
+        (Some(pid), _) if pid > 0 => format!(" on process {pid}"),
+        (_, Some(cpu)) if cpu >= 0 => format!(" on cpu {cpu}"),
+        _ => String::new(),
+    }
+}
+
+fn explain_permission(errno: i32, ctx: &OpenContext, sys: &SystemFacts) -> String {
+    let head = format!("permission denied opening `{}`{}", ctx.event, target(ctx));
+    if sys.privileged() {
+        return format!(
+            "{head} even with root/CAP_PERFMON privileges ({}): a security module (SELinux, \
+             AppArmor, kernel lockdown) or a seccomp filter probably denied it",
+            errno_name(errno)
+        );
+    }
+    let paranoid = describe_paranoid(sys);
+    let grant = "run as root or grant CAP_PERFMON (Linux 5.8+) or CAP_SYS_ADMIN \
+                 (`sudo setcap cap_perfmon+ep $(which memperf)`)";
+    let fix = if ctx.class == EventClass::Tracepoint {
+        format!(
+            "tracepoints need privileges: {grant}, or `sudo sysctl kernel.perf_event_paranoid=-1`"
+        )
+    } else if ctx.system_wide || ctx.cpu.is_some_and(|c| c >= 0) {
+        format!(
+            "system-wide profiling needs `sudo sysctl kernel.perf_event_paranoid=0`, or {grant}"
+        )
+    } else if sys.paranoid.is_some_and(|p| p >= 3) {
+        format!("{grant}, or `sudo sysctl kernel.perf_event_paranoid=2`")
+    } else if ctx.pid.is_some_and(|p| p > 0) {
+        format!(
+            "profiling a process you do not own needs privileges ({grant}); for your own \
+             processes use `--user-only` or the `:u` modifier, or `sudo sysctl kernel.perf_event_paranoid=1`"
+        )
+    } else {
+        format!(
+            "use `--user-only` or the `:u` modifier to leave out the kernel, or `sudo sysctl \
+             kernel.perf_event_paranoid=1`, or {grant}"
+        )
+    };
+    format!("{head}: {paranoid}; {fix}")
+}
+
+fn errno_name(errno: i32) -> &'static str {
+    match errno {
+        libc::EACCES => "EACCES",
+        libc::EPERM => "EPERM",
+        libc::ENOENT => "ENOENT",
+        libc::EOPNOTSUPP => "EOPNOTSUPP",
+        libc::EINVAL => "EINVAL",
+        _ => "error",
+    }
+}
+
+const NO_PMU: &str = "this machine has no hardware PMU (virtual machines usually don't expose \
+                      one); use a software event such as page-faults or cpu-clock";
+
+/// Explains why `perf_event_open` failed with `errno` for `ctx`, and what to do about it.
+pub fn explain_open_error(errno: i32, ctx: &OpenContext, sys: &SystemFacts) -> String {
+    let ev = ctx.event;
+    let hw_without_pmu = ctx.class == EventClass::Hardware && !sys.pmu_cpu_present;
+    match errno {
+        libc::EACCES | libc::EPERM => explain_permission(errno, ctx, sys),
+        libc::ENOENT | libc::EOPNOTSUPP if hw_without_pmu => {
+            format!("cannot open hardware event `{ev}`: {NO_PMU}")
+        }
+        libc::ENOENT => match ctx.class {
+            EventClass::Tracepoint => {
+                format!(
+                    "cannot open `{ev}`: tracepoint not available on this kernel; `memperf list` shows the ones that are"
+                )
+            }
+            EventClass::Hardware => format!(
+                "cannot open `{ev}`: this CPU's PMU does not provide it; `memperf list` shows \
+                 the events available here"
+            ),
+            EventClass::Uprobe => format!(
+                "cannot open uprobe `{ev}`: the binary or symbol was not found, or this kernel \
+                 lacks uprobes (CONFIG_UPROBE_EVENTS)"
+            ),
+            EventClass::Software => {
+                format!("cannot open `{ev}`: this kernel does not support this software event")
+            }
+        },
+        libc::EOPNOTSUPP => format!(
+            "cannot open `{ev}`: the kernel or PMU does not support sampling it this way \
+             (precise `:p` levels, branch or register sampling); try without `:p` or count it \
+             with `memperf stat`"
+        ),
+        libc::ESRCH => match ctx.pid {
+            Some(pid) => format!("cannot open `{ev}`: no such process {pid}"),
+            None => format!("cannot open `{ev}`: the target process no longer exists"),
+        },
+        libc::EMFILE => format!(
+            "cannot open `{ev}`: too many open files (one per event per CPU): raise `ulimit -n`"
+        ),
+        libc::ENFILE => format!(
+            "cannot open `{ev}`: the system-wide file table is full: raise `fs.file-max` or \
+             close other programs"
+        ),
+        libc::EINVAL => format!(
+            "the kernel rejected the settings for `{ev}` (EINVAL): it is probably too old for a \
+             requested feature (check `uname -r`), or a value is out of range: cpu{}, sampling \
+             frequency above kernel.perf_event_max_sample_rate, or `:p` precision",
+            ctx.cpu.map(|c| format!(" {c}")).unwrap_or_default()
+        ),
+        libc::EBUSY => format!(
+            "cannot open `{ev}`: the PMU is in exclusive use by another tool (another perf \
+             session, or the NMI watchdog: `sysctl kernel.nmi_watchdog=0`)"
+        ),
+        libc::E2BIG => format!(
+            "cannot open `{ev}`: the kernel does not understand this perf_event_attr (E2BIG); \
+             the kernel is older than the features memperf asked for"
+        ),
+        libc::ENODEV => format!(
+            "cannot open `{ev}`: not supported on this CPU{} (ENODEV): the PMU lacks it or the \
+             CPU is offline",
+            ctx.cpu.map(|c| format!(" {c}")).unwrap_or_default()
+        ),
+        libc::EOVERFLOW => format!(
+            "cannot open `{ev}`: the requested call-chain depth exceeds \
+             kernel.perf_event_max_stack; lower it or raise the sysctl"
+        ),
+        _ => format!(
+            "cannot open `{ev}`: {}",
+            std::io::Error::from_raw_os_error(errno)
+        ),
+    }
+}
+
+/// Explains a failed ring-buffer mmap of `pages` data pages (plus the control page).
+pub fn explain_mmap_error(errno: i32, pages: usize, sys: &SystemFacts) -> String {
+    let kib = (pages.saturating_add(1)).saturating_mul(super::page_size()) / 1024;
+    let limit = sys
+        .mlock_kb
+        .map(|kb| format!("perf_event_mlock_kb={kb}"))
+        .unwrap_or_else(|| "perf_event_mlock_kb".to_string());
+    match errno {
+        libc::EPERM | libc::ENOMEM if !(sys.euid == 0 || sys.cap_ipc_lock) => format!(
+            "ring buffer of {kib} KiB exceeds the locked-memory limit ({limit}, per user, for \
+             all CPUs' buffers together, plus `ulimit -l`); use a smaller `-m`, raise \
+             kernel.perf_event_mlock_kb or run as root"
+        ),
+        libc::ENOMEM => format!(
+            "ring buffer of {kib} KiB could not be mapped: out of memory; use a smaller `-m`"
+        ),
+        libc::EINVAL => {
+            format!("ring buffer of {pages} pages was rejected: `-m` must be a power of two pages")
+        }
+        _ => format!(
+            "failed to map a ring buffer of {kib} KiB: {}",
+            std::io::Error::from_raw_os_error(errno)
+        ),
+    }
+}
+
+#[cfg(test)]
+#[path = "diagnose_tests.rs"]
+mod tests;

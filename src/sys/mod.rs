@@ -1,0 +1,127 @@
+//! The kernel interface: `perf_event_attr` building, `perf_event_open` with its fallback
+//! ladder, ioctls, the mmap ring buffer, tracefs lookups, errno diagnosis and the gated child.
+//!
+//! This is the only module allowed to use `unsafe`; each block carries a `// SAFETY:` comment.
+
+pub mod attr;
+pub mod child;
+pub mod diagnose;
+pub mod open;
+pub mod ring;
+#[cfg(test)]
+pub mod testutil;
+pub mod tracefs;
+
+use std::io;
+
+pub use attr::{
+    AttrConfig, X86_REGS_DWARF_MIN, X86_REGS_PERF_ALL, build_attr, user_regs_mask_for_unwind,
+};
+pub use child::{ExitStatusInfo, GatedChild, RunningChild};
+pub use diagnose::{EventClass, OpenContext, SystemFacts, explain_mmap_error, explain_open_error};
+pub use open::{
+    FeatureState, Opener, SysOpener, ioc_disable, ioc_enable, ioc_id, ioc_set_filter,
+    ioc_set_output, open_event,
+};
+pub use ring::{RawRecord, RingBuffer, RingReader};
+pub use tracefs::{Tracefs, TracefsError};
+
+/// The system page size in bytes (4096 when sysconf fails, which it does not on Linux).
+pub fn page_size() -> usize {
+    // SAFETY: sysconf has no memory-safety preconditions.
+    let size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    usize::try_from(size)
+        .ok()
+        .filter(|&s| s > 0)
+        .unwrap_or(4096)
+}
+
+/// CLOCK_MONOTONIC in nanoseconds, the clock perf samples use with `use_clockid`.
+pub fn clock_monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec; CLOCK_MONOTONIC always exists on Linux.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    if rc != 0 {
+        return 0;
+    }
+    let secs = u64::try_from(ts.tv_sec).unwrap_or(0);
+    let nanos = u64::try_from(ts.tv_nsec).unwrap_or(0);
+    secs.saturating_mul(1_000_000_000).saturating_add(nanos)
+}
+
+/// The online CPUs, from `/sys/devices/system/cpu/online`.
+pub fn online_cpus() -> io::Result<Vec<u32>> {
+    const PATH: &str = "/sys/devices/system/cpu/online";
+    let text = std::fs::read_to_string(PATH)
+        .map_err(|e| io::Error::new(e.kind(), format!("failed to read {PATH}: {e}")))?;
+    parse_cpu_list(text.trim()).map_err(|e| {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("failed to parse {PATH}: {e}"),
+        )
+    })
+}
+
+/// Parses a CPU list such as `0-1,4` (sysfs) or `-C 0,2-3` (users): sorted, deduplicated.
+pub fn parse_cpu_list(s: &str) -> Result<Vec<u32>, String> {
+    let s = s.trim();
+    if s.is_empty() {
+        return Err("empty cpu list".to_string());
+    }
+    let mut cpus = Vec::new();
+    for part in s.split(',') {
+        let part = part.trim();
+        let parse = |n: &str| {
+            n.trim()
+                .parse::<u32>()
+                .map_err(|_| format!("invalid cpu `{n}` in cpu list `{s}`"))
+        };
+        match part.split_once('-') {
+            Some((lo, hi)) => {
+                let (lo, hi) = (parse(lo)?, parse(hi)?);
+                if lo > hi {
+                    return Err(format!("invalid cpu range `{part}` in cpu list `{s}`"));
+                }
+                if hi - lo > 65_536 {
+                    return Err(format!("cpu range `{part}` is too large"));
+                }
+                cpus.extend(lo..=hi);
+            }
+            None => cpus.push(parse(part)?),
+        }
+    }
+    cpus.sort_unstable();
+    cpus.dedup();
+    Ok(cpus)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_lists() {
+        assert_eq!(parse_cpu_list("0-1,4").unwrap(), vec![0, 1, 4]);
+        assert_eq!(parse_cpu_list("3,0-2,2").unwrap(), vec![0, 1, 2, 3]);
+        assert_eq!(parse_cpu_list("7\n").unwrap(), vec![7]);
+        assert!(parse_cpu_list("").is_err());
+        assert!(parse_cpu_list("1,").is_err());
+        assert!(parse_cpu_list("3-1").is_err());
+        assert!(parse_cpu_list("a").unwrap_err().contains("invalid cpu `a`"));
+    }
+
+    #[test]
+    fn this_machine() {
+        let ps = page_size();
+        assert!(ps >= 4096 && ps.is_power_of_two());
+        let cpus = online_cpus().unwrap();
+        assert!(cpus.contains(&0));
+        let a = clock_monotonic_ns();
+        let b = clock_monotonic_ns();
+        assert!(a > 0 && b >= a);
+    }
+}

@@ -1,0 +1,334 @@
+//! Finding (and when needed mounting) tracefs, and the tracepoint lookups memperf needs.
+
+use std::ffi::CString;
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+
+const TRACEFS_ROOT: &str = "/sys/kernel/tracing";
+const DEBUGFS_ROOT: &str = "/sys/kernel/debug";
+const DEBUGFS_TRACING: &str = "/sys/kernel/debug/tracing";
+
+/// Errors from finding tracefs or reading from it.
+#[derive(Debug, thiserror::Error)]
+pub enum TracefsError {
+    #[error("no such tracepoint `{system}:{name}` on this kernel")]
+    NoSuchTracepoint { system: String, name: String },
+    #[error(
+        "permission denied reading {}: tracefs needs root or CAP_SYS_ADMIN; or make it \
+         readable with `chmod -R o+rX {}` or `mount -o remount,mode=755 {}`",
+        .path.display(), .root.display(), .root.display()
+    )]
+    PermissionDenied { path: PathBuf, root: PathBuf },
+    #[error(
+        "tracefs is not mounted and mounting it needs root: run \
+         `sudo mount -t tracefs nodev /sys/kernel/tracing`"
+    )]
+    NotMounted,
+    #[error(
+        "tracefs is not mounted and mounting it failed (tracefs at {TRACEFS_ROOT}: {tracefs}; \
+         debugfs at {DEBUGFS_ROOT}: {debugfs}); is tracing (CONFIG_FTRACE) built into this kernel?"
+    )]
+    MountFailed {
+        tracefs: io::Error,
+        debugfs: io::Error,
+    },
+    #[error("failed to read {}: {source}", .path.display())]
+    Io { path: PathBuf, source: io::Error },
+    #[error("invalid tracepoint id `{text}` in {}", .path.display())]
+    BadId { path: PathBuf, text: String },
+}
+
+/// A tracefs mount: the directory holding `events/`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tracefs {
+    root: PathBuf,
+}
+
+/// Whether `dir/events` is there; a permission error is reported, not treated as absence.
+fn has_events(dir: &Path) -> Result<bool, TracefsError> {
+    let events = dir.join("events");
+    match fs::metadata(&events) {
+        Ok(m) => Ok(m.is_dir()),
+        Err(e) if e.kind() == io::ErrorKind::PermissionDenied => {
+            Err(TracefsError::PermissionDenied {
+                path: events,
+                root: dir.to_path_buf(),
+            })
+        }
+        Err(_) => Ok(false),
+    }
+}
+
+fn mount(source: &str, target: &str, fstype: &str) -> io::Result<()> {
+    let c = |s: &str| CString::new(s).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e));
+    let (source, target, fstype) = (c(source)?, c(target)?, c(fstype)?);
+    // SAFETY: all three are valid NUL-terminated strings that outlive the call; `data` is null,
+    // which mount(2) accepts.
+    let rc = unsafe {
+        libc::mount(
+            source.as_ptr(),
+            target.as_ptr(),
+            fstype.as_ptr(),
+            0,
+            std::ptr::null(),
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+impl Tracefs {
+    /// Finds tracefs at `/sys/kernel/tracing` or `/sys/kernel/debug/tracing`; when neither
+    /// is there and we are root, mounts tracefs (4.1+), or debugfs on older kernels.
+    pub fn locate_or_mount() -> Result<Tracefs, TracefsError> {
+        for dir in [TRACEFS_ROOT, DEBUGFS_TRACING] {
+            if has_events(Path::new(dir))? {
+                return Ok(Tracefs::at(PathBuf::from(dir)));
+            }
+        }
+        // SAFETY: geteuid has no preconditions and cannot fail.
+        if unsafe { libc::geteuid() } != 0 {
+            return Err(TracefsError::NotMounted);
+        }
+        let tracefs = match mount("nodev", TRACEFS_ROOT, "tracefs") {
+            Ok(()) if has_events(Path::new(TRACEFS_ROOT))? => {
+                return Ok(Tracefs::at(PathBuf::from(TRACEFS_ROOT)));
+            }
+            Ok(()) => io::Error::new(io::ErrorKind::NotFound, "mounted, but it has no events/"),
+            Err(e) => e,
+        };
+        let debugfs = match mount("nodev", DEBUGFS_ROOT, "debugfs") {
+            Ok(()) if has_events(Path::new(DEBUGFS_TRACING))? => {
+                return Ok(Tracefs::at(PathBuf::from(DEBUGFS_TRACING)));
+            }
+            Ok(()) => io::Error::new(io::ErrorKind::NotFound, "mounted, but it has no tracing/"),
+            Err(e) => e,
+        };
+        Err(TracefsError::MountFailed { tracefs, debugfs })
+    }
+
+    /// A tracefs rooted at `root` (tests point this at a fake tree).
+    pub fn at(root: PathBuf) -> Tracefs {
+        Tracefs { root }
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// `events/SYSTEM/NAME`, refusing names that could leave `events/`.
+    fn event_dir(&self, system: &str, name: &str) -> Option<PathBuf> {
+        let ok = |s: &str| !s.is_empty() && s != "." && s != ".." && !s.contains('/');
+        (ok(system) && ok(name)).then(|| self.root.join("events").join(system).join(name))
+    }
+
+    fn read(&self, path: PathBuf) -> Result<Vec<u8>, TracefsError> {
+        fs::read(&path).map_err(|source| match source.kind() {
+            io::ErrorKind::PermissionDenied => TracefsError::PermissionDenied {
+                path,
+                root: self.root.clone(),
+            },
+            _ => TracefsError::Io { path, source },
+        })
+    }
+
+    /// The tracepoint's id, the `config` of a `PERF_TYPE_TRACEPOINT` event.
+    pub fn event_id(&self, system: &str, name: &str) -> Result<u64, TracefsError> {
+        let missing = || TracefsError::NoSuchTracepoint {
+            system: system.to_string(),
+            name: name.to_string(),
+        };
+        let dir = self.event_dir(system, name).ok_or_else(missing)?;
+        let path = dir.join("id");
+        let bytes = match self.read(path) {
+            Err(TracefsError::Io { source, .. }) if source.kind() == io::ErrorKind::NotFound => {
+                return Err(missing());
+            }
+            other => other?,
+        };
+        let text = String::from_utf8_lossy(&bytes);
+        text.trim().parse().map_err(|_| TracefsError::BadId {
+            path: dir.join("id"),
+            text: text.trim().to_string(),
+        })
+    }
+
+    /// The tracepoint's `format` file (field layout of its raw data).
+    pub fn format(&self, system: &str, name: &str) -> io::Result<Vec<u8>> {
+        let dir = self.event_dir(system, name).ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::NotFound,
+                format!("no such tracepoint `{system}:{name}`"),
+            )
+        })?;
+        read_with_path(&dir.join("format"))
+    }
+
+    /// `events/header_page`.
+    pub fn header_page(&self) -> io::Result<Vec<u8>> {
+        read_with_path(&self.root.join("events/header_page"))
+    }
+
+    /// `events/header_event`.
+    pub fn header_event(&self) -> io::Result<Vec<u8>> {
+        read_with_path(&self.root.join("events/header_event"))
+    }
+
+    /// Every tracepoint as `system:name`, sorted; lists directories only, reads no ids.
+    pub fn list_events(&self) -> io::Result<Vec<String>> {
+        let events = self.root.join("events");
+        let mut out = Vec::new();
+        for system in read_dir_with_path(&events)? {
+            let system = system?;
+            if !system.file_type()?.is_dir() {
+                continue;
+            }
+            let sys_name = system.file_name().to_string_lossy().into_owned();
+            for event in read_dir_with_path(&system.path())? {
+                let event = event?;
+                if event.file_type()?.is_dir() {
+                    out.push(format!(
+                        "{sys_name}:{}",
+                        event.file_name().to_string_lossy()
+                    ));
+                }
+            }
+        }
+        out.sort_unstable();
+        Ok(out)
+    }
+}
+
+fn read_with_path(path: &Path) -> io::Result<Vec<u8>> {
+    fs::read(path)
+        .map_err(|e| io::Error::new(e.kind(), format!("failed to read {}: {e}", path.display())))
+}
+
+fn read_dir_with_path(path: &Path) -> io::Result<fs::ReadDir> {
+    fs::read_dir(path)
+        .map_err(|e| io::Error::new(e.kind(), format!("failed to list {}: {e}", path.display())))
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::panic)]
+mod tests {
+    use super::*;
+
+    fn fake_tree() -> (tempfile::TempDir, Tracefs) {
+        let dir = tempfile::tempdir().unwrap();
+        let events = dir.path().join("events");
+        for (sys, name, id) in [
+            ("kmem", "kmalloc", "512\n"),
+            ("kmem", "kfree", "511\n"),
+            ("syscalls", "sys_enter_brk", "77\n"),
+            ("broken", "bad_id", "twelve\n"),
+        ] {
+            let d = events.join(sys).join(name);
+            fs::create_dir_all(&d).unwrap();
+            fs::write(d.join("id"), id).unwrap();
+            fs::write(d.join("format"), format!("name: {name}\nID: {id}")).unwrap();
+        }
+        fs::write(events.join("kmem/enable"), "0\n").unwrap();
+        fs::write(events.join("header_page"), "field: u64 timestamp;\n").unwrap();
+        fs::write(events.join("header_event"), "# compressed entry header\n").unwrap();
+        let t = Tracefs::at(dir.path().to_path_buf());
+        (dir, t)
+    }
+
+    #[test]
+    fn ids_and_files() {
+        let (_dir, t) = fake_tree();
+        assert_eq!(t.event_id("kmem", "kmalloc").unwrap(), 512);
+        assert_eq!(t.event_id("syscalls", "sys_enter_brk").unwrap(), 77);
+        assert!(
+            t.format("kmem", "kfree")
+                .unwrap()
+                .starts_with(b"name: kfree\n")
+        );
+        assert_eq!(t.header_page().unwrap(), b"field: u64 timestamp;\n");
+        assert!(t.header_event().unwrap().starts_with(b"# compressed"));
+        let err = t.format("kmem", "nope").unwrap_err();
+        assert!(err.to_string().contains("kmem/nope/format"), "{err}");
+    }
+
+    #[test]
+    fn missing_and_bad_tracepoints() {
+        let (_dir, t) = fake_tree();
+        let err = t.event_id("kmem", "foo").unwrap_err();
+        assert!(matches!(err, TracefsError::NoSuchTracepoint { .. }));
+        assert_eq!(
+            err.to_string(),
+            "no such tracepoint `kmem:foo` on this kernel"
+        );
+        assert!(matches!(
+            t.event_id("..", "..").unwrap_err(),
+            TracefsError::NoSuchTracepoint { .. }
+        ));
+        let err = t.event_id("broken", "bad_id").unwrap_err();
+        assert!(
+            err.to_string().contains("invalid tracepoint id `twelve`"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn lists_directories_only() {
+        let (_dir, t) = fake_tree();
+        assert_eq!(
+            t.list_events().unwrap(),
+            vec![
+                "broken:bad_id",
+                "kmem:kfree",
+                "kmem:kmalloc",
+                "syscalls:sys_enter_brk"
+            ]
+        );
+    }
+
+    #[test]
+    fn permission_message() {
+        let err = TracefsError::PermissionDenied {
+            path: PathBuf::from("/sys/kernel/tracing/events/kmem/kmalloc/id"),
+            root: PathBuf::from("/sys/kernel/tracing"),
+        };
+        let msg = err.to_string();
+        assert!(
+            msg.starts_with("permission denied reading /sys/kernel/tracing/events/kmem/kmalloc/id")
+        );
+        assert!(msg.contains("root or CAP_SYS_ADMIN") && msg.contains("mount -o remount,mode=755"));
+        assert!(
+            TracefsError::NotMounted
+                .to_string()
+                .contains("sudo mount -t tracefs nodev")
+        );
+    }
+
+    #[test]
+    fn live_tracefs() {
+        let t = match Tracefs::locate_or_mount() {
+            Ok(t) => t,
+            Err(e) => {
+                let required = std::env::var_os("MEMPERF_REQUIRE_PERF").is_some_and(|v| v == "1");
+                assert!(
+                    !required,
+                    "MEMPERF_REQUIRE_PERF=1 but tracefs is unusable: {e}"
+                );
+                eprintln!("skipping live tracefs test: {e}");
+                return;
+            }
+        };
+        assert!(t.root().join("events").is_dir());
+        assert!(t.event_id("syscalls", "sys_enter_brk").unwrap() > 0);
+        assert!(
+            t.format("kmem", "kmalloc")
+                .unwrap()
+                .starts_with(b"name: kmalloc")
+        );
+        assert!(t.list_events().unwrap().iter().any(|e| e == "kmem:kmalloc"));
+        assert!(!t.header_page().unwrap().is_empty());
+    }
+}
