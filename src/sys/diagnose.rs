@@ -277,6 +277,20 @@ pub fn explain_mmap_error(errno: i32, pages: usize, sys: &SystemFacts) -> String
     }
 }
 
+/// A note for the summary when kernel symbols are hidden from us, or `None` when they are not.
+pub fn kptr_restrict_note(sys: &SystemFacts) -> Option<String> {
+    let level = sys.kptr_restrict?;
+    // Level 1 hides addresses from readers without CAP_SYSLOG (root has it); 2 hides them
+    // from everyone.
+    let hidden = level >= 2 || (level == 1 && sys.euid != 0);
+    hidden.then(|| {
+        format!(
+            "kernel symbols are hidden (kernel.kptr_restrict={level}), so kernel frames show \
+             as [unknown]; run as root or `sudo sysctl kernel.kptr_restrict=0`"
+        )
+    })
+}
+
 #[cfg(test)]
 #[path = "diagnose_tests.rs"]
 mod tests;

@@ -262,3 +262,60 @@ fn facts_of_this_machine() {
         assert!(facts.cap_sys_admin);
     }
 }
+
+#[test]
+fn kptr_restrict_notes() {
+    let facts = |level, euid| SystemFacts {
+        kptr_restrict: Some(level),
+        euid,
+        ..SystemFacts::default()
+    };
+    assert_eq!(kptr_restrict_note(&facts(0, 1000)), None);
+    assert_eq!(kptr_restrict_note(&facts(1, 0)), None);
+    let msg = kptr_restrict_note(&facts(1, 1000)).unwrap();
+    assert!(
+        msg.contains("kernel.kptr_restrict=1") && msg.contains("[unknown]"),
+        "{msg}"
+    );
+    assert!(kptr_restrict_note(&facts(2, 0)).is_some());
+    assert_eq!(kptr_restrict_note(&SystemFacts::default()), None);
+}
+
+#[test]
+fn live_hardware_event_is_diagnosed() {
+    use crate::sys::attr::{AttrConfig, build_attr};
+    use crate::sys::open::{FeatureState, SysOpener, open_event};
+    use perf_event_open_sys::bindings as b;
+
+    if !crate::sys::testutil::require_perf("perf events, to try a hardware one") {
+        return;
+    }
+    let facts = SystemFacts::read();
+    let cfg = AttrConfig {
+        type_: b::PERF_TYPE_HARDWARE,
+        config: u64::from(b::PERF_COUNT_HW_CACHE_MISSES),
+        disabled: true,
+        ..AttrConfig::default()
+    };
+    let mut attr = build_attr(&cfg);
+    let mut features = FeatureState::default();
+    match open_event(&SysOpener, &mut attr, 0, -1, &mut features) {
+        Ok(_) => {
+            assert!(
+                facts.pmu_cpu_present,
+                "a hardware event opened without a cpu PMU in sysfs"
+            );
+            eprintln!("this machine has a hardware PMU; the no-PMU diagnosis is not exercised");
+        }
+        Err(errno) => {
+            let msg = explain_open_error(errno, &ctx("cache-misses", EventClass::Hardware), &facts);
+            if !facts.pmu_cpu_present {
+                assert!(
+                    msg.contains("this machine has no hardware PMU"),
+                    "errno {errno}: {msg}"
+                );
+            }
+            assert!(msg.contains("`cache-misses`"), "{msg}");
+        }
+    }
+}
