@@ -331,4 +331,67 @@ mod tests {
         assert!(t.list_events().unwrap().iter().any(|e| e == "kmem:kmalloc"));
         assert!(!t.header_page().unwrap().is_empty());
     }
+
+    /// Unmounts tracefs in a private mount namespace and checks that `locate_or_mount`
+    /// mounts it again. The test re-runs itself under `unshare --mount` so the machine's
+    /// own mounts are never touched.
+    #[test]
+    fn mounts_tracefs_when_absent() {
+        const INNER: &str = "MEMPERF_TRACEFS_PRIVATE_NS";
+        if std::env::var_os(INNER).is_some() {
+            for dir in [DEBUGFS_TRACING, TRACEFS_ROOT, DEBUGFS_ROOT] {
+                let c = CString::new(dir).unwrap();
+                // SAFETY: a valid path string; failure (not mounted) is fine.
+                unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) };
+            }
+            assert!(
+                !has_events(Path::new(TRACEFS_ROOT)).unwrap(),
+                "tracefs still mounted"
+            );
+            let t = Tracefs::locate_or_mount().unwrap();
+            assert_eq!(t.root(), Path::new(TRACEFS_ROOT));
+            assert!(t.event_id("kmem", "kmalloc").unwrap() > 0);
+            return;
+        }
+        let required = std::env::var_os("MEMPERF_REQUIRE_PERF").is_some_and(|v| v == "1");
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            assert!(
+                !required,
+                "MEMPERF_REQUIRE_PERF=1 but the mount test needs root"
+            );
+            eprintln!("skipping tracefs mount test: needs root");
+            return;
+        }
+        let exe = std::env::current_exe().unwrap();
+        let out = std::process::Command::new("unshare")
+            .args(["--mount", "--propagation", "private"])
+            .arg(exe)
+            .args(["--exact", "sys::tracefs::tests::mounts_tracefs_when_absent"])
+            .args(["--nocapture", "--test-threads=1"])
+            .env(INNER, "1")
+            .output();
+        match out {
+            Ok(out) => {
+                let stdout = String::from_utf8_lossy(&out.stdout);
+                let stderr = String::from_utf8_lossy(&out.stderr);
+                assert!(
+                    out.status.success(),
+                    "inner test failed: {stdout}\n{stderr}"
+                );
+                // The filter must have matched: a run of zero tests would also succeed.
+                assert!(
+                    stdout.contains("1 passed"),
+                    "inner test did not run: {stdout}"
+                );
+            }
+            Err(e) => {
+                assert!(
+                    !required,
+                    "MEMPERF_REQUIRE_PERF=1 but `unshare` failed to run: {e}"
+                );
+                eprintln!("skipping tracefs mount test: cannot run `unshare`: {e}");
+            }
+        }
+    }
 }
