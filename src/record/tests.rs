@@ -537,3 +537,48 @@ fn parse_info_from_attr() {
         "IP and REGS_USER are not trailer fields"
     );
 }
+
+#[test]
+fn parses_mmap_and_lost_samples_without_sample_id_all() {
+    let pi = info(b::PERF_SAMPLE_IP | b::PERF_SAMPLE_TIME);
+    assert_eq!(pi.id_trailer_len(), 0);
+    let body = Body::default()
+        .u32s(5, 6)
+        .u64(0x7f00_0000_0000)
+        .u64(0x2000)
+        .u64(0x1000)
+        .bytes(b"/lib/libc.so.6\0\0");
+    assert_eq!(
+        parse_record(b::PERF_RECORD_MMAP, 2, &body.0, &pi).unwrap(),
+        Record::Mmap {
+            pid: 5,
+            tid: 6,
+            addr: 0x7f00_0000_0000,
+            len: 0x2000,
+            pgoff: 0x1000,
+            filename: b"/lib/libc.so.6",
+            id: SampleId::default()
+        }
+    );
+    assert_eq!(record_time(b::PERF_RECORD_MMAP, &body.0, &pi), None);
+    let lost = Body::default().u64(17);
+    assert_eq!(
+        parse_record(b::PERF_RECORD_LOST_SAMPLES, 0, &lost.0, &pi).unwrap(),
+        Record::LostSamples {
+            lost: 17,
+            sid: SampleId::default()
+        }
+    );
+    let err = parse_record(b::PERF_RECORD_MMAP, 2, &body.0[..20], &pi).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            ParseError::Truncated {
+                field: "len",
+                offset: 16,
+                ..
+            }
+        ),
+        "{err}"
+    );
+}
