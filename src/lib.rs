@@ -2,5 +2,7 @@
 #![deny(unsafe_code)]
 
 pub mod events;
+pub mod perfdata;
+pub mod record;
 #[allow(unsafe_code)]
 pub mod sys;

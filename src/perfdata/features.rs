@@ -1,0 +1,327 @@
+//! perf.data feature sections (`HEADER_*` in perf's `util/header.h`): encoding and decoding.
+
+use super::{EventDesc, attr_file_bytes, le_u32, le_u64};
+
+pub const HEADER_TRACING_DATA: u32 = 1;
+pub const HEADER_BUILD_ID: u32 = 2;
+pub const HEADER_HOSTNAME: u32 = 3;
+pub const HEADER_OSRELEASE: u32 = 4;
+pub const HEADER_VERSION: u32 = 5;
+pub const HEADER_ARCH: u32 = 6;
+pub const HEADER_NRCPUS: u32 = 7;
+pub const HEADER_CPUDESC: u32 = 8;
+pub const HEADER_CPUID: u32 = 9;
+pub const HEADER_TOTAL_MEM: u32 = 10;
+pub const HEADER_CMDLINE: u32 = 11;
+pub const HEADER_EVENT_DESC: u32 = 12;
+pub const HEADER_SAMPLE_TIME: u32 = 21;
+pub const HEADER_CLOCKID: u32 = 23;
+
+/// perf's user record type for build-id entries.
+const PERF_RECORD_HEADER_BUILD_ID: u32 = 67;
+const PERF_RECORD_MISC_BUILD_ID_SIZE: u16 = 1 << 15;
+/// perf pads strings and build-id file names to this alignment.
+const NAME_ALIGN: usize = 64;
+/// `struct perf_record_header_build_id` without the file name.
+const BUILD_ID_EVENT_SIZE: usize = 36;
+
+/// What the recording machine was; written as feature sections.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Features {
+    pub hostname: Option<String>,
+    pub osrelease: Option<String>,
+    pub version: Option<String>,
+    pub arch: Option<String>,
+    /// (CPUs available = highest present + 1, CPUs online).
+    pub nr_cpus: Option<(u32, u32)>,
+    pub cpudesc: Option<String>,
+    /// perf's x86 form: `vendor,family,model,stepping`.
+    pub cpuid: Option<String>,
+    pub total_mem_kb: Option<u64>,
+    /// Written as the CMDLINE feature; by perf's convention the first is the program path.
+    pub cmdline: Vec<String>,
+    /// A blob built by [`super::tracing_data`].
+    pub tracing_data: Option<Vec<u8>>,
+    pub build_ids: Vec<BuildIdEntry>,
+    /// (first, last) sample time.
+    pub sample_time: Option<(u64, u64)>,
+    /// What perf stores under HEADER_CLOCKID: the clock's resolution in ns.
+    pub clockid: Option<u64>,
+}
+
+/// One entry of the BUILD_ID feature.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct BuildIdEntry {
+    pub pid: i32,
+    pub kernel: bool,
+    pub build_id: Vec<u8>,
+    pub filename: String,
+}
+
+/// The features a reader found (absent ones are `None` or empty).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ReadFeatures {
+    pub hostname: Option<String>,
+    pub osrelease: Option<String>,
+    pub version: Option<String>,
+    pub arch: Option<String>,
+    pub nr_cpus: Option<(u32, u32)>,
+    pub cpudesc: Option<String>,
+    pub cpuid: Option<String>,
+    pub total_mem_kb: Option<u64>,
+    pub cmdline: Vec<String>,
+    pub build_ids: Vec<BuildIdEntry>,
+    /// Event names from EVENT_DESC, in attr order.
+    pub event_names: Vec<String>,
+    pub tracing_data: Option<Vec<u8>>,
+    pub sample_time: Option<(u64, u64)>,
+    /// Feature bits that were set but whose section could not be decoded.
+    pub undecodable: Vec<u32>,
+}
+
+fn read_text(path: &str) -> Option<String> {
+    std::fs::read_to_string(path).ok()
+}
+
+fn trimmed(path: &str) -> Option<String> {
+    read_text(path).map(|s| s.trim().to_string())
+}
+
+/// The highest CPU number in a sysfs CPU list such as `0-3,8`, and how many CPUs it names.
+fn cpu_list_stats(list: &str) -> Option<(u32, u32)> {
+    let (mut max, mut count) = (None::<u32>, 0u32);
+    for part in list.trim().split(',').filter(|p| !p.is_empty()) {
+        let (lo, hi) = match part.split_once('-') {
+            Some((a, b)) => (a.parse::<u32>().ok()?, b.parse::<u32>().ok()?),
+            None => {
+                let n = part.parse::<u32>().ok()?;
+                (n, n)
+            }
+        };
+        count += hi.checked_sub(lo)? + 1;
+        max = Some(max.map_or(hi, |m: u32| m.max(hi)));
+    }
+    Some((max?, count))
+}
+
+fn cpuinfo_field<'a>(cpuinfo: &'a str, key: &str) -> Option<&'a str> {
+    cpuinfo.lines().find_map(|line| {
+        let (k, v) = line.split_once(':')?;
+        (k.trim() == key).then(|| v.trim())
+    })
+}
+
+impl Features {
+    /// Describes this machine from /proc and /sys; what cannot be read stays `None`.
+    pub fn from_system(cmdline: Vec<String>) -> Features {
+        let cpuinfo = read_text("/proc/cpuinfo").unwrap_or_default();
+        let cpuid = (|| {
+            let f = |k| cpuinfo_field(&cpuinfo, k);
+            Some(format!(
+                "{},{},{},{}",
+                f("vendor_id")?,
+                f("cpu family")?,
+                f("model")?,
+                f("stepping")?
+            ))
+        })();
+        let nr_cpus = (|| {
+            let (max_present, _) = cpu_list_stats(&read_text("/sys/devices/system/cpu/present")?)?;
+            let (_, online) = cpu_list_stats(&read_text("/sys/devices/system/cpu/online")?)?;
+            Some((max_present + 1, online))
+        })();
+        let total_mem_kb = read_text("/proc/meminfo").and_then(|m| {
+            let v = cpuinfo_field(&m, "MemTotal")?;
+            v.trim_end_matches("kB").trim().parse().ok()
+        });
+        Features {
+            hostname: trimmed("/proc/sys/kernel/hostname"),
+            osrelease: trimmed("/proc/sys/kernel/osrelease"),
+            version: Some(format!("memperf {}", env!("CARGO_PKG_VERSION"))),
+            arch: Some(std::env::consts::ARCH.to_string()),
+            nr_cpus,
+            cpudesc: cpuinfo_field(&cpuinfo, "model name").map(str::to_string),
+            cpuid,
+            total_mem_kb,
+            cmdline,
+            ..Features::default()
+        }
+    }
+
+    /// The feature sections to write, in bit order: `(bit, contents)`.
+    pub(super) fn encode(&self, events: &[EventDesc], attr_size: usize) -> Vec<(u32, Vec<u8>)> {
+        let mut out = Vec::new();
+        let mut string = |bit, s: &Option<String>| {
+            if let Some(s) = s {
+                let mut v = Vec::new();
+                put_string(&mut v, s);
+                out.push((bit, v));
+            }
+        };
+        string(HEADER_HOSTNAME, &self.hostname);
+        string(HEADER_OSRELEASE, &self.osrelease);
+        string(HEADER_VERSION, &self.version);
+        string(HEADER_ARCH, &self.arch);
+        string(HEADER_CPUDESC, &self.cpudesc);
+        string(HEADER_CPUID, &self.cpuid);
+        if let Some(td) = &self.tracing_data {
+            out.push((HEADER_TRACING_DATA, td.clone()));
+        }
+        out.push((HEADER_BUILD_ID, self.encode_build_ids()));
+        if let Some((avail, online)) = self.nr_cpus {
+            let mut v = avail.to_ne_bytes().to_vec();
+            v.extend_from_slice(&online.to_ne_bytes());
+            out.push((HEADER_NRCPUS, v));
+        }
+        if let Some(kb) = self.total_mem_kb {
+            out.push((HEADER_TOTAL_MEM, kb.to_ne_bytes().to_vec()));
+        }
+        let mut v = (self.cmdline.len() as u32).to_ne_bytes().to_vec();
+        self.cmdline.iter().for_each(|s| put_string(&mut v, s));
+        out.push((HEADER_CMDLINE, v));
+        out.push((HEADER_EVENT_DESC, encode_event_desc(events, attr_size)));
+        if let Some((first, last)) = self.sample_time {
+            let mut v = first.to_ne_bytes().to_vec();
+            v.extend_from_slice(&last.to_ne_bytes());
+            out.push((HEADER_SAMPLE_TIME, v));
+        }
+        if let Some(res) = self.clockid {
+            out.push((HEADER_CLOCKID, res.to_ne_bytes().to_vec()));
+        }
+        out.sort_by_key(|&(bit, _)| bit);
+        out
+    }
+
+    fn encode_build_ids(&self) -> Vec<u8> {
+        let mut v = Vec::new();
+        for e in &self.build_ids {
+            let name_len = (e.filename.len() + 1).next_multiple_of(NAME_ALIGN);
+            let size = BUILD_ID_EVENT_SIZE + name_len;
+            let cpumode: u16 = if e.kernel { 1 } else { 2 };
+            let id = &e.build_id[..e.build_id.len().min(20)];
+            v.extend_from_slice(&PERF_RECORD_HEADER_BUILD_ID.to_ne_bytes());
+            v.extend_from_slice(&(cpumode | PERF_RECORD_MISC_BUILD_ID_SIZE).to_ne_bytes());
+            v.extend_from_slice(&(size.min(usize::from(u16::MAX)) as u16).to_ne_bytes());
+            v.extend_from_slice(&e.pid.to_ne_bytes());
+            let mut area = [0u8; 24];
+            area[..id.len()].copy_from_slice(id);
+            area[20] = id.len() as u8;
+            v.extend_from_slice(&area);
+            let start = v.len();
+            v.extend_from_slice(e.filename.as_bytes());
+            v.resize(start + name_len, 0);
+        }
+        v
+    }
+}
+
+/// `perf_header_string`: u32 length (NUL included, padded to 64), then the padded bytes.
+fn put_string(v: &mut Vec<u8>, s: &str) {
+    let len = (s.len() + 1).next_multiple_of(NAME_ALIGN);
+    v.extend_from_slice(&(len as u32).to_ne_bytes());
+    let start = v.len();
+    v.extend_from_slice(s.as_bytes());
+    v.resize(start + len, 0);
+}
+
+fn encode_event_desc(events: &[EventDesc], attr_size: usize) -> Vec<u8> {
+    let mut v = (events.len() as u32).to_ne_bytes().to_vec();
+    v.extend_from_slice(&(attr_size as u32).to_ne_bytes());
+    for e in events {
+        v.extend_from_slice(&attr_file_bytes(&e.attr, attr_size));
+        v.extend_from_slice(&(e.ids.len() as u32).to_ne_bytes());
+        put_string(&mut v, &e.name);
+        e.ids
+            .iter()
+            .for_each(|id| v.extend_from_slice(&id.to_ne_bytes()));
+    }
+    v
+}
+
+/// A bounds-checked reader over one feature section.
+struct Sec<'a> {
+    b: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Sec<'a> {
+    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
+        let s = self.b.get(self.pos..self.pos.checked_add(n)?)?;
+        self.pos += n;
+        Some(s)
+    }
+    fn u32(&mut self) -> Option<u32> {
+        self.take(4).map(|s| le_u32(s, 0))
+    }
+    fn u64(&mut self) -> Option<u64> {
+        self.take(8).map(|s| le_u64(s, 0))
+    }
+    fn string(&mut self) -> Option<String> {
+        let len = self.u32()? as usize;
+        let raw = self.take(len)?;
+        let end = raw.iter().position(|&c| c == 0).unwrap_or(raw.len());
+        Some(String::from_utf8_lossy(&raw[..end]).into_owned())
+    }
+}
+
+impl ReadFeatures {
+    /// Decodes one feature section; returns `None` when it is malformed.
+    pub(super) fn decode(&mut self, bit: u32, b: &[u8]) -> Option<()> {
+        let mut s = Sec { b, pos: 0 };
+        match bit {
+            HEADER_TRACING_DATA => self.tracing_data = Some(b.to_vec()),
+            HEADER_BUILD_ID => self.build_ids = decode_build_ids(b)?,
+            HEADER_HOSTNAME => self.hostname = Some(s.string()?),
+            HEADER_OSRELEASE => self.osrelease = Some(s.string()?),
+            HEADER_VERSION => self.version = Some(s.string()?),
+            HEADER_ARCH => self.arch = Some(s.string()?),
+            HEADER_CPUDESC => self.cpudesc = Some(s.string()?),
+            HEADER_CPUID => self.cpuid = Some(s.string()?),
+            HEADER_NRCPUS => self.nr_cpus = Some((s.u32()?, s.u32()?)),
+            HEADER_TOTAL_MEM => self.total_mem_kb = Some(s.u64()?),
+            HEADER_SAMPLE_TIME => self.sample_time = Some((s.u64()?, s.u64()?)),
+            HEADER_CMDLINE => {
+                let n = s.u32()?;
+                self.cmdline = (0..n).map(|_| s.string()).collect::<Option<_>>()?;
+            }
+            HEADER_EVENT_DESC => {
+                let (n, attr_size) = (s.u32()?, s.u32()? as usize);
+                let mut names = Vec::new();
+                for _ in 0..n {
+                    s.take(attr_size)?;
+                    let nr_ids = s.u32()? as usize;
+                    names.push(s.string()?);
+                    s.take(nr_ids.checked_mul(8)?)?;
+                }
+                self.event_names = names;
+            }
+            _ => {}
+        }
+        Some(())
+    }
+}
+
+fn decode_build_ids(b: &[u8]) -> Option<Vec<BuildIdEntry>> {
+    let mut out = Vec::new();
+    let mut s = Sec { b, pos: 0 };
+    while s.pos < b.len() {
+        let head = s.take(BUILD_ID_EVENT_SIZE)?;
+        let misc = u16::from_ne_bytes([head[4], head[5]]);
+        let size = usize::from(u16::from_ne_bytes([head[6], head[7]]));
+        let name = s.take(size.checked_sub(BUILD_ID_EVENT_SIZE)?)?;
+        let area = &head[12..36];
+        let id_len = if misc & PERF_RECORD_MISC_BUILD_ID_SIZE != 0 {
+            usize::from(area[20]).min(20)
+        } else {
+            20
+        };
+        let end = name.iter().position(|&c| c == 0).unwrap_or(name.len());
+        out.push(BuildIdEntry {
+            pid: le_u32(head, 8) as i32,
+            kernel: misc & 7 == 1,
+            build_id: area[..id_len].to_vec(),
+            filename: String::from_utf8_lossy(&name[..end]).into_owned(),
+        });
+    }
+    Some(out)
+}

@@ -1,0 +1,307 @@
+//! Reads perf.data files (PERFILE2, file mode, native endian) written by memperf or perf.
+
+use std::path::Path;
+
+use rustc_hash::FxHashMap;
+
+use super::{
+    ATTR_SIZE_VER0, EventDesc, FILE_HEADER_SIZE, PERF_MAGIC, PerfDataError, ReadFeatures,
+    attr_from_bytes, le_u64,
+};
+use crate::record::{ParseInfo, record_identifier};
+
+/// A whole perf.data file in memory.
+#[derive(Debug)]
+pub struct PerfDataFile {
+    pub events: Vec<EventDesc>,
+    pub features: ReadFeatures,
+    /// Bytes of the data section that lie beyond the end of the file.
+    pub missing_data_bytes: u64,
+    bytes: Vec<u8>,
+    data_offset: u64,
+    data_end: u64,
+    ids: FxHashMap<u64, usize>,
+}
+
+/// One record of the data section, borrowed from the file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RawFileRecord<'a> {
+    pub ty: u32,
+    pub misc: u16,
+    /// The record without its 8-byte header.
+    pub body: &'a [u8],
+    /// File offset of the record header.
+    pub offset: u64,
+}
+
+/// Iterates over the data section; stops after the first error.
+#[derive(Debug)]
+pub struct RecordIter<'a> {
+    bytes: &'a [u8],
+    pos: u64,
+    end: u64,
+    missing: u64,
+    done: bool,
+}
+
+impl<'a> Iterator for RecordIter<'a> {
+    type Item = Result<RawFileRecord<'a>, PerfDataError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.done {
+            return None;
+        }
+        let remaining = self.end - self.pos;
+        if remaining == 0 {
+            self.done = true;
+            return (self.missing > 0).then_some(Err(PerfDataError::Truncated {
+                offset: self.pos,
+                skipped: self.missing,
+            }));
+        }
+        let start = self.pos as usize;
+        let head = match self.bytes.get(start..start + 8) {
+            Some(h) if remaining >= 8 => h,
+            _ => return self.truncated(),
+        };
+        let ty = u32::from_ne_bytes([head[0], head[1], head[2], head[3]]);
+        let misc = u16::from_ne_bytes([head[4], head[5]]);
+        let size = u16::from_ne_bytes([head[6], head[7]]);
+        if size < 8 {
+            self.done = true;
+            return Some(Err(PerfDataError::BadRecordSize {
+                offset: self.pos,
+                size,
+            }));
+        }
+        if u64::from(size) > remaining {
+            return self.truncated();
+        }
+        let body = &self.bytes[start + 8..start + usize::from(size)];
+        let offset = self.pos;
+        self.pos += u64::from(size);
+        Some(Ok(RawFileRecord {
+            ty,
+            misc,
+            body,
+            offset,
+        }))
+    }
+}
+
+impl RecordIter<'_> {
+    fn truncated(&mut self) -> Option<Result<RawFileRecord<'static>, PerfDataError>> {
+        self.done = true;
+        Some(Err(PerfDataError::Truncated {
+            offset: self.pos,
+            skipped: self.end - self.pos + self.missing,
+        }))
+    }
+}
+
+fn section(b: &[u8], off: usize) -> (u64, u64) {
+    (le_u64(b, off), le_u64(b, off + 8))
+}
+
+/// `bytes[offset..offset+size]` if it lies within the file.
+fn slice(bytes: &[u8], offset: u64, size: u64) -> Option<&[u8]> {
+    let start = usize::try_from(offset).ok()?;
+    let end = start.checked_add(usize::try_from(size).ok()?)?;
+    bytes.get(start..end)
+}
+
+fn check_magic(bytes: &[u8]) -> Result<(), PerfDataError> {
+    let magic = bytes.get(..8).unwrap_or(bytes);
+    if magic == PERF_MAGIC {
+        return Ok(());
+    }
+    let mut swapped = PERF_MAGIC;
+    swapped.reverse();
+    Err(match magic {
+        m if m == swapped => PerfDataError::BigEndian,
+        b"PERFFILE" => PerfDataError::Version1,
+        m => PerfDataError::BadMagic(String::from_utf8_lossy(m).into_owned()),
+    })
+}
+
+impl PerfDataFile {
+    pub fn open(path: &Path) -> Result<PerfDataFile, PerfDataError> {
+        let bytes = std::fs::read(path).map_err(|source| PerfDataError::Io {
+            path: path.display().to_string(),
+            source,
+        })?;
+        Self::from_bytes(bytes)
+    }
+
+    /// Parses a file already in memory.
+    pub fn from_bytes(bytes: Vec<u8>) -> Result<PerfDataFile, PerfDataError> {
+        if bytes.is_empty() {
+            return Err(PerfDataError::Empty);
+        }
+        check_magic(&bytes)?;
+        let header_size = le_u64(&bytes, 8);
+        if header_size == 16 {
+            return Err(PerfDataError::PipeMode);
+        }
+        if bytes.len() < FILE_HEADER_SIZE as usize {
+            return Err(PerfDataError::TooSmall(bytes.len() as u64));
+        }
+        if header_size < FILE_HEADER_SIZE {
+            return Err(PerfDataError::Header(format!(
+                "header size {header_size} is smaller than {FILE_HEADER_SIZE}"
+            )));
+        }
+        let attr_size = le_u64(&bytes, 16);
+        let (attrs_off, attrs_size) = section(&bytes, 24);
+        let (data_offset, data_size) = section(&bytes, 40);
+        if data_size == 0 {
+            return Err(PerfDataError::DataSizeZero);
+        }
+        let events = read_attrs(&bytes, attr_size, attrs_off, attrs_size)?;
+        let file_len = bytes.len() as u64;
+        if data_offset > file_len {
+            return Err(PerfDataError::Header(format!(
+                "data section starts at {data_offset:#x}, beyond the end of the file ({file_len:#x})"
+            )));
+        }
+        let wanted_end = data_offset.saturating_add(data_size);
+        let data_end = wanted_end.min(file_len);
+        let features = read_features(&bytes, wanted_end);
+        let mut ids = FxHashMap::default();
+        for (i, e) in events.iter().enumerate() {
+            ids.extend(e.ids.iter().map(|&id| (id, i)));
+        }
+        let mut events = events;
+        for (e, name) in events.iter_mut().zip(&features.event_names) {
+            e.name.clone_from(name);
+        }
+        Ok(PerfDataFile {
+            events,
+            features,
+            missing_data_bytes: wanted_end - data_end,
+            bytes,
+            data_offset,
+            data_end,
+            ids,
+        })
+    }
+
+    /// The records of the data section, in file order.
+    pub fn records(&self) -> RecordIter<'_> {
+        RecordIter {
+            bytes: &self.bytes,
+            pos: self.data_offset,
+            end: self.data_end,
+            missing: self.missing_data_bytes,
+            done: false,
+        }
+    }
+
+    /// The index in `events` of the event a record belongs to (by its sample id; the only
+    /// event when there is one). `None` for perf's user records and unknown ids.
+    pub fn event_for(&self, ty: u32, body: &[u8]) -> Option<usize> {
+        if ty >= crate::record::PERF_RECORD_USER_TYPE_START || self.events.is_empty() {
+            return None;
+        }
+        if self.events.len() == 1 {
+            return Some(0);
+        }
+        let id = record_identifier(ty, body, &self.parse_info(0))?;
+        self.ids.get(&id).copied()
+    }
+
+    /// How records of event `idx` are laid out (the first event's if `idx` is out of range).
+    pub fn parse_info(&self, idx: usize) -> ParseInfo {
+        self.events
+            .get(idx)
+            .or(self.events.first())
+            .map(|e| ParseInfo::from_attr(&e.attr))
+            .unwrap_or_default()
+    }
+}
+
+fn read_attrs(
+    bytes: &[u8],
+    attr_size: u64,
+    offset: u64,
+    size: u64,
+) -> Result<Vec<EventDesc>, PerfDataError> {
+    let entry = usize::try_from(attr_size).unwrap_or(usize::MAX);
+    if !(ATTR_SIZE_VER0 + 16..=4096).contains(&entry) {
+        return Err(PerfDataError::Header(format!(
+            "attr entry size {attr_size} is not a perf_event_attr plus a section"
+        )));
+    }
+    let Some(section_bytes) = slice(bytes, offset, size) else {
+        return Err(PerfDataError::Header(format!(
+            "attrs section ({offset:#x}, {size} bytes) lies beyond the end of the file"
+        )));
+    };
+    let mut events = Vec::new();
+    for (i, chunk) in section_bytes.chunks_exact(entry).enumerate() {
+        let at = offset + (i * entry) as u64;
+        let attr_bytes = &chunk[..entry - 16];
+        let attr = attr_from_bytes(attr_bytes).map_err(|e| PerfDataError::Attr {
+            offset: at,
+            msg: e.to_string(),
+        })?;
+        let (ids_off, ids_size) = section(chunk, entry - 16);
+        let ids = slice(bytes, ids_off, ids_size)
+            .ok_or_else(|| PerfDataError::Attr {
+                offset: at,
+                msg: format!("ids section ({ids_off:#x}, {ids_size} bytes) is out of the file"),
+            })?
+            .chunks_exact(8)
+            .map(|c| le_u64(c, 0))
+            .collect();
+        events.push(EventDesc {
+            name: default_event_name(attr.type_, attr.config),
+            attr,
+            ids,
+        });
+    }
+    Ok(events)
+}
+
+/// Decodes the feature sections listed after the data; a missing or broken table or section
+/// is recorded in `undecodable` rather than failing the whole file.
+fn read_features(bytes: &[u8], table_offset: u64) -> ReadFeatures {
+    let mut f = ReadFeatures::default();
+    let mut bits = Vec::new();
+    for word in 0..4 {
+        let w = le_u64(bytes, 72 + 8 * word);
+        bits.extend(
+            (0..64)
+                .filter(|b| w & (1 << b) != 0)
+                .map(|b| (word * 64 + b) as u32),
+        );
+    }
+    for (i, &bit) in bits.iter().enumerate() {
+        let entry = table_offset.saturating_add(16 * i as u64);
+        let decoded = slice(bytes, entry, 16)
+            .map(|e| section(e, 0))
+            .and_then(|(off, size)| slice(bytes, off, size))
+            .and_then(|body| f.decode(bit, body));
+        if decoded.is_none() {
+            f.undecodable.push(bit);
+        }
+    }
+    f
+}
+
+/// A name for an event whose file has no EVENT_DESC feature.
+fn default_event_name(ty: u32, config: u64) -> String {
+    use perf_event_open_sys::bindings as b;
+    let known = match (ty, config) {
+        (b::PERF_TYPE_SOFTWARE, 0) => "cpu-clock",
+        (b::PERF_TYPE_SOFTWARE, 1) => "task-clock",
+        (b::PERF_TYPE_SOFTWARE, 2) => "page-faults",
+        (b::PERF_TYPE_SOFTWARE, 5) => "minor-faults",
+        (b::PERF_TYPE_SOFTWARE, 6) => "major-faults",
+        (b::PERF_TYPE_HARDWARE, 0) => "cycles",
+        (b::PERF_TYPE_HARDWARE, 1) => "instructions",
+        (b::PERF_TYPE_HARDWARE, 3) => "cache-misses",
+        _ => return format!("type{ty}:{config:#x}"),
+    };
+    known.to_string()
+}
