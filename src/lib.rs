@@ -1,2 +1,6 @@
 //! memperf: a memory profiler for Linux built on perf_event_open, without BPF.
 #![deny(unsafe_code)]
+
+pub mod buildid;
+pub mod procfs;
+pub mod unwind;
