@@ -219,15 +219,19 @@ impl Process {
         (addr < self.modules[i].avma.end).then_some(i)
     }
 
-    fn remove_overlapping(&mut self, r: &Range<u64>) {
+    /// Removes the modules that overlap `r`; returns how many framehop modules went.
+    fn remove_overlapping(&mut self, r: &Range<u64>) -> u32 {
         let unwinder = &mut self.unwinder;
+        let mut removed = 0;
         self.modules.retain(|m| {
             let overlaps = m.avma.start < r.end && r.start < m.avma.end;
             if overlaps && m.has_cfi {
                 unwinder.remove_module(m.avma.start);
+                removed += 1;
             }
             !overlaps
         });
+        removed
     }
 
     fn insert(&mut self, m: ProcModule) {
@@ -245,7 +249,15 @@ pub struct Unwinders {
     elf_cache: ElfCache,
     cache: CacheNative<MayAllocateDuringUnwind>,
     stats: UnwindStats,
+    /// framehop module additions and removals since `cache` was created; see
+    /// [`CACHE_RESET_CHANGES`].
+    module_changes: u32,
 }
+
+/// framehop keys its rule cache by address and a global `u16` "modules generation" that
+/// every module addition or removal bumps. After 65536 changes a stale rule could match
+/// again, so the cache is replaced well before that.
+const CACHE_RESET_CHANGES: u32 = 30_000;
 
 /// The copied stack: `bytes` start at address `sp`.
 pub(crate) struct StackCopy<'a> {
@@ -319,6 +331,7 @@ impl Unwinders {
             elf_cache: ElfCache::default(),
             cache: CacheNative::new(),
             stats: UnwindStats::default(),
+            module_changes: 0,
         }
     }
 
@@ -355,13 +368,19 @@ impl Unwinders {
             PathKind::File => self.load_module(ev, &path, &mut module),
         };
         let proc = self.procs.entry(ev.pid).or_default();
-        proc.remove_overlapping(&avma);
+        let mut changes = proc.remove_overlapping(&avma);
         if let Some(m) = fh_module {
             proc.unwinder.add_module(m);
             module.has_cfi = true;
             self.stats.modules_loaded += 1;
+            changes += 1;
         }
         proc.insert(module);
+        self.module_changes = self.module_changes.saturating_add(changes);
+        if self.module_changes >= CACHE_RESET_CHANGES {
+            self.cache = CacheNative::new();
+            self.module_changes = 0;
+        }
     }
 
     /// Loads the file behind `ev`, fills in `module`'s bias and build-id, and builds the

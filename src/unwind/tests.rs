@@ -364,3 +364,21 @@ fn path_kinds() {
     }
     assert_eq!(path_kind(b"/memfd:x (deleted)"), PathKind::Deleted);
 }
+
+#[test]
+fn rule_cache_is_replaced_before_framehop_generations_wrap() {
+    let mut u = Unwinders::new(UnwindMode::Dwarf);
+    let ev = MappingEvent {
+        len: 0x1000,
+        ..exec_event(5, 0x7f00_0000_0000, LIBC.as_bytes())
+    };
+    // The first mapping adds one module; each remapping removes one and adds one.
+    let remaps = CACHE_RESET_CHANGES / 2;
+    for _ in 0..remaps {
+        u.handle_mmap(&ev);
+    }
+    assert_eq!(u.module_changes, 2 * remaps - 1);
+    u.handle_mmap(&ev);
+    assert_eq!(u.module_changes, 0);
+    assert_eq!(u.stats().modules_loaded, u64::from(remaps) + 1);
+}
