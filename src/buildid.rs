@@ -1,0 +1,150 @@
+//! GNU build-ids of ELF files and of the running kernel.
+//!
+//! Build-ids key the symbolization caches and let `unwind` refuse a file on disk that is not
+//! the one a process mapped.
+
+use std::fs::File;
+use std::io;
+use std::path::Path;
+
+use object::read::ReadCache;
+use object::{Object, ReadRef};
+
+/// The `NT_GNU_BUILD_ID` note type.
+const NT_GNU_BUILD_ID: u32 = 3;
+
+/// The build-id in the `.note.gnu.build-id` note (or any `PT_NOTE`) of the ELF image `data`.
+/// `None` when `data` is not an object file or has no build-id.
+pub fn elf_build_id(data: &[u8]) -> Option<Vec<u8>> {
+    build_id_of(data)
+}
+
+/// The build-id of the ELF file at `path`, reading only the headers and the note.
+/// `Ok(None)` when the file is not an object file or has no build-id.
+pub fn file_build_id(path: &Path) -> io::Result<Option<Vec<u8>>> {
+    let file = File::open(path)?;
+    let cache = ReadCache::new(file);
+    Ok(build_id_of(&cache))
+}
+
+fn build_id_of<'data, R: ReadRef<'data>>(data: R) -> Option<Vec<u8>> {
+    let obj = object::File::parse(data).ok()?;
+    match obj.build_id() {
+        Ok(Some(id)) if !id.is_empty() => Some(id.to_vec()),
+        _ => None,
+    }
+}
+
+/// The running kernel's build-id, from the ELF notes in `/sys/kernel/notes`.
+pub fn kernel_build_id() -> Option<Vec<u8>> {
+    let notes = std::fs::read("/sys/kernel/notes").ok()?;
+    parse_gnu_build_id_note(&notes)
+}
+
+/// Finds the GNU build-id in a sequence of ELF notes (`Elf_Nhdr` headers: namesz, descsz,
+/// type, each a native-endian u32, then the name and the descriptor, each padded to 4 bytes).
+pub fn parse_gnu_build_id_note(mut notes: &[u8]) -> Option<Vec<u8>> {
+    while notes.len() >= 12 {
+        let namesz = read_u32(notes, 0)? as usize;
+        let descsz = read_u32(notes, 4)? as usize;
+        let ntype = read_u32(notes, 8)?;
+        let name_start = 12usize;
+        let desc_start = name_start.checked_add(align4(namesz)?)?;
+        let next = desc_start.checked_add(align4(descsz)?)?;
+        let name = notes.get(name_start..name_start.checked_add(namesz)?)?;
+        let desc = notes.get(desc_start..desc_start.checked_add(descsz)?)?;
+        if ntype == NT_GNU_BUILD_ID && name == b"GNU\0" && !desc.is_empty() {
+            return Some(desc.to_vec());
+        }
+        notes = notes.get(next..)?;
+    }
+    None
+}
+
+fn align4(n: usize) -> Option<usize> {
+    Some(n.checked_add(3)? & !3)
+}
+
+fn read_u32(bytes: &[u8], at: usize) -> Option<u32> {
+    let b: [u8; 4] = bytes.get(at..at + 4)?.try_into().ok()?;
+    Some(u32::from_ne_bytes(b))
+}
+
+/// Lowercase hex, as used in `/usr/lib/debug/.build-id/xx/yyyy.debug` and by `perf buildid-list`.
+pub fn to_hex(id: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut s = String::with_capacity(id.len() * 2);
+    for &b in id {
+        s.push(char::from(DIGITS[usize::from(b >> 4)]));
+        s.push(char::from(DIGITS[usize::from(b & 0xf)]));
+    }
+    s
+}
+
+#[cfg(test)]
+#[allow(clippy::expect_used, clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    const LIBC: &str = "/lib/x86_64-linux-gnu/libc.so.6";
+
+    #[test]
+    fn to_hex_is_lowercase_and_padded() {
+        assert_eq!(to_hex(&[0x00, 0x0a, 0xff, 0x12]), "000aff12");
+        assert_eq!(to_hex(&[]), "");
+    }
+
+    #[test]
+    fn libc_build_id_names_its_debug_file() {
+        let id = file_build_id(Path::new(LIBC))
+            .expect("libc is readable")
+            .expect("libc has a build-id");
+        assert_eq!(id.len(), 20);
+        let hex = to_hex(&id);
+        let debug = format!("/usr/lib/debug/.build-id/{}/{}.debug", &hex[..2], &hex[2..]);
+        assert!(
+            Path::new(&debug).exists(),
+            "{debug} should exist (libc6-dbg)"
+        );
+        // The in-memory variant agrees, and so does the debug file itself.
+        let data = std::fs::read(LIBC).expect("read libc");
+        assert_eq!(elf_build_id(&data), Some(id.clone()));
+        assert_eq!(file_build_id(Path::new(&debug)).ok().flatten(), Some(id));
+    }
+
+    #[test]
+    fn non_elf_has_no_build_id() {
+        assert_eq!(elf_build_id(b"#!/bin/sh\necho hi\n"), None);
+        assert_eq!(elf_build_id(&[]), None);
+        let err = file_build_id(Path::new("/nonexistent/memperf/file"));
+        assert!(err.is_err());
+    }
+
+    #[test]
+    fn kernel_notes_give_a_20_byte_build_id() {
+        let id = kernel_build_id().expect("/sys/kernel/notes has a GNU build-id");
+        assert_eq!(id.len(), 20);
+    }
+
+    #[test]
+    fn note_parser_skips_other_notes_and_rejects_truncation() {
+        let mut notes = Vec::new();
+        // A "Xen" note of type 3 first: must be skipped (wrong name).
+        for (name, ntype, desc) in [
+            (&b"Xen\0"[..], 3u32, &[9u8; 5][..]),
+            (b"GNU\0", 3, &[7u8; 20]),
+        ] {
+            notes.extend_from_slice(&(name.len() as u32).to_ne_bytes());
+            notes.extend_from_slice(&(desc.len() as u32).to_ne_bytes());
+            notes.extend_from_slice(&ntype.to_ne_bytes());
+            notes.extend_from_slice(name);
+            notes.extend_from_slice(desc);
+            while notes.len() % 4 != 0 {
+                notes.push(0);
+            }
+        }
+        assert_eq!(parse_gnu_build_id_note(&notes), Some(vec![7u8; 20]));
+        assert_eq!(parse_gnu_build_id_note(&notes[..notes.len() - 4]), None);
+        assert_eq!(parse_gnu_build_id_note(&[1, 2, 3]), None);
+    }
+}

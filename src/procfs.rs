@@ -1,0 +1,249 @@
+//! The state of processes that exist when recording starts, read from `/proc`, so that the
+//! session can synthesize COMM/MMAP2/FORK records for them (as `perf record` does).
+
+use std::io;
+use std::path::PathBuf;
+
+/// One line of `/proc/PID/maps`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MapEntry {
+    pub start: u64,
+    pub end: u64,
+    /// `r`, `w`, `x`, then `p` (private) or `s` (shared); `-` where a permission is absent.
+    pub perms: [u8; 4],
+    /// File offset of `start`.
+    pub pgoff: u64,
+    pub dev_major: u32,
+    pub dev_minor: u32,
+    pub inode: u64,
+    /// The path as the kernel prints it: may contain spaces, keeps a ` (deleted)` suffix,
+    /// may be a pseudo path such as `[vdso]`, empty for anonymous memory.
+    pub path: Vec<u8>,
+}
+
+impl MapEntry {
+    pub fn is_exec(&self) -> bool {
+        self.perms[2] == b'x'
+    }
+}
+
+/// The result of parsing a maps file: the entries, and how many lines were malformed.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ParsedMaps {
+    pub entries: Vec<MapEntry>,
+    pub malformed_lines: usize,
+}
+
+fn proc_path(pid: u32, file: &str) -> PathBuf {
+    PathBuf::from(format!("/proc/{pid}/{file}"))
+}
+
+/// Reads and parses `/proc/PID/maps`. Malformed lines are skipped.
+pub fn read_maps(pid: u32) -> io::Result<Vec<MapEntry>> {
+    let text = std::fs::read(proc_path(pid, "maps"))?;
+    Ok(parse_maps(&text))
+}
+
+/// Parses the text of a maps file, skipping malformed lines.
+pub fn parse_maps(text: &[u8]) -> Vec<MapEntry> {
+    parse_maps_counted(text).entries
+}
+
+/// Parses the text of a maps file and counts the malformed lines it skipped.
+pub fn parse_maps_counted(text: &[u8]) -> ParsedMaps {
+    let mut out = ParsedMaps::default();
+    for line in text.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
+        match parse_maps_line(line) {
+            Some(e) => out.entries.push(e),
+            None => out.malformed_lines += 1,
+        }
+    }
+    out
+}
+
+/// Splits off the next space-separated field, skipping leading spaces.
+fn field<'a>(rest: &mut &'a [u8]) -> Option<&'a [u8]> {
+    let s = trim_start(rest);
+    let end = s.iter().position(|&b| b == b' ').unwrap_or(s.len());
+    let (f, r) = s.split_at(end);
+    *rest = r;
+    (!f.is_empty()).then_some(f)
+}
+
+fn trim_start(s: &[u8]) -> &[u8] {
+    let n = s.iter().take_while(|&&b| b == b' ' || b == b'\t').count();
+    &s[n..]
+}
+
+fn hex(s: &[u8]) -> Option<u64> {
+    u64::from_str_radix(std::str::from_utf8(s).ok()?, 16).ok()
+}
+
+fn split2(s: &[u8], sep: u8) -> Option<(&[u8], &[u8])> {
+    let i = s.iter().position(|&b| b == sep)?;
+    Some((&s[..i], &s[i + 1..]))
+}
+
+/// `start-end perms offset major:minor inode   path`
+fn parse_maps_line(line: &[u8]) -> Option<MapEntry> {
+    let mut rest = line;
+    let (start, end) = split2(field(&mut rest)?, b'-')?;
+    let perms: [u8; 4] = field(&mut rest)?.try_into().ok()?;
+    let pgoff = hex(field(&mut rest)?)?;
+    let (major, minor) = split2(field(&mut rest)?, b':')?;
+    let inode = std::str::from_utf8(field(&mut rest)?).ok()?.parse().ok()?;
+    let (start, end) = (hex(start)?, hex(end)?);
+    if end < start {
+        return None;
+    }
+    Some(MapEntry {
+        start,
+        end,
+        perms,
+        pgoff,
+        dev_major: u32::try_from(hex(major)?).ok()?,
+        dev_minor: u32::try_from(hex(minor)?).ok()?,
+        inode,
+        path: trim_start(rest).to_vec(),
+    })
+}
+
+fn numeric_dir_entries(dir: &str) -> io::Result<Vec<u32>> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        if let Some(n) = entry.file_name().to_str().and_then(|s| s.parse().ok()) {
+            out.push(n);
+        }
+    }
+    out.sort_unstable();
+    Ok(out)
+}
+
+/// The thread ids of process `pid` (`/proc/PID/task`), sorted.
+pub fn threads(pid: u32) -> io::Result<Vec<u32>> {
+    numeric_dir_entries(&format!("/proc/{pid}/task"))
+}
+
+/// All process ids in `/proc`, sorted.
+pub fn all_pids() -> io::Result<Vec<u32>> {
+    numeric_dir_entries("/proc")
+}
+
+/// `/proc/PID/comm` without the trailing newline.
+pub fn comm(pid: u32) -> io::Result<Vec<u8>> {
+    let mut c = std::fs::read(proc_path(pid, "comm"))?;
+    if c.last() == Some(&b'\n') {
+        c.pop();
+    }
+    Ok(c)
+}
+
+fn status_field(pid: u32, name: &[u8]) -> io::Result<u32> {
+    let status = std::fs::read(proc_path(pid, "status"))?;
+    parse_status_field(&status, name).ok_or_else(|| {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!(
+                "no `{}` line in /proc/{pid}/status",
+                String::from_utf8_lossy(name)
+            ),
+        )
+    })
+}
+
+fn parse_status_field(status: &[u8], name: &[u8]) -> Option<u32> {
+    status.split(|&b| b == b'\n').find_map(|line| {
+        let (key, value) = split2(line, b':')?;
+        if key != name {
+            return None;
+        }
+        std::str::from_utf8(value).ok()?.trim().parse().ok()
+    })
+}
+
+/// The process (thread group) id of thread `tid`, from `/proc/TID/status`.
+pub fn tgid(tid: u32) -> io::Result<u32> {
+    status_field(tid, b"Tgid")
+}
+
+/// The parent process id of `pid`, from `/proc/PID/status`.
+pub fn ppid(pid: u32) -> io::Result<u32> {
+    status_field(pid, b"PPid")
+}
+
+/// Whether `/proc/PID` exists.
+pub fn exists(pid: u32) -> bool {
+    proc_path(pid, "").exists()
+}
+
+#[cfg(test)]
+#[allow(clippy::expect_used, clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_paths_with_spaces_deleted_and_anonymous() {
+        let text = b"55d0c0a00000-55d0c0a28000 r--p 00000000 fd:01 1311 /usr/bin/my prog\n\
+7f00aa000000-7f00aa022000 r-xp 00022000 08:10 42 /tmp/lib x.so (deleted)\n\
+7ffd1c3e0000-7ffd1c401000 rw-p 00000000 00:00 0                          [stack]\n\
+7f00ab000000-7f00ab001000 rw-p 00000000 00:00 0 \n";
+        let maps = parse_maps_counted(text);
+        assert_eq!(maps.malformed_lines, 0);
+        let m = &maps.entries;
+        assert_eq!(m.len(), 4);
+        assert_eq!(m[0].path, b"/usr/bin/my prog");
+        assert_eq!(
+            (m[0].dev_major, m[0].dev_minor, m[0].inode),
+            (0xfd, 1, 1311)
+        );
+        assert_eq!(m[1].path, b"/tmp/lib x.so (deleted)");
+        assert_eq!(
+            (m[1].start, m[1].end, m[1].pgoff),
+            (0x7f00aa000000, 0x7f00aa022000, 0x22000)
+        );
+        assert!(m[1].is_exec() && !m[0].is_exec());
+        assert_eq!(m[1].perms, *b"r-xp");
+        assert_eq!(m[2].path, b"[stack]");
+        assert_eq!(m[3].path, b"");
+    }
+
+    #[test]
+    fn skips_and_counts_malformed_lines() {
+        let text =
+            b"garbage\n10-20 r-xp 0 08:01 5 /a\n30-2 r-xp 0 08:01 5 /b\n40-50 r-x 0 08:01 5 /c\n";
+        let maps = parse_maps_counted(text);
+        assert_eq!(maps.entries.len(), 1);
+        assert_eq!(maps.entries[0].path, b"/a");
+        assert_eq!(maps.malformed_lines, 3);
+    }
+
+    #[test]
+    fn own_process_is_visible() {
+        let me = std::process::id();
+        assert!(exists(me));
+        assert!(!exists(u32::MAX));
+        assert_eq!(tgid(me).unwrap(), me);
+        assert_eq!(ppid(me).unwrap(), std::os::unix::process::parent_id());
+        assert!(threads(me).unwrap().contains(&me));
+        assert!(all_pids().unwrap().contains(&me));
+        assert!(!comm(me).unwrap().is_empty());
+        assert!(!comm(me).unwrap().ends_with(b"\n"));
+        let maps = read_maps(me).unwrap();
+        let here = own_process_is_visible as fn() as usize as u64;
+        let m = maps
+            .iter()
+            .find(|m| m.start <= here && here < m.end)
+            .unwrap();
+        assert!(m.is_exec());
+        assert!(m.path.starts_with(b"/"));
+    }
+
+    #[test]
+    fn status_parser_finds_exact_key() {
+        let s = b"Name:\tx\nTgid:\t12\nPPid:\t3\nTracerPid:\t0\n";
+        assert_eq!(parse_status_field(s, b"PPid"), Some(3));
+        assert_eq!(parse_status_field(s, b"Tgid"), Some(12));
+        assert_eq!(parse_status_field(s, b"Pid"), None);
+    }
+}

@@ -1,0 +1,294 @@
+//! ELF files as framehop sees them: PT_LOAD segments, the unwind sections, the segment bias
+//! of a mapping, and a cache of loaded files shared by all processes.
+
+use std::fs::File;
+use std::io;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use framehop::ExplicitModuleSectionInfo;
+use object::read::ReadCache;
+use object::{Object, ObjectSection, ObjectSegment, ReadRef};
+use rustc_hash::FxHashMap;
+
+/// Section bytes handed to framehop; shared by every process that maps the file.
+pub(crate) type SectionData = Arc<[u8]>;
+
+/// One PT_LOAD program header: the file range `[offset, offset + filesz)` is loaded at the
+/// file-stated address (SVMA) `vaddr`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct LoadSegment {
+    pub offset: u64,
+    pub vaddr: u64,
+    pub filesz: u64,
+}
+
+/// The bias (`avma - svma`, wrapping) of a mapping of `len` bytes of the file at file offset
+/// `pgoff`, placed at process address `start`.
+///
+/// A file offset `o` inside segment `s` has SVMA `o - s.offset + s.vaddr` and AVMA
+/// `start + (o - pgoff)`, so `bias = start - (s.vaddr - s.offset + pgoff)`. The segment is the
+/// one whose file range overlaps `[pgoff, pgoff + len)` the most: with lld-style segments
+/// whose offsets are not page-aligned, the page-rounded `pgoff` also falls inside the
+/// preceding segment, and picking that one gives a wrong bias.
+pub(crate) fn compute_bias(segs: &[LoadSegment], start: u64, len: u64, pgoff: u64) -> Option<u64> {
+    let map_end = pgoff.saturating_add(len);
+    let best = segs
+        .iter()
+        .filter_map(|s| {
+            let lo = s.offset.max(pgoff);
+            let hi = s.offset.saturating_add(s.filesz).min(map_end);
+            hi.checked_sub(lo).filter(|&n| n > 0).map(|n| (n, s))
+        })
+        // max_by_key keeps the last of equal maxima; prefer the first segment instead.
+        .fold(None::<(u64, &LoadSegment)>, |best, cand| match best {
+            Some(b) if b.0 >= cand.0 => Some(b),
+            _ => Some(cand),
+        })?
+        .1;
+    Some(start.wrapping_sub(best.vaddr.wrapping_sub(best.offset).wrapping_add(pgoff)))
+}
+
+/// What unwinding needs from one ELF file.
+#[derive(Debug)]
+pub(crate) struct ElfInfo {
+    pub build_id: Option<Vec<u8>>,
+    /// The vaddr of the first PT_LOAD segment (0 for PIE executables and shared libraries).
+    pub base_svma: u64,
+    pub segments: Vec<LoadSegment>,
+    text_svma: Option<Range<u64>>,
+    got_svma: Option<Range<u64>>,
+    eh_frame: Option<(Range<u64>, SectionData)>,
+    eh_frame_hdr: Option<(Range<u64>, SectionData)>,
+    debug_frame: Option<SectionData>,
+}
+
+/// Why a file could not be used.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ElfError {
+    #[error("cannot read: {0}")]
+    Io(#[from] io::Error),
+    #[error("not an object file: {0}")]
+    NotElf(#[from] object::Error),
+    #[error("has no PT_LOAD segments")]
+    NoLoadSegments,
+}
+
+fn section<'data, O: Object<'data>>(obj: &O, name: &str) -> Option<(Range<u64>, SectionData)> {
+    let s = obj.section_by_name(name)?;
+    let data = s.uncompressed_data().ok()?;
+    let start = s.address();
+    Some((start..start.saturating_add(s.size()), Arc::from(&*data)))
+}
+
+fn svma_range<'data, O: Object<'data>>(obj: &O, name: &str) -> Option<Range<u64>> {
+    let s = obj.section_by_name(name)?;
+    Some(s.address()..s.address().saturating_add(s.size()))
+}
+
+impl ElfInfo {
+    /// Parses the headers and copies out the unwind sections; nothing else is kept.
+    pub(crate) fn parse<'data, R: ReadRef<'data>>(data: R) -> Result<ElfInfo, ElfError> {
+        let obj = object::File::parse(data)?;
+        let segments: Vec<LoadSegment> = obj
+            .segments()
+            .map(|s| {
+                let (offset, filesz) = s.file_range();
+                LoadSegment {
+                    offset,
+                    vaddr: s.address(),
+                    filesz,
+                }
+            })
+            .collect();
+        let base_svma = segments.first().ok_or(ElfError::NoLoadSegments)?.vaddr;
+        Ok(ElfInfo {
+            build_id: obj.build_id().ok().flatten().map(<[u8]>::to_vec),
+            base_svma,
+            segments,
+            text_svma: svma_range(&obj, ".text"),
+            got_svma: svma_range(&obj, ".got"),
+            eh_frame: section(&obj, ".eh_frame"),
+            eh_frame_hdr: section(&obj, ".eh_frame_hdr"),
+            debug_frame: section(&obj, ".debug_frame").map(|(_, d)| d),
+        })
+    }
+
+    /// Reads only the headers and the unwind sections of the file at `path`.
+    pub(crate) fn load(path: &Path) -> Result<ElfInfo, ElfError> {
+        let cache = ReadCache::new(File::open(path)?);
+        ElfInfo::parse(&cache)
+    }
+
+    pub(crate) fn has_unwind_info(&self) -> bool {
+        self.eh_frame.is_some() || self.debug_frame.is_some()
+    }
+
+    pub(crate) fn section_info(&self) -> ExplicitModuleSectionInfo<SectionData> {
+        let (eh_frame_svma, eh_frame) = split(&self.eh_frame);
+        let (eh_frame_hdr_svma, eh_frame_hdr) = split(&self.eh_frame_hdr);
+        ExplicitModuleSectionInfo {
+            base_svma: self.base_svma,
+            text_svma: self.text_svma.clone(),
+            text: None,
+            stubs_svma: None,
+            stub_helper_svma: None,
+            got_svma: self.got_svma.clone(),
+            unwind_info: None,
+            eh_frame_svma,
+            eh_frame,
+            eh_frame_hdr_svma,
+            eh_frame_hdr,
+            debug_frame: self.debug_frame.clone(),
+            text_segment_svma: None,
+            text_segment: None,
+        }
+    }
+}
+
+fn split(s: &Option<(Range<u64>, SectionData)>) -> (Option<Range<u64>>, Option<SectionData>) {
+    match s {
+        Some((r, d)) => (Some(r.clone()), Some(d.clone())),
+        None => (None, None),
+    }
+}
+
+/// Identifies a file across processes: by device and inode when the kernel told us
+/// (MMAP2), else by path.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum ElfKey {
+    DevIno(u32, u32, u64),
+    Path(PathBuf),
+}
+
+struct CacheEntry {
+    size: u64,
+    mtime: Option<SystemTime>,
+    info: Result<Arc<ElfInfo>, Arc<ElfError>>,
+}
+
+/// Loaded ELF files keyed by [`ElfKey`]. An entry is valid while the file's size and mtime
+/// are unchanged; failed loads are cached too, so a bad file is parsed once.
+#[derive(Default)]
+pub(crate) struct ElfCache {
+    entries: FxHashMap<ElfKey, CacheEntry>,
+    pub hits: u64,
+    pub misses: u64,
+}
+
+impl ElfCache {
+    pub(crate) fn get(&mut self, key: ElfKey, path: &Path) -> Result<Arc<ElfInfo>, Arc<ElfError>> {
+        let meta = std::fs::metadata(path).map_err(|e| Arc::new(ElfError::Io(e)))?;
+        let (size, mtime) = (meta.len(), meta.modified().ok());
+        if let Some(e) = self.entries.get(&key)
+            && e.size == size
+            && e.mtime == mtime
+        {
+            self.hits += 1;
+            return e.info.clone();
+        }
+        self.misses += 1;
+        let info = ElfInfo::load(path).map(Arc::new).map_err(Arc::new);
+        let entry = CacheEntry {
+            size,
+            mtime,
+            info: info.clone(),
+        };
+        self.entries.insert(key, entry);
+        info
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.entries.len()
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::expect_used, clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn seg(offset: u64, vaddr: u64, filesz: u64) -> LoadSegment {
+        LoadSegment {
+            offset,
+            vaddr,
+            filesz,
+        }
+    }
+
+    #[test]
+    fn bias_for_gnu_ld_page_aligned_segments() {
+        // gcc/ld PIE: r-- at 0, r-x at 0x1000, r-- at 0x2000, rw- at 0x2de8/0x3de8.
+        let segs = [
+            seg(0, 0, 0x6b0),
+            seg(0x1000, 0x1000, 0x2a1),
+            seg(0x2000, 0x2000, 0x1a4),
+            seg(0x2de8, 0x3de8, 0x250),
+        ];
+        let bias = compute_bias(&segs, 0x5555_5555_5000, 0x1000, 0x1000).unwrap();
+        assert_eq!(bias, 0x5555_5555_4000);
+        // The rw- mapping of the same file (page-rounded pgoff 0x2000, AVMA of vaddr 0x3000).
+        let bias_rw = compute_bias(&segs, 0x5555_5555_7000, 0x2000, 0x2000).unwrap();
+        assert_eq!(bias_rw, 0x5555_5555_4000);
+    }
+
+    #[test]
+    fn bias_for_lld_unaligned_rx_segment() {
+        // lld: r-- [0, 0x228a0) at vaddr 0; r-x at offset 0x228a0, vaddr 0x238a0; the r-x
+        // mapping starts at the page-rounded pgoff 0x22000, which is also inside the r--
+        // segment.
+        let segs = [
+            seg(0, 0, 0x228a0),
+            seg(0x228a0, 0x238a0, 0x5_0000),
+            seg(0x728a0, 0x748a0, 0x3000),
+        ];
+        let start = 0x7f00_0002_3000;
+        let bias = compute_bias(&segs, start, 0x51000, 0x22000).unwrap();
+        // vaddr 0x238a0 (file offset 0x228a0) is at start + 0x8a0.
+        assert_eq!(0x238a0u64.wrapping_add(bias), start + 0x8a0);
+        assert_eq!(bias, 0x7f00_0000_0000);
+        // The naive choice (first segment containing pgoff) would give bias start - 0x22000.
+        assert_ne!(bias, start - 0x22000);
+    }
+
+    #[test]
+    fn bias_for_non_pie_executable_is_zero() {
+        let segs = [seg(0, 0x40_0000, 0x500), seg(0x1000, 0x40_1000, 0x2000)];
+        assert_eq!(compute_bias(&segs, 0x40_1000, 0x2000, 0x1000), Some(0));
+    }
+
+    #[test]
+    fn bias_is_none_when_no_segment_overlaps() {
+        let segs = [seg(0, 0, 0x1000)];
+        assert_eq!(compute_bias(&segs, 0x7000, 0x1000, 0x5000), None);
+        assert_eq!(compute_bias(&[], 0x7000, 0x1000, 0), None);
+    }
+
+    #[test]
+    fn libc_has_eh_frame_and_segments() {
+        let info = ElfInfo::load(Path::new("/lib/x86_64-linux-gnu/libc.so.6")).unwrap();
+        assert!(info.has_unwind_info());
+        assert_eq!(info.base_svma, 0);
+        assert!(info.segments.len() >= 2);
+        assert_eq!(info.build_id.as_ref().map(Vec::len), Some(20));
+    }
+
+    #[test]
+    fn not_an_elf_and_missing_file_are_errors() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("script.sh");
+        std::fs::write(&p, b"#!/bin/sh\n").unwrap();
+        assert!(matches!(ElfInfo::load(&p), Err(ElfError::NotElf(_))));
+        assert!(matches!(
+            ElfInfo::load(&dir.path().join("nope")),
+            Err(ElfError::Io(_))
+        ));
+        let mut cache = ElfCache::default();
+        let key = ElfKey::Path(p.clone());
+        assert!(cache.get(key.clone(), &p).is_err());
+        assert!(cache.get(key, &p).is_err());
+        assert_eq!((cache.misses, cache.hits), (1, 1));
+    }
+}

@@ -1,0 +1,554 @@
+//! Unwinding of the user stacks that perf copies (`PERF_SAMPLE_STACK_USER`), online, per
+//! process: DWARF CFI through framehop, or frame pointers.
+//!
+//! The session feeds mapping and process events in (`handle_*`), then calls
+//! [`Unwinders::unwind`] per sample. Expected failures are values: a truncated unwind keeps
+//! the frames found so far and says why it stopped; unreadable binaries are counted in
+//! [`UnwindStats`].
+
+mod elf;
+#[cfg(test)]
+mod fixture;
+mod fp;
+#[cfg(test)]
+mod tests;
+
+use std::ffi::OsStr;
+use std::fmt;
+use std::ops::Range;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use framehop::{
+    CacheNative, MayAllocateDuringUnwind, Module, UnwindRegsNative, Unwinder, UnwinderNative,
+};
+use rustc_hash::FxHashMap;
+
+use elf::{ElfCache, ElfInfo, ElfKey, SectionData};
+
+/// At most this many frames (the instruction pointer included) per stack, as perf's
+/// `PERF_MAX_STACK_DEPTH` default.
+pub const MAX_FRAMES: usize = 127;
+
+/// How many distinct failing paths [`UnwindStats`] keeps.
+pub const FAILED_PATHS_KEPT: usize = 8;
+
+/// The user registers a sample carries (`PERF_SAMPLE_REGS_USER` with IP, SP and BP).
+#[cfg(target_arch = "x86_64")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct UserRegs {
+    pub ip: u64,
+    pub sp: u64,
+    pub bp: u64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UnwindMode {
+    /// DWARF CFI (`.eh_frame`, `.debug_frame`) through framehop; frame pointers where no
+    /// module covers an address.
+    Dwarf,
+    /// The `rbp` chain only.
+    FramePointer,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UnwindOutcome {
+    /// Reached the root frame (`_start`, a thread start, or a null frame pointer).
+    Complete,
+    /// Stopped early; the frames found so far are kept.
+    Truncated(TruncReason),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TruncReason {
+    /// No mappings are known for the process; only frame pointers were followed.
+    NoProcess,
+    /// The unwind needed bytes past the copied stack (raise the stack dump size).
+    StackEnd,
+    /// An address outside every module with unwind info was reached; frame pointers failed
+    /// from there.
+    NoUnwindInfo,
+    /// A frame led below the stack pointer, to a misaligned frame pointer, or did not advance.
+    BadFrame,
+    /// [`MAX_FRAMES`] frames were collected.
+    MaxDepth,
+}
+
+/// A mapping event (PERF_RECORD_MMAP2 / MMAP, or a line of `/proc/PID/maps`).
+#[derive(Clone, Copy, Debug)]
+pub struct MappingEvent<'a> {
+    pub pid: u32,
+    pub start: u64,
+    pub len: u64,
+    pub pgoff: u64,
+    /// PROT_EXEC.
+    pub exec: bool,
+    pub path: &'a [u8],
+    /// (major, minor, inode) from MMAP2.
+    pub dev_ino: Option<(u32, u32, u64)>,
+    /// The build-id from MMAP2 with PERF_RECORD_MISC_MMAP_BUILD_ID.
+    pub build_id: Option<&'a [u8]>,
+}
+
+/// The module that contains an address, for build-id bookkeeping and symbolization.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ModuleRef<'a> {
+    /// The path as the process mapped it (not prefixed by `/proc/PID/root`).
+    pub path: &'a Path,
+    /// From the mapping event if it carried one, else from the file.
+    pub build_id: Option<&'a [u8]>,
+    pub avma_range: Range<u64>,
+    /// File offset of `avma_range.start`.
+    pub pgoff: u64,
+    /// `avma - svma` when the file was loaded; `svma = avma - bias` (wrapping).
+    pub bias: Option<u64>,
+}
+
+impl ModuleRef<'_> {
+    /// The file-stated address of `avma`, when the bias is known.
+    pub fn svma(&self, avma: u64) -> Option<u64> {
+        self.bias.map(|b| avma.wrapping_sub(b))
+    }
+}
+
+/// Truncated stacks by reason.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TruncCounts {
+    pub no_process: u64,
+    pub stack_end: u64,
+    pub no_unwind_info: u64,
+    pub bad_frame: u64,
+    pub max_depth: u64,
+}
+
+impl TruncCounts {
+    pub fn total(&self) -> u64 {
+        self.no_process + self.stack_end + self.no_unwind_info + self.bad_frame + self.max_depth
+    }
+
+    fn count(&mut self, r: TruncReason) {
+        let c = match r {
+            TruncReason::NoProcess => &mut self.no_process,
+            TruncReason::StackEnd => &mut self.stack_end,
+            TruncReason::NoUnwindInfo => &mut self.no_unwind_info,
+            TruncReason::BadFrame => &mut self.bad_frame,
+            TruncReason::MaxDepth => &mut self.max_depth,
+        };
+        *c += 1;
+    }
+}
+
+/// `3 stack end, 1 no unwind info` — only the nonzero reasons; `none` when all are zero.
+impl fmt::Display for TruncCounts {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let parts = [
+            (self.no_process, "unknown process"),
+            (self.stack_end, "stack end"),
+            (self.no_unwind_info, "no unwind info"),
+            (self.bad_frame, "bad frame"),
+            (self.max_depth, "max depth"),
+        ];
+        let mut first = true;
+        for (n, what) in parts.into_iter().filter(|p| p.0 > 0) {
+            write!(f, "{}{n} {what}", if first { "" } else { ", " })?;
+            first = false;
+        }
+        if first {
+            f.write_str("none")?;
+        }
+        Ok(())
+    }
+}
+
+/// What happened so far; print `truncated.total()` of `samples` with `truncated`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct UnwindStats {
+    pub samples: u64,
+    pub complete: u64,
+    pub truncated: TruncCounts,
+    /// Frames produced, the instruction pointer included.
+    pub frames: u64,
+    /// framehop modules added (one per executable mapping of a loaded file).
+    pub modules_loaded: u64,
+    /// Executable mappings whose file was missing, unreadable or not an ELF file.
+    pub elf_load_failures: u64,
+    /// The first [`FAILED_PATHS_KEPT`] distinct paths behind `elf_load_failures`.
+    pub elf_load_failure_paths: Vec<PathBuf>,
+    /// Files whose build-id differs from the one in the mapping event (not used).
+    pub build_id_mismatches: u64,
+    /// Loaded files without `.eh_frame` or `.debug_frame`.
+    pub modules_without_cfi: u64,
+    /// Executable pseudo mappings: `[vdso]`, `//anon`, `anon_inode:*`, `/memfd:*`, ...
+    pub skipped_pseudo: u64,
+    /// Executable mappings of deleted files.
+    pub skipped_deleted: u64,
+    /// Mapping events without PROT_EXEC (ignored).
+    pub non_exec_ignored: u64,
+    pub elf_cache_hits: u64,
+    pub elf_cache_misses: u64,
+}
+
+type NativeUnwinder = UnwinderNative<SectionData, MayAllocateDuringUnwind>;
+
+/// One executable mapping of a process.
+#[derive(Clone)]
+struct ProcModule {
+    avma: Range<u64>,
+    pgoff: u64,
+    path: Arc<Path>,
+    build_id: Option<Arc<[u8]>>,
+    bias: Option<u64>,
+    /// Added to the framehop unwinder (the file loaded and has CFI).
+    has_cfi: bool,
+}
+
+#[derive(Clone, Default)]
+struct Process {
+    unwinder: NativeUnwinder,
+    /// Sorted by `avma.start`, non-overlapping.
+    modules: Vec<ProcModule>,
+}
+
+impl Process {
+    fn module_index(&self, addr: u64) -> Option<usize> {
+        let i = self
+            .modules
+            .partition_point(|m| m.avma.start <= addr)
+            .checked_sub(1)?;
+        (addr < self.modules[i].avma.end).then_some(i)
+    }
+
+    /// Removes the modules that overlap `r`; returns how many framehop modules went.
+    fn remove_overlapping(&mut self, r: &Range<u64>) -> u32 {
+        let unwinder = &mut self.unwinder;
+        let mut removed = 0;
+        self.modules.retain(|m| {
+            let overlaps = m.avma.start < r.end && r.start < m.avma.end;
+            if overlaps && m.has_cfi {
+                unwinder.remove_module(m.avma.start);
+                removed += 1;
+            }
+            !overlaps
+        });
+        removed
+    }
+
+    fn insert(&mut self, m: ProcModule) {
+        let i = self
+            .modules
+            .partition_point(|x| x.avma.start < m.avma.start);
+        self.modules.insert(i, m);
+    }
+}
+
+/// Per-process unwinders plus the state they share: loaded ELF files and framehop's rule cache.
+pub struct Unwinders {
+    mode: UnwindMode,
+    procs: FxHashMap<u32, Process>,
+    elf_cache: ElfCache,
+    cache: CacheNative<MayAllocateDuringUnwind>,
+    stats: UnwindStats,
+    /// framehop module additions and removals since `cache` was created; see
+    /// [`CACHE_RESET_CHANGES`].
+    module_changes: u32,
+}
+
+/// framehop keys its rule cache by address and a global `u16` "modules generation" that
+/// every module addition or removal bumps. After 65536 changes a stale rule could match
+/// again, so the cache is replaced well before that.
+const CACHE_RESET_CHANGES: u32 = 30_000;
+
+/// The copied stack: `bytes` start at address `sp`.
+pub(crate) struct StackCopy<'a> {
+    sp: u64,
+    bytes: &'a [u8],
+}
+
+impl<'a> StackCopy<'a> {
+    pub(crate) fn new(sp: u64, bytes: &'a [u8]) -> StackCopy<'a> {
+        StackCopy { sp, bytes }
+    }
+
+    /// The native-endian word at `addr`, if all 8 bytes are inside the copy.
+    pub(crate) fn read(&self, addr: u64) -> Option<u64> {
+        let off = usize::try_from(addr.checked_sub(self.sp)?).ok()?;
+        let word = self.bytes.get(off..off.checked_add(8)?)?;
+        Some(u64::from_ne_bytes(word.try_into().ok()?))
+    }
+
+    fn end(&self) -> u64 {
+        self.sp.saturating_add(self.bytes.len() as u64)
+    }
+
+    /// Why a read at `addr` failed: past the copy, or somewhere a frame should not point.
+    pub(crate) fn miss_reason(&self, addr: u64) -> TruncReason {
+        if addr >= self.sp && addr.saturating_add(8) > self.end() {
+            TruncReason::StackEnd
+        } else {
+            TruncReason::BadFrame
+        }
+    }
+}
+
+/// Why a mapping gets no module, decided from its path alone.
+#[derive(Debug, PartialEq, Eq)]
+enum PathKind {
+    File,
+    Pseudo,
+    Deleted,
+}
+
+fn path_kind(path: &[u8]) -> PathKind {
+    if path.ends_with(b" (deleted)") {
+        PathKind::Deleted
+    } else if !path.starts_with(b"/") || path.starts_with(b"//anon") || path.starts_with(b"/memfd:")
+    {
+        // `[vdso]`, `[heap]`, `anon_inode:*`, empty; `//anon` and memfd have no file to read.
+        PathKind::Pseudo
+    } else {
+        PathKind::File
+    }
+}
+
+/// `/proc/PID/root/<path>` when it exists (the process may be in another mount namespace),
+/// else `<path>`.
+fn resolve_path(pid: u32, path: &Path) -> PathBuf {
+    let mut in_root = PathBuf::from(format!("/proc/{pid}/root"));
+    in_root.push(path.strip_prefix("/").unwrap_or(path));
+    if in_root.exists() {
+        in_root
+    } else {
+        path.to_path_buf()
+    }
+}
+
+impl Unwinders {
+    pub fn new(mode: UnwindMode) -> Unwinders {
+        Unwinders {
+            mode,
+            procs: FxHashMap::default(),
+            elf_cache: ElfCache::default(),
+            cache: CacheNative::new(),
+            stats: UnwindStats::default(),
+            module_changes: 0,
+        }
+    }
+
+    pub fn mode(&self) -> UnwindMode {
+        self.mode
+    }
+
+    /// An executable mapping becomes a module, replacing the modules it overlaps.
+    /// Non-executable mappings are ignored (counted).
+    pub fn handle_mmap(&mut self, ev: &MappingEvent) {
+        if !ev.exec {
+            self.stats.non_exec_ignored += 1;
+            return;
+        }
+        let avma = ev.start..ev.start.saturating_add(ev.len);
+        let path: Arc<Path> = Arc::from(Path::new(OsStr::from_bytes(ev.path)));
+        let mut module = ProcModule {
+            avma: avma.clone(),
+            pgoff: ev.pgoff,
+            path: path.clone(),
+            build_id: ev.build_id.map(Arc::from),
+            bias: None,
+            has_cfi: false,
+        };
+        let fh_module = match path_kind(ev.path) {
+            PathKind::Pseudo => {
+                self.stats.skipped_pseudo += 1;
+                None
+            }
+            PathKind::Deleted => {
+                self.stats.skipped_deleted += 1;
+                None
+            }
+            PathKind::File => self.load_module(ev, &path, &mut module),
+        };
+        let proc = self.procs.entry(ev.pid).or_default();
+        let mut changes = proc.remove_overlapping(&avma);
+        if let Some(m) = fh_module {
+            proc.unwinder.add_module(m);
+            module.has_cfi = true;
+            self.stats.modules_loaded += 1;
+            changes += 1;
+        }
+        proc.insert(module);
+        self.module_changes = self.module_changes.saturating_add(changes);
+        if self.module_changes >= CACHE_RESET_CHANGES {
+            self.cache = CacheNative::new();
+            self.module_changes = 0;
+        }
+    }
+
+    /// Loads the file behind `ev`, fills in `module`'s bias and build-id, and builds the
+    /// framehop module when the file has CFI.
+    fn load_module(
+        &mut self,
+        ev: &MappingEvent,
+        path: &Path,
+        module: &mut ProcModule,
+    ) -> Option<Module<SectionData>> {
+        let key = match ev.dev_ino {
+            Some((maj, min, ino)) if ino != 0 => ElfKey::DevIno(maj, min, ino),
+            _ => ElfKey::Path(path.to_path_buf()),
+        };
+        let info = self.elf_cache.get(key, &resolve_path(ev.pid, path));
+        self.stats.elf_cache_hits = self.elf_cache.hits;
+        self.stats.elf_cache_misses = self.elf_cache.misses;
+        let info = match info {
+            Ok(info) => info,
+            Err(_) => {
+                self.count_load_failure(path);
+                return None;
+            }
+        };
+        if let (Some(want), Some(have)) = (ev.build_id, info.build_id.as_deref())
+            && want != have
+        {
+            self.stats.build_id_mismatches += 1;
+            return None;
+        }
+        if module.build_id.is_none() {
+            module.build_id = info.build_id.as_deref().map(Arc::from);
+        }
+        let bias = elf::compute_bias(&info.segments, ev.start, ev.len, ev.pgoff)?;
+        module.bias = Some(bias);
+        if !info.has_unwind_info() {
+            self.stats.modules_without_cfi += 1;
+            return None;
+        }
+        Some(framehop_module(&info, path, module.avma.clone(), bias))
+    }
+
+    fn count_load_failure(&mut self, path: &Path) {
+        self.stats.elf_load_failures += 1;
+        let paths = &mut self.stats.elf_load_failure_paths;
+        if paths.len() < FAILED_PATHS_KEPT && !paths.iter().any(|p| p == path) {
+            paths.push(path.to_path_buf());
+        }
+    }
+
+    /// The process replaced its image (COMM with the exec flag): forget its modules.
+    pub fn handle_exec(&mut self, pid: u32) {
+        self.procs.insert(pid, Process::default());
+    }
+
+    /// A new process (not a thread) starts with a copy of its parent's modules.
+    pub fn handle_fork(&mut self, child_pid: u32, parent_pid: u32) {
+        if let Some(parent) = self.procs.get(&parent_pid) {
+            let child = parent.clone();
+            self.procs.insert(child_pid, child);
+        }
+    }
+
+    pub fn handle_exit(&mut self, pid: u32) {
+        self.procs.remove(&pid);
+    }
+
+    /// Unwinds one sample. `stack` holds the bytes copied from `regs.sp` (already cut to
+    /// `dyn_size`). `out` is cleared, then gets the instruction pointer and the return
+    /// addresses (raw, not minus 1), at most [`MAX_FRAMES`].
+    pub fn unwind(
+        &mut self,
+        pid: u32,
+        regs: UserRegs,
+        stack: &[u8],
+        out: &mut Vec<u64>,
+    ) -> UnwindOutcome {
+        out.clear();
+        let copy = StackCopy::new(regs.sp, stack);
+        let outcome = match (self.procs.get(&pid), self.mode) {
+            (None, _) => {
+                fp::walk(regs, &copy, out);
+                UnwindOutcome::Truncated(TruncReason::NoProcess)
+            }
+            (Some(_), UnwindMode::FramePointer) => fp::walk(regs, &copy, out),
+            (Some(p), UnwindMode::Dwarf) => dwarf_walk(p, &mut self.cache, regs, &copy, out),
+        };
+        self.stats.samples += 1;
+        self.stats.frames += out.len() as u64;
+        match outcome {
+            UnwindOutcome::Complete => self.stats.complete += 1,
+            UnwindOutcome::Truncated(r) => self.stats.truncated.count(r),
+        }
+        outcome
+    }
+
+    /// The executable mapping of `pid` that contains `addr`.
+    pub fn module_of(&self, pid: u32, addr: u64) -> Option<ModuleRef<'_>> {
+        let p = self.procs.get(&pid)?;
+        let m = &p.modules[p.module_index(addr)?];
+        Some(ModuleRef {
+            path: &m.path,
+            build_id: m.build_id.as_deref(),
+            avma_range: m.avma.clone(),
+            pgoff: m.pgoff,
+            bias: m.bias,
+        })
+    }
+
+    pub fn stats(&self) -> UnwindStats {
+        self.stats.clone()
+    }
+
+    /// Distinct files loaded or failed (the ELF cache's size).
+    pub fn cached_files(&self) -> usize {
+        self.elf_cache.len()
+    }
+}
+
+fn framehop_module(
+    info: &ElfInfo,
+    path: &Path,
+    avma: Range<u64>,
+    bias: u64,
+) -> Module<SectionData> {
+    let name = String::from_utf8_lossy(path.as_os_str().as_bytes()).into_owned();
+    let base_avma = info.base_svma.wrapping_add(bias);
+    Module::new(name, avma, base_avma, info.section_info())
+}
+
+fn dwarf_walk(
+    p: &Process,
+    cache: &mut CacheNative<MayAllocateDuringUnwind>,
+    regs: UserRegs,
+    stack: &StackCopy<'_>,
+    out: &mut Vec<u64>,
+) -> UnwindOutcome {
+    let mut read_stack = |addr: u64| stack.read(addr).ok_or(());
+    let fh_regs = UnwindRegsNative::new(regs.ip, regs.sp, regs.bp);
+    let mut frames = p
+        .unwinder
+        .iter_frames(regs.ip, fh_regs, cache, &mut read_stack);
+    loop {
+        match frames.next() {
+            Ok(Some(f)) => {
+                if out.len() >= MAX_FRAMES {
+                    return UnwindOutcome::Truncated(TruncReason::MaxDepth);
+                }
+                out.push(f.address());
+            }
+            Ok(None) => return UnwindOutcome::Complete,
+            Err(e) => return UnwindOutcome::Truncated(classify(p, out, stack, e)),
+        }
+    }
+}
+
+/// Why framehop stopped. framehop falls back to frame pointers for addresses outside every
+/// module with CFI, so a failure there is charged to the missing unwind info.
+fn classify(p: &Process, out: &[u64], stack: &StackCopy<'_>, e: framehop::Error) -> TruncReason {
+    let last = match out {
+        [ip] => *ip,
+        [.., ra] => ra.wrapping_sub(1),
+        [] => return TruncReason::BadFrame,
+    };
+    let covered = p.module_index(last).is_some_and(|i| p.modules[i].has_cfi);
+    match e {
+        _ if !covered => TruncReason::NoUnwindInfo,
+        framehop::Error::CouldNotReadStack(addr) => stack.miss_reason(addr),
+        _ => TruncReason::BadFrame,
+    }
+}

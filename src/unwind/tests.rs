@@ -1,0 +1,384 @@
+//! Unwinding real stacks: the C fixture's dump (both frame-pointer variants), this test
+//! process's own mappings, and the failure paths.
+#![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
+
+use std::path::Path;
+
+use object::{Object, ObjectSymbol, SymbolKind};
+
+use super::fixture::{Dump, build_and_run};
+use super::*;
+use crate::procfs;
+
+const LIBC: &str = "/lib/x86_64-linux-gnu/libc.so.6";
+
+fn feed_maps(u: &mut Unwinders, pid: u32, maps: &[u8]) {
+    for m in procfs::parse_maps(maps) {
+        u.handle_mmap(&MappingEvent {
+            pid,
+            start: m.start,
+            len: m.end - m.start,
+            pgoff: m.pgoff,
+            exec: m.is_exec(),
+            path: &m.path,
+            dev_ino: Some((m.dev_major, m.dev_minor, m.inode)),
+            build_id: None,
+        });
+    }
+}
+
+/// Text symbols of an ELF file: (name, address, size).
+fn text_symbols(path: &Path, dynamic: bool) -> Vec<(String, u64, u64)> {
+    let data = std::fs::read(path).unwrap();
+    let obj = object::File::parse(&*data).unwrap();
+    let syms: Vec<_> = if dynamic {
+        obj.dynamic_symbols().collect()
+    } else {
+        obj.symbols().collect()
+    };
+    syms.into_iter()
+        .filter(|s| s.kind() == SymbolKind::Text)
+        .filter_map(|s| Some((s.name().ok()?.to_string(), s.address(), s.size())))
+        .collect()
+}
+
+fn symbol_address(syms: &[(String, u64, u64)], name: &str) -> u64 {
+    syms.iter()
+        .find(|s| s.0 == name)
+        .unwrap_or_else(|| panic!("no symbol {name}"))
+        .1
+}
+
+fn run_fixture(omit_frame_pointer: bool) -> (Dump, UserRegs) {
+    let dump = build_and_run(omit_frame_pointer).unwrap_or_else(|e| panic!("fixture: {e}"));
+    let regs = UserRegs {
+        ip: dump.get("ip"),
+        sp: dump.get("sp"),
+        bp: dump.get("bp"),
+    };
+    (dump, regs)
+}
+
+fn unwinders_for(dump: &Dump, mode: UnwindMode) -> (Unwinders, u32) {
+    let pid = dump.get("pid") as u32;
+    let mut u = Unwinders::new(mode);
+    feed_maps(&mut u, pid, &dump.maps);
+    (u, pid)
+}
+
+/// Names of the frames that fall inside the fixture executable, resolved with its symbol
+/// table and a bias taken from the address of `main` the fixture printed (independent of
+/// the unwinder's own bias computation). Return addresses are looked up at ra - 1.
+fn exe_frame_names(dump: &Dump, frames: &[u64]) -> Vec<String> {
+    let syms = text_symbols(&dump.exe, false);
+    let bias = dump.get("main").wrapping_sub(symbol_address(&syms, "main"));
+    frames
+        .iter()
+        .enumerate()
+        .filter_map(|(i, &a)| {
+            let svma = if i == 0 { a } else { a - 1 }.wrapping_sub(bias);
+            syms.iter()
+                .find(|s| s.1 <= svma && svma < s.1 + s.2.max(1))
+                .map(|s| s.0.clone())
+        })
+        .collect()
+}
+
+#[test]
+fn dwarf_unwinds_fixture_with_and_without_frame_pointers() {
+    for omit in [false, true] {
+        let (dump, regs) = run_fixture(omit);
+        let (mut u, pid) = unwinders_for(&dump, UnwindMode::Dwarf);
+        let mut frames = Vec::new();
+        let outcome = u.unwind(pid, regs, &dump.stack, &mut frames);
+        assert_eq!(
+            outcome,
+            UnwindOutcome::Complete,
+            "omit={omit} frames={frames:x?}"
+        );
+        assert_eq!(frames[0], regs.ip);
+        let names = exe_frame_names(&dump, &frames);
+        assert_eq!(
+            names,
+            ["leaf", "level3", "level2", "level1", "main", "_start"],
+            "omit={omit}"
+        );
+        // Between main and _start: glibc's __libc_start_call_main & co, unwound by CFI.
+        let in_libc = frames
+            .iter()
+            .filter(|&&a| {
+                u.module_of(pid, a)
+                    .is_some_and(|m| m.path.ends_with("libc.so.6"))
+            })
+            .count();
+        assert!(in_libc >= 1, "omit={omit} frames={frames:x?}");
+        assert_eq!(frames.len(), 6 + in_libc);
+        let stats = u.stats();
+        assert_eq!(
+            (stats.samples, stats.complete, stats.truncated.total()),
+            (1, 1, 0)
+        );
+        assert!(stats.modules_loaded >= 3, "{stats:?}"); // exe, libc, ld.so
+        assert_eq!(stats.elf_load_failures, 0, "{stats:?}");
+    }
+}
+
+#[test]
+fn frame_pointer_mode_needs_frame_pointers() {
+    let (dump, regs) = run_fixture(false);
+    let (mut u, pid) = unwinders_for(&dump, UnwindMode::FramePointer);
+    let mut frames = Vec::new();
+    u.unwind(pid, regs, &dump.stack, &mut frames);
+    let names = exe_frame_names(&dump, &frames);
+    assert_eq!(names[..5], ["leaf", "level3", "level2", "level1", "main"]);
+
+    let (dump, regs) = run_fixture(true);
+    let (mut fp, pid) = unwinders_for(&dump, UnwindMode::FramePointer);
+    let outcome = fp.unwind(pid, regs, &dump.stack, &mut frames);
+    let fp_names = exe_frame_names(&dump, &frames);
+    assert!(
+        matches!(outcome, UnwindOutcome::Truncated(_)),
+        "{fp_names:?}"
+    );
+    let chain = ["level3", "level2", "level1"].map(String::from);
+    assert!(!fp_names.windows(3).any(|w| w == chain), "{fp_names:?}");
+    let (mut dwarf, _) = unwinders_for(&dump, UnwindMode::Dwarf);
+    let mut dwarf_frames = Vec::new();
+    dwarf.unwind(pid, regs, &dump.stack, &mut dwarf_frames);
+    assert!(frames.len() < dwarf_frames.len());
+}
+
+#[test]
+fn fixture_libc_address_maps_back_to_malloc() {
+    let (dump, _) = run_fixture(true);
+    let (u, pid) = unwinders_for(&dump, UnwindMode::Dwarf);
+    let malloc = dump.get("malloc");
+    let m = u.module_of(pid, malloc).expect("malloc is in a module");
+    assert!(m.path.ends_with("libc.so.6"), "{m:?}");
+    let want = symbol_address(&text_symbols(Path::new(LIBC), true), "malloc");
+    assert_eq!(m.svma(malloc), Some(want));
+    assert_eq!(m.build_id.map(<[u8]>::len), Some(20));
+}
+
+#[inline(never)]
+fn bias_marker_function() -> u64 {
+    std::hint::black_box(42)
+}
+
+#[test]
+fn bias_maps_own_code_and_libc_back_to_symbols() {
+    let me = std::process::id();
+    let mut u = Unwinders::new(UnwindMode::Dwarf);
+    feed_maps(&mut u, me, &std::fs::read("/proc/self/maps").unwrap());
+    assert_eq!(bias_marker_function(), 42);
+
+    let here = bias_marker_function as fn() -> u64 as usize as u64;
+    let m = u.module_of(me, here).expect("own code is mapped");
+    let exe = std::fs::read_link("/proc/self/exe").unwrap();
+    let sym = text_symbols(&exe, false)
+        .into_iter()
+        .find(|s| s.0.contains("bias_marker_function"))
+        .expect("marker symbol");
+    assert_eq!(m.svma(here), Some(sym.1));
+
+    let malloc = libc::malloc as *const () as usize as u64;
+    let m = u.module_of(me, malloc).expect("libc is mapped");
+    let want = symbol_address(&text_symbols(Path::new(LIBC), true), "malloc");
+    assert_eq!(m.svma(malloc), Some(want));
+}
+
+#[test]
+fn short_stack_copy_truncates_at_stack_end() {
+    let (dump, regs) = run_fixture(true);
+    let (mut u, pid) = unwinders_for(&dump, UnwindMode::Dwarf);
+    let mut frames = Vec::new();
+    let outcome = u.unwind(pid, regs, &dump.stack[..40], &mut frames);
+    assert_eq!(
+        outcome,
+        UnwindOutcome::Truncated(TruncReason::StackEnd),
+        "{frames:x?}"
+    );
+    assert!(!frames.is_empty() && frames[0] == regs.ip);
+
+    let outcome = u.unwind(pid + 1, regs, &dump.stack, &mut frames);
+    assert_eq!(outcome, UnwindOutcome::Truncated(TruncReason::NoProcess));
+    assert_eq!(frames[0], regs.ip);
+    let stats = u.stats();
+    assert_eq!((stats.samples, stats.truncated.total()), (2, 2));
+    assert_eq!(
+        stats.truncated.to_string(),
+        "1 unknown process, 1 stack end"
+    );
+}
+
+#[test]
+fn max_depth_stops_at_127_frames() {
+    // A frame-pointer chain of 200 frames: at sp + 16 i: saved bp = sp + 16 (i + 1), ra.
+    let sp = 0x7000_0000u64;
+    let mut stack = Vec::new();
+    for i in 0..200u64 {
+        stack.extend_from_slice(&(sp + 16 * (i + 1)).to_ne_bytes());
+        stack.extend_from_slice(&(0x40_0000 + i).to_ne_bytes());
+    }
+    let mut u = Unwinders::new(UnwindMode::FramePointer);
+    u.handle_exec(1);
+    let mut frames = Vec::new();
+    let outcome = u.unwind(
+        1,
+        UserRegs {
+            ip: 0x40_1000,
+            sp,
+            bp: sp,
+        },
+        &stack,
+        &mut frames,
+    );
+    assert_eq!(outcome, UnwindOutcome::Truncated(TruncReason::MaxDepth));
+    assert_eq!(frames.len(), MAX_FRAMES);
+}
+
+fn exec_event(pid: u32, start: u64, path: &[u8]) -> MappingEvent<'_> {
+    MappingEvent {
+        pid,
+        start,
+        len: 0x1000,
+        pgoff: 0,
+        exec: true,
+        path,
+        dev_ino: None,
+        build_id: None,
+    }
+}
+
+#[test]
+fn unusable_mappings_are_counted_not_fatal() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("script.sh");
+    std::fs::write(&script, b"#!/bin/sh\nexit 0\n").unwrap();
+    let script = script.as_os_str().as_bytes().to_vec();
+    let mut u = Unwinders::new(UnwindMode::Dwarf);
+    u.handle_mmap(&exec_event(7, 0x10000, b"/nonexistent/memperf/lib.so"));
+    u.handle_mmap(&exec_event(7, 0x20000, &script));
+    u.handle_mmap(&exec_event(7, 0x30000, b"[vdso]"));
+    u.handle_mmap(&exec_event(7, 0x40000, b"//anon"));
+    u.handle_mmap(&exec_event(7, 0x50000, b"/usr/lib/x.so (deleted)"));
+    u.handle_mmap(&MappingEvent {
+        exec: false,
+        ..exec_event(7, 0x60000, LIBC.as_bytes())
+    });
+    let wrong_id = [0u8; 20];
+    u.handle_mmap(&MappingEvent {
+        build_id: Some(&wrong_id),
+        ..exec_event(7, 0x70000, LIBC.as_bytes())
+    });
+
+    let s = u.stats();
+    assert_eq!(s.elf_load_failures, 2, "{s:?}");
+    assert_eq!(s.elf_load_failure_paths.len(), 2);
+    assert_eq!(
+        s.elf_load_failure_paths[0],
+        Path::new("/nonexistent/memperf/lib.so")
+    );
+    assert_eq!(
+        (s.skipped_pseudo, s.skipped_deleted, s.non_exec_ignored),
+        (2, 1, 1)
+    );
+    assert_eq!((s.build_id_mismatches, s.modules_loaded), (1, 0));
+    // The mappings are still known, without a bias; the non-exec one is not.
+    let m = u.module_of(7, 0x30010).unwrap();
+    assert_eq!((m.path, m.bias), (Path::new("[vdso]"), None));
+    assert_eq!(
+        u.module_of(7, 0x70000).unwrap().build_id,
+        Some(&wrong_id[..])
+    );
+    assert!(u.module_of(7, 0x60000).is_none());
+    // A sample whose ip is in a module without unwind info: no CFI, no frame pointer.
+    let mut frames = Vec::new();
+    let regs = UserRegs {
+        ip: 0x10010,
+        sp: 0x1000,
+        bp: 0x8,
+    };
+    let outcome = u.unwind(7, regs, &[0u8; 64], &mut frames);
+    assert_eq!(outcome, UnwindOutcome::Truncated(TruncReason::NoUnwindInfo));
+    assert_eq!(frames, [0x10010]);
+}
+
+#[test]
+fn overlap_replaces_and_process_events_copy_or_forget() {
+    let mut u = Unwinders::new(UnwindMode::Dwarf);
+    let libc_len = std::fs::metadata(LIBC).unwrap().len();
+    let libc = MappingEvent {
+        len: libc_len,
+        ..exec_event(10, 0x7f00_0000_0000, LIBC.as_bytes())
+    };
+    u.handle_mmap(&libc);
+    assert_eq!(u.stats().modules_loaded, 1);
+    assert!(u.module_of(10, 0x7f00_0000_1000).unwrap().bias.is_some());
+    // A second exec mapping over the middle of it replaces it.
+    let over = MappingEvent {
+        start: 0x7f00_0000_1000,
+        ..exec_event(10, 0, b"[anon:jit]")
+    };
+    u.handle_mmap(&over);
+    assert_eq!(
+        u.module_of(10, 0x7f00_0000_1000).unwrap().path,
+        Path::new("[anon:jit]")
+    );
+    assert!(u.module_of(10, 0x7f00_0000_0000).is_none());
+
+    u.handle_mmap(&libc);
+    assert_eq!(u.stats().elf_cache_hits, 1);
+    u.handle_fork(11, 10);
+    assert_eq!(
+        u.module_of(11, 0x7f00_0000_1000).unwrap().path,
+        Path::new(LIBC)
+    );
+    u.handle_exec(11);
+    assert!(u.module_of(11, 0x7f00_0000_1000).is_none());
+    assert!(u.module_of(10, 0x7f00_0000_1000).is_some());
+    u.handle_exit(10);
+    assert!(u.module_of(10, 0x7f00_0000_1000).is_none());
+    u.handle_fork(12, 99); // unknown parent: nothing to copy
+    assert!(u.module_of(12, 0x7f00_0000_1000).is_none());
+}
+
+#[test]
+fn path_kinds() {
+    assert_eq!(path_kind(b"/usr/lib/libc.so.6"), PathKind::File);
+    assert_eq!(path_kind(b"/usr/lib/my lib.so"), PathKind::File);
+    for p in [
+        &b"[vdso]"[..],
+        b"[heap]",
+        b"//anon",
+        b"anon_inode:[perf_event]",
+        b"/memfd:x",
+        b"",
+    ] {
+        assert_eq!(
+            path_kind(p),
+            PathKind::Pseudo,
+            "{}",
+            String::from_utf8_lossy(p)
+        );
+    }
+    assert_eq!(path_kind(b"/memfd:x (deleted)"), PathKind::Deleted);
+}
+
+#[test]
+fn rule_cache_is_replaced_before_framehop_generations_wrap() {
+    let mut u = Unwinders::new(UnwindMode::Dwarf);
+    let ev = MappingEvent {
+        len: 0x1000,
+        ..exec_event(5, 0x7f00_0000_0000, LIBC.as_bytes())
+    };
+    // The first mapping adds one module; each remapping removes one and adds one.
+    let remaps = CACHE_RESET_CHANGES / 2;
+    for _ in 0..remaps {
+        u.handle_mmap(&ev);
+    }
+    assert_eq!(u.module_changes, 2 * remaps - 1);
+    u.handle_mmap(&ev);
+    assert_eq!(u.module_changes, 0);
+    assert_eq!(u.stats().modules_loaded, u64::from(remaps) + 1);
+}
