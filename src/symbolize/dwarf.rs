@@ -1,0 +1,83 @@
+//! DWARF line and inline-frame lookups through addr2line, built from `object` sections
+//! (decompressed when compressed) without addr2line's `loader` feature.
+
+use std::borrow::Cow;
+use std::sync::Arc;
+
+use object::{Object, ObjectSection};
+
+use super::demangle::maybe_demangle;
+
+type Reader = gimli::EndianArcSlice<gimli::RunTimeEndian>;
+
+/// One frame from DWARF: innermost (inlined) frames come first.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct DwarfFrame {
+    pub name: Option<String>,
+    pub file: Option<String>,
+    pub line: Option<u32>,
+}
+
+/// A loaded DWARF context for one module.
+pub(crate) struct Dwarf {
+    ctx: addr2line::Context<Reader>,
+}
+
+impl std::fmt::Debug for Dwarf {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Dwarf")
+    }
+}
+
+fn load_section(
+    obj: &object::File<'_>,
+    id: gimli::SectionId,
+    endian: gimli::RunTimeEndian,
+) -> Result<Reader, gimli::Error> {
+    let data: Arc<[u8]> = match obj.section_by_name(id.name()) {
+        Some(section) => match section.uncompressed_data() {
+            Ok(Cow::Borrowed(b)) => Arc::from(b),
+            Ok(Cow::Owned(v)) => Arc::from(v),
+            // A section that cannot be decompressed is treated as absent.
+            Err(_) => Arc::from(&[][..]),
+        },
+        None => Arc::from(&[][..]),
+    };
+    Ok(gimli::EndianArcSlice::new(data, endian))
+}
+
+impl Dwarf {
+    /// Builds a context from the DWARF sections of `obj`.
+    pub(crate) fn load(obj: &object::File<'_>) -> Result<Dwarf, gimli::Error> {
+        let endian = if obj.is_little_endian() {
+            gimli::RunTimeEndian::Little
+        } else {
+            gimli::RunTimeEndian::Big
+        };
+        let dwarf = gimli::Dwarf::load(|id| load_section(obj, id, endian))?;
+        let ctx = addr2line::Context::from_dwarf(dwarf)?;
+        Ok(Dwarf { ctx })
+    }
+
+    /// The frames at `probe` (an SVMA), innermost first; empty when DWARF does not cover it.
+    pub(crate) fn frames(
+        &self,
+        probe: u64,
+        demangle: bool,
+    ) -> Result<Vec<DwarfFrame>, gimli::Error> {
+        let mut iter = self.ctx.find_frames(probe).skip_all_loads()?;
+        let mut out = Vec::new();
+        while let Some(frame) = iter.next()? {
+            let name = match &frame.function {
+                Some(f) => Some(maybe_demangle(&f.raw_name()?, demangle)),
+                None => None,
+            };
+            let (file, line) = match frame.location {
+                Some(loc) => (loc.file.map(str::to_owned), loc.line),
+                None => (None, None),
+            };
+            out.push(DwarfFrame { name, file, line });
+        }
+        Ok(out)
+    }
+}
