@@ -141,10 +141,9 @@ pub struct SymbolizeStats {
 
 const MAX_FAILURE_MESSAGES: usize = 16;
 
-/// Cache key of a loaded module.
+/// Cache key of a loaded module without a recorded build-id.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-enum ModuleId {
-    BuildId(Vec<u8>),
+enum FileId {
     File {
         dev: u64,
         ino: u64,
@@ -155,8 +154,8 @@ enum ModuleId {
     Missing(PathBuf),
 }
 
-/// Memo of (path, pid) for modules without a recorded build-id, to stat only once.
-type PathMemo = FxHashMap<(Vec<u8>, Option<u32>), usize>;
+/// Memo of pid → path → module for modules without a recorded build-id, to stat once.
+type PathMemo = FxHashMap<Option<u32>, FxHashMap<Vec<u8>, usize>>;
 
 /// Symbolizes addresses, caching modules, kallsyms and perf maps.
 #[derive(Debug)]
@@ -164,7 +163,8 @@ pub struct Symbolizer {
     opts: SymbolizeOptions,
     locator: Locator,
     modules: Vec<Module>,
-    by_id: FxHashMap<ModuleId, usize>,
+    by_build_id: FxHashMap<Vec<u8>, usize>,
+    by_file: FxHashMap<FileId, usize>,
     by_path: PathMemo,
     kallsyms: Option<Kallsyms>,
     kallsyms_unreadable: bool,
@@ -197,7 +197,8 @@ impl Symbolizer {
             opts,
             locator: Locator::default(),
             modules: Vec::new(),
-            by_id: FxHashMap::default(),
+            by_build_id: FxHashMap::default(),
+            by_file: FxHashMap::default(),
             by_path: PathMemo::default(),
             kallsyms: None,
             kallsyms_unreadable: false,
@@ -259,41 +260,66 @@ impl Symbolizer {
 
     /// The index of the loaded module for `key`, loading it on first use.
     fn module_index(&mut self, key: &ModuleKey<'_>) -> usize {
-        if let Some(id) = key.build_id
-            && let Some(&idx) = self.by_id.get(&ModuleId::BuildId(id.to_vec()))
-        {
-            self.stats.cache_hits += 1;
-            return idx;
-        }
-        let memo_key = (key.path.to_vec(), key.pid);
-        if key.build_id.is_none()
-            && let Some(&idx) = self.by_path.get(&memo_key)
-        {
+        let cached = match key.build_id {
+            Some(id) => self.by_build_id.get(id),
+            None => self.by_path.get(&key.pid).and_then(|m| m.get(key.path)),
+        };
+        if let Some(&idx) = cached {
             self.stats.cache_hits += 1;
             return idx;
         }
         let (opened, recorded) = resolve_path(key);
         let meta = std::fs::metadata(&opened).ok().filter(|m| m.is_file());
-        let id = match (key.build_id, &meta) {
-            (Some(b), _) => ModuleId::BuildId(b.to_vec()),
-            (None, Some(m)) => ModuleId::File {
+        let file_id = match &meta {
+            Some(m) => FileId::File {
                 dev: m.dev(),
                 ino: m.ino(),
                 size: m.size(),
                 mtime: m.mtime(),
                 mtime_nsec: m.mtime_nsec(),
             },
-            (None, None) => ModuleId::Missing(opened.clone()),
+            None => FileId::Missing(opened.clone()),
         };
-        if let Some(&idx) = self.by_id.get(&id) {
-            self.stats.cache_hits += 1;
-            self.by_path.insert(memo_key, idx);
-            return idx;
+        let known = match key.build_id {
+            Some(_) => None,
+            None => self.by_file.get(&file_id).copied(),
+        };
+        let idx = match known {
+            Some(idx) => {
+                self.stats.cache_hits += 1;
+                idx
+            }
+            None => self.load_module(key, &opened, &recorded, meta.is_some()),
+        };
+        match key.build_id {
+            Some(id) => {
+                self.by_build_id.insert(id.to_vec(), idx);
+            }
+            None => {
+                self.by_file.insert(file_id, idx);
+                let memo = self.by_path.entry(key.pid).or_default();
+                memo.insert(key.path.to_vec(), idx);
+            }
         }
-        let data = meta.and_then(|_| std::fs::read(&opened).ok());
+        idx
+    }
+
+    /// Loads a module and returns its index.
+    fn load_module(
+        &mut self,
+        key: &ModuleKey<'_>,
+        opened: &Path,
+        recorded: &Path,
+        is_file: bool,
+    ) -> usize {
+        let data = if is_file {
+            std::fs::read(opened).ok()
+        } else {
+            None
+        };
         let req = LoadRequest {
-            opened: &opened,
-            recorded: &recorded,
+            opened,
+            recorded,
             data,
             build_id: key.build_id,
             want_dwarf: self.opts.inline || self.opts.lines,
@@ -304,13 +330,8 @@ impl Symbolizer {
         for f in report.failures {
             self.note_failure(format!("{}: {f}", opened.display()));
         }
-        let idx = self.modules.len();
         self.modules.push(module);
-        self.by_id.insert(id, idx);
-        if key.build_id.is_none() {
-            self.by_path.insert(memo_key, idx);
-        }
-        idx
+        self.modules.len() - 1
     }
 
     /// Looks up one offset in a loaded module; the second value is a DWARF result to

@@ -6,7 +6,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use object::{Object, ObjectSegment, ObjectSymbol};
+use object::{Object, ObjectSection, ObjectSegment, ObjectSymbol};
 
 use super::*;
 
@@ -515,5 +515,84 @@ fn pid_root_prefix_is_used_when_present() -> TestResult {
         Some("malloc" | "__libc_malloc")
     ));
     assert_eq!(s.stats().modules_loaded, 1);
+    Ok(())
+}
+
+#[test]
+fn compressed_debug_sections_give_lines() -> TestResult {
+    let tmp = tempfile::tempdir()?;
+    let prog = compile_c(
+        tmp.path(),
+        "debuglink.c",
+        "prog",
+        &["-g", "-gz=zlib", "-O0"],
+    )?;
+    let data = std::fs::read(&prog)?;
+    let obj = object::File::parse(&*data)?;
+    let info = obj.section_by_name(".debug_info").ok_or("no .debug_info")?;
+    let compressed = info.compressed_file_range()?.format != object::CompressionFormat::None;
+    assert!(compressed, "cc -gz did not compress .debug_info");
+    let off = func_offset(&prog, "debuglink_target", 0)?;
+    let mut s = Symbolizer::new(opts(false, true, true));
+    let r = s.symbolize(&key(&prog), off, false);
+    assert_eq!(outer_name(&r), Some("debuglink_target"));
+    let file = outer(&r).and_then(|f| f.file.as_deref()).unwrap_or("");
+    assert!(file.ends_with("debuglink.c"), "{r:?}");
+    assert!(s.stats().debug_files.is_empty());
+    Ok(())
+}
+
+/// Addresses inside libc's exported functions, from a fixed pseudo-random sequence.
+fn libc_sample_offsets(n: usize) -> Result<Vec<u64>, Box<dyn Error>> {
+    let data = std::fs::read(LIBC)?;
+    let obj = object::File::parse(&*data)?;
+    let funcs: Vec<(u64, u64)> = obj
+        .dynamic_symbols()
+        .filter(|s| s.kind() == object::SymbolKind::Text && s.size() > 0)
+        .map(|s| (s.address(), s.size()))
+        .collect();
+    let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+    let mut out = Vec::with_capacity(n);
+    while out.len() < n && !funcs.is_empty() {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let (start, size) = funcs[(x % funcs.len() as u64) as usize];
+        out.push(svma_to_offset(Path::new(LIBC), start + (x >> 32) % size)?);
+    }
+    Ok(out)
+}
+
+/// Prints cold (first pass, module load included) and warm (second pass) lookup times.
+/// Run: `cargo test --lib --release libc_lookup_speed -- --ignored --nocapture`.
+#[test]
+#[ignore = "timing, prints numbers only"]
+fn libc_lookup_speed() -> TestResult {
+    let offsets = libc_sample_offsets(20_000)?;
+    let libc = Path::new(LIBC);
+    for (label, o) in [
+        ("symbols only", opts(false, false, true)),
+        ("lines+inline", opts(true, true, true)),
+    ] {
+        let mut s = Symbolizer::new(o);
+        let t0 = std::time::Instant::now();
+        s.symbolize(&key(libc), offsets[0], false);
+        let load = t0.elapsed();
+        let mut named = 0;
+        let mut passes = Vec::new();
+        for _ in 0..2 {
+            let t = std::time::Instant::now();
+            for &off in &offsets {
+                named += usize::from(s.symbolize(&key(libc), off, false).unknown.is_none());
+            }
+            passes.push(t.elapsed().as_secs_f64() * 1e6 / offsets.len() as f64);
+        }
+        println!(
+            "{label}: load {load:?}, cold {:.2} us/addr, warm {:.2} us/addr, named {named}/{}",
+            passes[0],
+            passes[1],
+            2 * offsets.len()
+        );
+    }
     Ok(())
 }
