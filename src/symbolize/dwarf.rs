@@ -2,6 +2,7 @@
 //! (decompressed when compressed) without addr2line's `loader` feature.
 
 use std::borrow::Cow;
+use std::cell::Cell;
 use std::sync::Arc;
 
 use object::{Object, ObjectSection};
@@ -29,17 +30,22 @@ impl std::fmt::Debug for Dwarf {
     }
 }
 
+/// Section `id` of `obj`, decompressed. A section that cannot be decompressed is treated
+/// as absent and counted in `bad`.
 fn load_section(
     obj: &object::File<'_>,
     id: gimli::SectionId,
     endian: gimli::RunTimeEndian,
+    bad: &Cell<usize>,
 ) -> Result<Reader, gimli::Error> {
     let data: Arc<[u8]> = match obj.section_by_name(id.name()) {
         Some(section) => match section.uncompressed_data() {
             Ok(Cow::Borrowed(b)) => Arc::from(b),
             Ok(Cow::Owned(v)) => Arc::from(v),
-            // A section that cannot be decompressed is treated as absent.
-            Err(_) => Arc::from(&[][..]),
+            Err(_) => {
+                bad.set(bad.get() + 1);
+                Arc::from(&[][..])
+            }
         },
         None => Arc::from(&[][..]),
     };
@@ -47,16 +53,18 @@ fn load_section(
 }
 
 impl Dwarf {
-    /// Builds a context from the DWARF sections of `obj`.
-    pub(crate) fn load(obj: &object::File<'_>) -> Result<Dwarf, gimli::Error> {
+    /// Builds a context from the DWARF sections of `obj`; also returns how many sections
+    /// could not be decompressed (and were left out).
+    pub(crate) fn load(obj: &object::File<'_>) -> Result<(Dwarf, usize), gimli::Error> {
         let endian = if obj.is_little_endian() {
             gimli::RunTimeEndian::Little
         } else {
             gimli::RunTimeEndian::Big
         };
-        let dwarf = gimli::Dwarf::load(|id| load_section(obj, id, endian))?;
+        let bad = Cell::new(0);
+        let dwarf = gimli::Dwarf::load(|id| load_section(obj, id, endian, &bad))?;
         let ctx = addr2line::Context::from_dwarf(dwarf)?;
-        Ok(Dwarf { ctx })
+        Ok((Dwarf { ctx }, bad.get()))
     }
 
     /// The frames at `probe` (an SVMA), innermost first; empty when DWARF does not cover it.

@@ -180,7 +180,12 @@ impl Module {
 
 fn load_dwarf(obj: &object::File<'_>, report: &mut LoadReport) -> Option<Dwarf> {
     match Dwarf::load(obj) {
-        Ok(d) => Some(d),
+        Ok((d, 0)) => Some(d),
+        Ok((d, bad)) => {
+            let msg = format!("{bad} DWARF sections could not be decompressed");
+            report.failures.push(msg);
+            Some(d)
+        }
         Err(e) => {
             report.failures.push(format!("failed to load DWARF: {e}"));
             None

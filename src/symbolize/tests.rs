@@ -100,6 +100,12 @@ fn build_id_of(path: &Path) -> Result<Vec<u8>, Box<dyn Error>> {
 }
 
 #[test]
+fn symbolizer_can_move_to_another_thread() {
+    fn assert_send<T: Send>() {}
+    assert_send::<Symbolizer>();
+}
+
+#[test]
 fn libc_malloc_is_named_from_the_build_id_debug_file() -> TestResult {
     let libc = Path::new(LIBC);
     let off = func_offset(libc, "malloc", 4)?;
@@ -594,5 +600,40 @@ fn libc_lookup_speed() -> TestResult {
             2 * offsets.len()
         );
     }
+    Ok(())
+}
+
+/// The report's convention end to end: an AVMA in this process's libc mapping becomes
+/// `avma − start + pgoff` and is symbolized with the process's pid.
+#[test]
+fn live_avma_through_proc_maps_names_malloc() -> TestResult {
+    let avma = libc::malloc as *const () as u64;
+    let maps = std::fs::read_to_string("/proc/self/maps")?;
+    let (path, off) = maps
+        .lines()
+        .find_map(|l| {
+            let mut f = l.split_ascii_whitespace();
+            let (lo, hi) = f.next()?.split_once('-')?;
+            let (lo, hi) = (
+                u64::from_str_radix(lo, 16).ok()?,
+                u64::from_str_radix(hi, 16).ok()?,
+            );
+            let pgoff = u64::from_str_radix(f.nth(1)?, 16).ok()?;
+            let path = f.nth(2)?;
+            (lo <= avma && avma < hi).then(|| (path.to_owned(), avma - lo + pgoff))
+        })
+        .ok_or("malloc's address is in no mapping")?;
+    let mut s = Symbolizer::new(SymbolizeOptions::default());
+    let k = ModuleKey {
+        path: path.as_bytes(),
+        build_id: None,
+        pid: Some(std::process::id()),
+    };
+    let r = s.symbolize(&k, off, false);
+    assert!(
+        matches!(outer_name(&r), Some("malloc" | "__libc_malloc")),
+        "{path}: {r:?}"
+    );
+    assert_eq!(outer(&r).and_then(|f| f.sym_offset), Some(0));
     Ok(())
 }
