@@ -6,6 +6,7 @@ pub mod events;
 pub mod perfdata;
 pub mod procfs;
 pub mod record;
+pub mod symbolize;
 #[allow(unsafe_code)]
 pub mod sys;
 pub mod unwind;

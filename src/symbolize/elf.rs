@@ -1,0 +1,269 @@
+//! ELF facts the symbolizer needs: PT_LOAD segments (file offset → SVMA), the build-id,
+//! `.gnu_debuglink`, and a sorted function-symbol table.
+
+use object::{Object, ObjectSection, ObjectSegment, ObjectSymbol, SymbolKind, SymbolSection};
+
+/// A PT_LOAD segment: file bytes `[offset, offset + file_size)` are mapped at `svma`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct LoadSegment {
+    pub offset: u64,
+    pub file_size: u64,
+    pub svma: u64,
+    pub mem_size: u64,
+}
+
+/// The PT_LOAD segments of a parsed ELF file.
+pub(crate) fn load_segments(obj: &object::File<'_>) -> Vec<LoadSegment> {
+    obj.segments()
+        .map(|seg| {
+            let (offset, file_size) = seg.file_range();
+            LoadSegment {
+                offset,
+                file_size,
+                svma: seg.address(),
+                mem_size: seg.size(),
+            }
+        })
+        .collect()
+}
+
+/// Converts a file offset to an SVMA through PT_LOAD segments: an offset within
+/// `[p_offset, p_offset + p_filesz)` maps to `p_vaddr + (off − p_offset)`.
+pub(crate) fn segments_offset_to_svma(segments: &[LoadSegment], off: u64) -> Option<u64> {
+    segments.iter().find_map(|s| {
+        let rel = off.checked_sub(s.offset)?;
+        (rel < s.file_size).then(|| s.svma.wrapping_add(rel))
+    })
+}
+
+/// For separate debug files, whose PT_LOAD headers keep addresses but not file sizes
+/// (`p_filesz` is 0 after `--only-keep-debug`): assume the usual linker layout where each
+/// segment's file offset equals its address minus the first segment's address. A guess,
+/// used only when the original binary is gone or was replaced.
+pub(crate) fn debug_file_offset_to_svma(segments: &[LoadSegment], off: u64) -> Option<u64> {
+    let base = segments.iter().map(|s| s.svma).min()?;
+    let svma = base.checked_add(off)?;
+    segments
+        .iter()
+        .any(|s| svma >= s.svma && svma - s.svma < s.mem_size)
+        .then_some(svma)
+}
+
+/// Converts a file offset to an SVMA through the PT_LOAD segments of the ELF image `elf`.
+/// Returns `None` if `elf` does not parse or no segment holds the offset.
+pub fn file_offset_to_svma(elf: &[u8], off: u64) -> Option<u64> {
+    let obj = object::File::parse(elf).ok()?;
+    if obj.format() != object::BinaryFormat::Elf {
+        return None;
+    }
+    segments_offset_to_svma(&load_segments(&obj), off)
+}
+
+/// The `.note.gnu.build-id` of a parsed file, if any.
+pub(crate) fn build_id(obj: &object::File<'_>) -> Option<Vec<u8>> {
+    obj.build_id().ok().flatten().map(<[u8]>::to_vec)
+}
+
+/// `.gnu_debuglink`: file name and CRC32.
+pub(crate) fn debuglink(obj: &object::File<'_>) -> Option<(Vec<u8>, u32)> {
+    let (name, crc) = obj.gnu_debuglink().ok().flatten()?;
+    Some((name.to_vec(), crc))
+}
+
+/// Whether the file carries DWARF line or function information.
+pub(crate) fn has_dwarf(obj: &object::File<'_>) -> bool {
+    obj.section_by_name(".debug_info")
+        .is_some_and(|s| s.kind() != object::SectionKind::UninitializedData && s.size() > 0)
+}
+
+/// One function symbol: `[start, end)` in SVMA space.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Sym {
+    pub start: u64,
+    pub end: u64,
+    pub name: Box<str>,
+}
+
+/// Function symbols sorted by start address, one per address.
+#[derive(Debug, Default)]
+pub(crate) struct SymbolTable {
+    syms: Vec<Sym>,
+}
+
+/// A candidate before aliases at one address are merged.
+struct Candidate {
+    start: u64,
+    size: u64,
+    section_end: Option<u64>,
+    rank: u8,
+    name: Box<str>,
+}
+
+/// Which table to read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Table {
+    Symtab,
+    Dynsym,
+}
+
+impl SymbolTable {
+    /// Reads FUNC/IFUNC definitions from `.symtab` or `.dynsym`. Empty when absent.
+    pub(crate) fn from_object(obj: &object::File<'_>, table: Table) -> SymbolTable {
+        let mut cands: Vec<Candidate> = Vec::new();
+        let iter = match table {
+            Table::Symtab => obj.symbols(),
+            Table::Dynsym => obj.dynamic_symbols(),
+        };
+        for sym in iter {
+            if sym.kind() != SymbolKind::Text || sym.is_undefined() {
+                continue;
+            }
+            let Ok(name) = sym.name() else { continue };
+            if name.is_empty() {
+                continue;
+            }
+            let section_end = match sym.section() {
+                SymbolSection::Section(idx) => obj
+                    .section_by_index(idx)
+                    .ok()
+                    .map(|s| s.address().saturating_add(s.size())),
+                _ => None,
+            };
+            // Prefer global names, then weak, then local; then sized symbols.
+            let rank = if sym.is_global() {
+                0
+            } else if sym.is_weak() {
+                1
+            } else {
+                2
+            } + u8::from(sym.size() == 0) * 3;
+            cands.push(Candidate {
+                start: sym.address(),
+                size: sym.size(),
+                section_end,
+                rank,
+                name: name.into(),
+            });
+        }
+        SymbolTable::from_candidates(cands)
+    }
+
+    fn from_candidates(mut cands: Vec<Candidate>) -> SymbolTable {
+        cands.sort_by(|a, b| {
+            (a.start, a.rank, a.name.len(), &a.name).cmp(&(b.start, b.rank, b.name.len(), &b.name))
+        });
+        cands.dedup_by(|later, first| later.start == first.start);
+        let mut syms = Vec::with_capacity(cands.len());
+        for (i, c) in cands.iter().enumerate() {
+            let next_start = cands.get(i + 1).map(|n| n.start);
+            let end = if c.size > 0 {
+                c.start.saturating_add(c.size)
+            } else {
+                match (next_start, c.section_end) {
+                    (Some(n), Some(e)) => n.min(e),
+                    (Some(n), None) => n,
+                    (None, Some(e)) => e,
+                    (None, None) => c.start.saturating_add(1),
+                }
+            };
+            syms.push(Sym {
+                start: c.start,
+                end: end.max(c.start.saturating_add(1)),
+                name: c.name.clone(),
+            });
+        }
+        SymbolTable { syms }
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.syms.is_empty()
+    }
+
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        self.syms.len()
+    }
+
+    /// The function symbol enclosing `svma`.
+    pub(crate) fn lookup(&self, svma: u64) -> Option<&Sym> {
+        let idx = self
+            .syms
+            .partition_point(|s| s.start <= svma)
+            .checked_sub(1)?;
+        let sym = self.syms.get(idx)?;
+        (svma < sym.end).then_some(sym)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cand(start: u64, size: u64, rank: u8, name: &str) -> Candidate {
+        Candidate {
+            start,
+            size,
+            section_end: Some(0x1000),
+            rank,
+            name: name.into(),
+        }
+    }
+
+    #[test]
+    fn sized_symbols_do_not_cover_gaps() {
+        let t = SymbolTable::from_candidates(vec![
+            cand(0x100, 0x10, 0, "a"),
+            cand(0x200, 0x10, 0, "b"),
+        ]);
+        assert_eq!(t.lookup(0x105).map(|s| &*s.name), Some("a"));
+        assert_eq!(t.lookup(0x110), None);
+        assert_eq!(t.lookup(0xff), None);
+        assert_eq!(t.lookup(0x20f).map(|s| &*s.name), Some("b"));
+    }
+
+    #[test]
+    fn zero_size_symbols_end_at_the_next_symbol_or_section_end() {
+        let t = SymbolTable::from_candidates(vec![cand(0x100, 0, 0, "a"), cand(0x200, 0, 0, "b")]);
+        assert_eq!(t.lookup(0x1ff).map(|s| &*s.name), Some("a"));
+        assert_eq!(t.lookup(0xfff).map(|s| &*s.name), Some("b"));
+        assert_eq!(t.lookup(0x1000), None);
+    }
+
+    #[test]
+    fn aliases_prefer_global_sized_names() {
+        let t = SymbolTable::from_candidates(vec![
+            cand(0x100, 0x10, 2, "local_alias"),
+            cand(0x100, 0x10, 0, "malloc"),
+            cand(0x100, 0x10, 1, "weak_alias"),
+        ]);
+        assert_eq!(t.len(), 1);
+        assert_eq!(t.lookup(0x100).map(|s| &*s.name), Some("malloc"));
+    }
+
+    #[test]
+    fn offsets_map_through_load_segments() {
+        let segs = [
+            LoadSegment {
+                offset: 0,
+                file_size: 0x1000,
+                svma: 0,
+                mem_size: 0x1000,
+            },
+            LoadSegment {
+                offset: 0x1000,
+                file_size: 0x500,
+                svma: 0x401000,
+                mem_size: 0x500,
+            },
+        ];
+        assert_eq!(segments_offset_to_svma(&segs, 0x1234), Some(0x401234));
+        assert_eq!(segments_offset_to_svma(&segs, 0x1500), None);
+        assert_eq!(segments_offset_to_svma(&segs, 0x10), Some(0x10));
+    }
+
+    #[test]
+    fn file_offset_to_svma_rejects_garbage() {
+        assert_eq!(file_offset_to_svma(b"not an elf at all", 0), None);
+        assert_eq!(file_offset_to_svma(b"\x7fELF\x02\x01\x01", 0), None);
+    }
+}
