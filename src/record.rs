@@ -15,7 +15,7 @@ mod tests;
 
 pub use encode::{
     EncodeError, Mmap2Fields, TaskFields, encode_comm, encode_exit, encode_finished_round,
-    encode_fork, encode_mmap2, encode_sample, encode_sample_id,
+    encode_fork, encode_lost, encode_mmap2, encode_sample, encode_sample_id,
 };
 
 /// perf's user record type marking the end of a flush round (`PERF_RECORD_FINISHED_ROUND`).

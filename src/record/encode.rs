@@ -242,6 +242,15 @@ fn encode_stack_user(out: &mut Vec<u8>, s: &Sample<'_>) {
     put_u64(out, stack.dyn_size);
 }
 
+/// Appends a `PERF_RECORD_LOST`: `lost` events of the event `id` were dropped.
+pub fn encode_lost(out: &mut Vec<u8>, id: u64, lost: u64, sid: &SampleId, info: &ParseInfo) {
+    let start = begin_record(out, b::PERF_RECORD_LOST, 0);
+    put_u64(out, id);
+    put_u64(out, lost);
+    encode_sample_id(out, sid, info);
+    finish_small(out, start);
+}
+
 /// Appends a `PERF_RECORD_COMM` (misc USER, plus `COMM_EXEC` when `exec`).
 pub fn encode_comm(
     out: &mut Vec<u8>,
@@ -264,9 +273,13 @@ pub fn encode_comm(
     finish_small(out, start);
 }
 
-/// Appends a `PERF_RECORD_MMAP2` with misc `PERF_RECORD_MISC_USER`.
+/// Appends a `PERF_RECORD_MMAP2` with misc `PERF_RECORD_MISC_USER`, plus
+/// `PERF_RECORD_MISC_MMAP_DATA` for a mapping without `PROT_EXEC`, as the kernel marks them.
 pub fn encode_mmap2(out: &mut Vec<u8>, m: &Mmap2Fields<'_>, sid: &SampleId, info: &ParseInfo) {
     let mut misc = b::PERF_RECORD_MISC_USER;
+    if m.prot & libc::PROT_EXEC as u32 == 0 {
+        misc |= b::PERF_RECORD_MISC_MMAP_DATA;
+    }
     if m.build_id.is_some() {
         misc |= b::PERF_RECORD_MISC_MMAP_BUILD_ID;
     }

@@ -25,6 +25,9 @@ pub struct AttrConfig {
     pub enable_on_exec: bool,
     /// MMAP + MMAP2 + COMM (with `comm_exec`) + FORK/EXIT (`task`) records; not `mmap_data`.
     pub tracking: bool,
+    /// With `tracking`, MMAP2 records for non-executable mappings too (`mmap_data`): perf's
+    /// DWARF unwinders read `.eh_frame_hdr` through them, and fault addresses resolve to them.
+    pub mmap_data: bool,
     /// Timestamps from CLOCK_MONOTONIC.
     pub use_clockid: bool,
     pub sample_id_all: bool,
@@ -52,6 +55,7 @@ impl Default for AttrConfig {
             disabled: false,
             enable_on_exec: false,
             tracking: false,
+            mmap_data: false,
             use_clockid: false,
             sample_id_all: false,
             wakeup_watermark: 0,
@@ -136,6 +140,7 @@ pub fn build_attr(cfg: &AttrConfig) -> perf_event_attr {
         attr.set_comm(1);
         attr.set_comm_exec(1);
         attr.set_task(1);
+        attr.set_mmap_data(flag(cfg.mmap_data));
     }
     if cfg.use_clockid {
         attr.set_use_clockid(1);

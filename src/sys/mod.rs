@@ -7,6 +7,7 @@ pub mod attr;
 pub mod child;
 pub mod diagnose;
 pub mod open;
+pub mod poll;
 pub mod ring;
 #[cfg(test)]
 pub mod testutil;
@@ -96,6 +97,33 @@ pub fn parse_cpu_list(s: &str) -> Result<Vec<u32>, String> {
     cpus.sort_unstable();
     cpus.dedup();
     Ok(cpus)
+}
+
+/// Whether perf events can be opened here at all: opens and closes a software task-clock
+/// counter on this thread. The error says why not (errno text).
+pub fn probe_perf_events() -> Result<(), String> {
+    use attr::{AttrConfig, build_attr};
+    use open::{Opener, SysOpener};
+    use perf_event_open_sys::bindings as b;
+
+    let cfg = AttrConfig {
+        type_: b::PERF_TYPE_SOFTWARE,
+        config: u64::from(b::PERF_COUNT_SW_TASK_CLOCK),
+        exclude_kernel: true,
+        exclude_hv: true,
+        disabled: true,
+        ..AttrConfig::default()
+    };
+    let attr = build_attr(&cfg);
+    SysOpener
+        .open(&attr, 0, -1, -1, 0)
+        .map(drop)
+        .map_err(|errno| {
+            format!(
+                "perf_event_open failed: {}",
+                std::io::Error::from_raw_os_error(errno)
+            )
+        })
 }
 
 #[cfg(test)]

@@ -61,6 +61,8 @@ pub struct FeatureState {
     pub no_cloexec: bool,
     /// `sample_id_all` (2.6.38+): non-sample records carry no pid/tid/time.
     pub no_sample_id_all: bool,
+    /// `PERF_FORMAT_LOST` (6.0+): no per-event count of dropped records to read at the end.
+    pub no_format_lost: bool,
 }
 
 impl FeatureState {
@@ -79,12 +81,16 @@ impl FeatureState {
         if self.no_sample_id_all {
             out.push("ids on non-sample records (sample_id_all)");
         }
+        if self.no_format_lost {
+            out.push("per-event lost counts (PERF_FORMAT_LOST)");
+        }
         out
     }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Feature {
+    FormatLost,
     Clockid,
     Mmap2,
     Cloexec,
@@ -92,7 +98,8 @@ enum Feature {
 }
 
 /// The order features are dropped in on EINVAL, newest first.
-const LADDER: [Feature; 4] = [
+const LADDER: [Feature; 5] = [
+    Feature::FormatLost,
     Feature::Clockid,
     Feature::Mmap2,
     Feature::Cloexec,
@@ -102,6 +109,7 @@ const LADDER: [Feature; 4] = [
 /// Whether the attr (or the open flags) asks for the feature.
 fn requested(feature: Feature, attr: &perf_event_attr, features: &FeatureState) -> bool {
     match feature {
+        Feature::FormatLost => attr.read_format & FORMAT_LOST != 0,
         Feature::Clockid => attr.use_clockid() != 0,
         Feature::Mmap2 => attr.mmap2() != 0 || attr.comm_exec() != 0,
         Feature::Cloexec => !features.no_cloexec,
@@ -111,6 +119,7 @@ fn requested(feature: Feature, attr: &perf_event_attr, features: &FeatureState) 
 
 fn mark_missing(feature: Feature, features: &mut FeatureState) {
     match feature {
+        Feature::FormatLost => features.no_format_lost = true,
         Feature::Clockid => features.no_clockid = true,
         Feature::Mmap2 => features.no_mmap2 = true,
         Feature::Cloexec => features.no_cloexec = true,
@@ -120,6 +129,9 @@ fn mark_missing(feature: Feature, features: &mut FeatureState) {
 
 /// Clears from the attr every feature already known to be missing.
 fn apply_missing(attr: &mut perf_event_attr, features: &FeatureState) {
+    if features.no_format_lost {
+        attr.read_format &= !FORMAT_LOST;
+    }
     if features.no_clockid {
         attr.set_use_clockid(0);
         attr.clockid = 0;
@@ -134,8 +146,30 @@ fn apply_missing(attr: &mut perf_event_attr, features: &FeatureState) {
     }
 }
 
-/// Opens an event, dropping features the kernel rejects with EINVAL one at a time (use_clockid,
-/// then mmap2, then FD_CLOEXEC, then sample_id_all) and remembering them in `features`.
+/// `PERF_FORMAT_LOST`: `read()` returns the records the kernel dropped for the event.
+pub const FORMAT_LOST: u64 = 1 << 4;
+
+/// Reads the count of records the kernel dropped for an event opened with
+/// `read_format == PERF_FORMAT_LOST` (the value, then the lost count). For an inherited event
+/// the count covers every child, since the kernel charges losses to the parent event.
+pub fn read_lost(fd: BorrowedFd) -> io::Result<u64> {
+    let mut buf = [0u64; 2];
+    // SAFETY: `buf` is 16 writable bytes that live across the call; `fd` is open.
+    let n = unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), 16) };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if n != 16 {
+        return Err(io::Error::new(
+            io::ErrorKind::UnexpectedEof,
+            format!("read {n} bytes from a perf event, expected 16 (value, lost)"),
+        ));
+    }
+    Ok(buf[1])
+}
+
+/// Opens an event, dropping features the kernel rejects with EINVAL one at a time
+/// (PERF_FORMAT_LOST, then use_clockid, then mmap2, then FD_CLOEXEC, then sample_id_all) and remembering them in `features`.
 ///
 /// On success `attr` is what was actually opened. When every retry fails, `attr` and
 /// `features` are restored and the first errno is returned, so one bad event does not mark

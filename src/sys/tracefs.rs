@@ -203,9 +203,24 @@ impl Tracefs {
     }
 }
 
+/// Reads a tracefs file. `header_page` and `header_event` answer only a read at offset 0
+/// (a second read returns nothing), so the first read must take the whole file: `fs::read`
+/// starts with a 32-byte probe and would keep only the first 32 bytes.
 fn read_with_path(path: &Path) -> io::Result<Vec<u8>> {
-    fs::read(path)
-        .map_err(|e| io::Error::new(e.kind(), format!("failed to read {}: {e}", path.display())))
+    use std::io::Read;
+    let err =
+        |e: io::Error| io::Error::new(e.kind(), format!("failed to read {}: {e}", path.display()));
+    let mut file = fs::File::open(path).map_err(err)?;
+    let mut out = Vec::new();
+    let mut buf = vec![0u8; 1 << 16];
+    loop {
+        match file.read(&mut buf) {
+            Ok(0) => return Ok(out),
+            Ok(n) => out.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(err(e)),
+        }
+    }
 }
 
 fn read_dir_with_path(path: &Path) -> io::Result<fs::ReadDir> {
@@ -329,7 +344,9 @@ mod tests {
                 .starts_with(b"name: kmalloc")
         );
         assert!(t.list_events().unwrap().iter().any(|e| e == "kmem:kmalloc"));
-        assert!(!t.header_page().unwrap().is_empty());
+        // The whole file, not the first read's worth: it names the `data` field last.
+        let hp = String::from_utf8(t.header_page().unwrap()).unwrap();
+        assert!(hp.contains("field: char data;"), "{hp}");
     }
 
     /// Unmounts tracefs in a private mount namespace and checks that `locate_or_mount`
