@@ -1,1 +1,28 @@
-fn main() {}
+//! The `memperf` binary: parse the command line, run the subcommand, report errors.
+
+use std::io::ErrorKind;
+use std::process::ExitCode;
+
+use clap::Parser;
+use memperf::cli::{Cli, Command};
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Record(args) => args.into_config().and_then(memperf::cmd::record::run),
+    };
+    match result {
+        Ok(code) => ExitCode::from(code.clamp(0, 255) as u8),
+        Err(e) => {
+            // A closed stdout (`| head`) is not an error worth a message.
+            if e.chain()
+                .filter_map(|c| c.downcast_ref::<std::io::Error>())
+                .any(|io| io.kind() == ErrorKind::BrokenPipe)
+            {
+                return ExitCode::SUCCESS;
+            }
+            eprintln!("memperf: error: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}

@@ -1,0 +1,411 @@
+//! Turning a record configuration into open perf events and ring buffers.
+
+use std::os::fd::{AsFd, OwnedFd};
+
+use anyhow::{Context, Result, anyhow, bail};
+use perf_event_open_sys::bindings::{
+    self as b, PERF_TYPE_HARDWARE, PERF_TYPE_RAW, PERF_TYPE_SOFTWARE, PERF_TYPE_TRACEPOINT,
+    perf_event_attr,
+};
+use rustc_hash::FxHashMap;
+
+use crate::cli::{CallGraph, RecordConfig, Target, UnwindWhen};
+use crate::events::{self, EventKind, EventSpec, Period};
+use crate::procfs;
+use crate::sys::attr::{AttrConfig, X86_REGS_PERF_ALL, build_attr, user_regs_mask_for_unwind};
+use crate::sys::diagnose::{
+    EventClass, OpenContext, SystemFacts, explain_mmap_error, explain_open_error,
+};
+use crate::sys::open::{FORMAT_LOST, FeatureState, SysOpener, ioc_id, ioc_set_output, open_event};
+use crate::sys::ring::RingBuffer;
+use crate::sys::tracefs::Tracefs;
+
+// The bindings declare the sample_type bits as u32; attr.sample_type is u64.
+const PERF_SAMPLE_ADDR: u64 = b::PERF_SAMPLE_ADDR as u64;
+const PERF_SAMPLE_CALLCHAIN: u64 = b::PERF_SAMPLE_CALLCHAIN as u64;
+const PERF_SAMPLE_CPU: u64 = b::PERF_SAMPLE_CPU as u64;
+const PERF_SAMPLE_IDENTIFIER: u64 = b::PERF_SAMPLE_IDENTIFIER as u64;
+const PERF_SAMPLE_IP: u64 = b::PERF_SAMPLE_IP as u64;
+const PERF_SAMPLE_PERIOD: u64 = b::PERF_SAMPLE_PERIOD as u64;
+const PERF_SAMPLE_RAW: u64 = b::PERF_SAMPLE_RAW as u64;
+const PERF_SAMPLE_REGS_USER: u64 = b::PERF_SAMPLE_REGS_USER as u64;
+const PERF_SAMPLE_STACK_USER: u64 = b::PERF_SAMPLE_STACK_USER as u64;
+const PERF_SAMPLE_TID: u64 = b::PERF_SAMPLE_TID as u64;
+const PERF_SAMPLE_TIME: u64 = b::PERF_SAMPLE_TIME as u64;
+
+/// An event resolved against this kernel, with the attr it is opened with.
+pub struct ResolvedEvent {
+    pub spec: EventSpec,
+    pub type_: u32,
+    pub config: u64,
+    /// The attr as finally opened (after any fallback), for the file header.
+    pub attr: Option<perf_event_attr>,
+    pub ids: Vec<u64>,
+}
+
+/// Everything opened for one recording.
+pub struct Opened {
+    pub events: Vec<ResolvedEvent>,
+    pub rings: Vec<RingBuffer>,
+    /// Every event fd that is not the owner of a ring (those stay inside their ring).
+    pub fds: Vec<OwnedFd>,
+    pub ids: FxHashMap<u64, usize>,
+    /// Notes for the summary (e.g. kernel samples excluded by perf_event_paranoid).
+    pub notes: Vec<String>,
+    pub tracefs: Option<Tracefs>,
+    pub clock_monotonic: bool,
+    /// Whether the events carry PERF_FORMAT_LOST (kernel 6.0+).
+    pub format_lost: bool,
+}
+
+/// Resolves tracepoints through tracefs (mounting it when needed).
+pub fn resolve_events(specs: &[EventSpec]) -> Result<(Vec<ResolvedEvent>, Option<Tracefs>)> {
+    let mut tracefs = None;
+    let mut out = Vec::new();
+    for spec in specs {
+        let (type_, config) = match &spec.kind {
+            EventKind::Software { config } => (PERF_TYPE_SOFTWARE, *config),
+            EventKind::Hardware { config } => (PERF_TYPE_HARDWARE, *config),
+            EventKind::Raw { config } => (PERF_TYPE_RAW, *config),
+            EventKind::Tracepoint { system, name } => {
+                if tracefs.is_none() {
+                    tracefs =
+                        Some(Tracefs::locate_or_mount().with_context(|| {
+                            format!("failed to open tracepoint `{}`", spec.name)
+                        })?);
+                }
+                let tfs = tracefs
+                    .as_ref()
+                    .ok_or_else(|| anyhow!("tracefs unavailable"))?;
+                match tfs.event_id(system, name) {
+                    Ok(id) => (PERF_TYPE_TRACEPOINT, id),
+                    Err(e) => {
+                        let known = tfs.list_events().unwrap_or_default();
+                        let near = events::suggest(&spec.name, known);
+                        let hint = if near.is_empty() {
+                            String::new()
+                        } else {
+                            format!("; did you mean {}?", quote_list(&near))
+                        };
+                        bail!("failed to open tracepoint `{}`: {e}{hint}", spec.name);
+                    }
+                }
+            }
+        };
+        out.push(ResolvedEvent {
+            spec: spec.clone(),
+            type_,
+            config,
+            attr: None,
+            ids: Vec::new(),
+        });
+    }
+    Ok((out, tracefs))
+}
+
+fn quote_list(names: &[String]) -> String {
+    names
+        .iter()
+        .map(|n| format!("`{n}`"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn is_fault_event(spec: &EventSpec) -> bool {
+    use perf_event_open_sys::bindings::{
+        PERF_COUNT_SW_PAGE_FAULTS, PERF_COUNT_SW_PAGE_FAULTS_MAJ, PERF_COUNT_SW_PAGE_FAULTS_MIN,
+    };
+    matches!(spec.kind, EventKind::Software { config }
+        if config == PERF_COUNT_SW_PAGE_FAULTS as u64
+            || config == PERF_COUNT_SW_PAGE_FAULTS_MIN as u64
+            || config == PERF_COUNT_SW_PAGE_FAULTS_MAJ as u64)
+}
+
+/// The attr configuration of one event in the ring buffer.
+pub fn attr_config(cfg: &RecordConfig, ev: &ResolvedEvent, tracking: bool) -> AttrConfig {
+    let mut sample_type = PERF_SAMPLE_IDENTIFIER
+        | PERF_SAMPLE_IP
+        | PERF_SAMPLE_TID
+        | PERF_SAMPLE_TIME
+        | PERF_SAMPLE_CPU
+        | PERF_SAMPLE_PERIOD;
+    if ev.spec.is_tracepoint() {
+        sample_type |= PERF_SAMPLE_RAW;
+    }
+    if is_fault_event(&ev.spec) {
+        // The fault address: which mapping grew.
+        sample_type |= PERF_SAMPLE_ADDR;
+    }
+    let (mut regs_user, mut stack_user) = (0, 0);
+    let mut exclude_callchain_user = false;
+    match cfg.call_graph {
+        CallGraph::None => {}
+        CallGraph::Fp => sample_type |= PERF_SAMPLE_CALLCHAIN,
+        CallGraph::Dwarf { stack_bytes } => {
+            sample_type |= PERF_SAMPLE_REGS_USER | PERF_SAMPLE_STACK_USER;
+            regs_user = match cfg.unwind {
+                UnwindWhen::Online => user_regs_mask_for_unwind(),
+                UnwindWhen::Offline => X86_REGS_PERF_ALL,
+            };
+            stack_user = stack_bytes;
+            if !cfg.user_only {
+                // The kernel part still comes from the kernel's own walk.
+                sample_type |= PERF_SAMPLE_CALLCHAIN;
+                exclude_callchain_user = true;
+            }
+        }
+    }
+    let period = cfg.period.unwrap_or_else(|| ev.spec.default_period());
+    let inherit = matches!(cfg.target, Target::Pids(_) | Target::Command);
+    AttrConfig {
+        type_: ev.type_,
+        config: ev.config,
+        period,
+        sample_type,
+        regs_user,
+        stack_user,
+        exclude_callchain_user,
+        exclude_callchain_kernel: cfg.user_only,
+        exclude_user: ev.spec.modifiers.exclude_user,
+        exclude_kernel: ev.spec.modifiers.exclude_kernel,
+        exclude_hv: ev.spec.modifiers.exclude_kernel,
+        precise_ip: ev.spec.modifiers.precise,
+        inherit,
+        disabled: true,
+        enable_on_exec: cfg.target == Target::Command,
+        tracking,
+        mmap_data: tracking,
+        use_clockid: true,
+        sample_id_all: true,
+        wakeup_watermark: 0,
+        // Read at the end: losses the kernel counted but had no room left to report.
+        read_format: FORMAT_LOST,
+    }
+}
+
+fn event_class(ev: &ResolvedEvent) -> EventClass {
+    match ev.spec.kind {
+        EventKind::Software { .. } => EventClass::Software,
+        EventKind::Tracepoint { .. } => EventClass::Tracepoint,
+        EventKind::Hardware { .. } | EventKind::Raw { .. } => EventClass::Hardware,
+    }
+}
+
+/// The pids to pass to perf_event_open: -1 (all), threads of the pids, or the tids.
+fn open_targets(cfg: &RecordConfig, child: Option<i32>) -> Result<Vec<i32>> {
+    Ok(match &cfg.target {
+        Target::SystemWide => vec![-1],
+        Target::Command => vec![child.ok_or_else(|| anyhow!("no command to record"))?],
+        Target::Pids(pids) => {
+            let mut tids = Vec::new();
+            for &pid in pids {
+                let threads = procfs::threads(pid)
+                    .map_err(|_| anyhow!("no such process: {pid} (given to -p)"))?;
+                tids.extend(threads.into_iter().map(|t| t as i32));
+            }
+            tids
+        }
+        Target::Tids(tids) => {
+            for &t in tids {
+                if !procfs::exists(t) && procfs::tgid(t).is_err() {
+                    bail!("no such thread: {t} (given to -t)");
+                }
+            }
+            tids.iter().map(|&t| t as i32).collect()
+        }
+    })
+}
+
+/// The default ring size per CPU, in data pages.
+pub fn default_mmap_pages(cfg: &RecordConfig, facts: &SystemFacts) -> usize {
+    let page = crate::sys::page_size().max(1);
+    let privileged = facts.euid == 0 || facts.cap_ipc_lock;
+    let wanted_bytes: usize = match cfg.call_graph {
+        // 16 MiB holds about 2,000 samples with 8 KiB stacks: several milliseconds of a
+        // fault storm, enough for the reader on the other CPU to keep up.
+        CallGraph::Dwarf { .. } => 16 << 20,
+        _ => 4 << 20,
+    };
+    let mut pages = (wanted_bytes / page).next_power_of_two();
+    if !privileged {
+        let limit_kb = facts.mlock_kb.unwrap_or(516) as usize;
+        let fit = (limit_kb * 1024 / page).saturating_sub(1).max(1);
+        let fit = if fit.is_power_of_two() {
+            fit
+        } else {
+            fit.next_power_of_two() / 2
+        };
+        pages = pages.min(fit.max(1));
+    }
+    pages
+}
+
+/// Opens every (cpu, target, event), one ring per CPU, the other fds redirected to it.
+pub fn open_all(
+    cfg: &RecordConfig,
+    mut events: Vec<ResolvedEvent>,
+    tracefs: Option<Tracefs>,
+    child: Option<i32>,
+    facts: &SystemFacts,
+) -> Result<Opened> {
+    let targets = open_targets(cfg, child)?;
+    let pages = cfg
+        .mmap_pages
+        .unwrap_or_else(|| default_mmap_pages(cfg, facts));
+    let opener = SysOpener;
+    let mut features = FeatureState::default();
+    let mut notes = Vec::new();
+    let mut rings: Vec<RingBuffer> = Vec::new();
+    let mut fds = Vec::new();
+    let mut ids = FxHashMap::default();
+    let mut kernel_excluded = false;
+    for &cpu in &cfg.cpus {
+        let mut ring_idx: Option<usize> = None;
+        for &pid in &targets {
+            for (i, ev) in events.iter_mut().enumerate() {
+                let mut ac = attr_config(cfg, ev, i == 0);
+                if kernel_excluded {
+                    exclude_kernel(&mut ac);
+                }
+                let mut attr = build_attr(&ac);
+                let fd = match open_event(&opener, &mut attr, pid, cpu as i32, &mut features) {
+                    Ok(fd) => fd,
+                    Err(errno)
+                        if is_access(errno) && !ev.spec.is_tracepoint() && !ac.exclude_kernel =>
+                    {
+                        // As perf does: an unprivileged user may still sample user space.
+                        exclude_kernel(&mut ac);
+                        attr = build_attr(&ac);
+                        let fd = open_event(&opener, &mut attr, pid, cpu as i32, &mut features)
+                            .map_err(|e| open_error(e, ev, pid, cpu, cfg, facts))?;
+                        if !kernel_excluded {
+                            kernel_excluded = true;
+                            notes.push(format!(
+                                "kernel samples and kernel stacks left out: perf_event_paranoid is {} and memperf runs without CAP_PERFMON",
+                                facts.paranoid.map_or("unknown".to_string(), |p| p.to_string())
+                            ));
+                        }
+                        fd
+                    }
+                    Err(libc::ESRCH) if matches!(cfg.target, Target::Pids(_)) => {
+                        // A thread that exited after we listed it.
+                        continue;
+                    }
+                    Err(errno) => return Err(open_error(errno, ev, pid, cpu, cfg, facts)),
+                };
+                let id = ioc_id(fd.as_fd()).with_context(|| {
+                    format!("failed to read the id of event `{}`", ev.spec.name)
+                })?;
+                ev.ids.push(id);
+                ids.insert(id, i);
+                if ev.attr.is_none() {
+                    ev.attr = Some(attr);
+                }
+                match ring_idx {
+                    Some(r) => {
+                        ioc_set_output(fd.as_fd(), rings[r].fd()).with_context(|| {
+                            format!(
+                                "failed to redirect event `{}` to the ring buffer of CPU {cpu}",
+                                ev.spec.name
+                            )
+                        })?;
+                        fds.push(fd);
+                    }
+                    None => {
+                        let ring = RingBuffer::new(fd, pages).map_err(|e| {
+                            let errno = e.raw_os_error().unwrap_or(0);
+                            anyhow!(
+                                "failed to map a ring buffer of {pages} pages for CPU {cpu}: {}",
+                                explain_mmap_error(errno, pages, facts)
+                            )
+                        })?;
+                        rings.push(ring);
+                        ring_idx = Some(rings.len() - 1);
+                    }
+                }
+            }
+        }
+    }
+    if rings.is_empty() {
+        bail!("no event could be opened: every target thread exited before recording started");
+    }
+    let dropped = features.dropped();
+    if !dropped.is_empty() {
+        notes.push(format!(
+            "this kernel lacks {}; recorded without it",
+            dropped.join(", ")
+        ));
+    }
+    Ok(Opened {
+        events,
+        rings,
+        fds,
+        ids,
+        clock_monotonic: !features.no_clockid,
+        format_lost: !features.no_format_lost,
+        notes,
+        tracefs,
+    })
+}
+
+fn exclude_kernel(ac: &mut AttrConfig) {
+    ac.exclude_kernel = true;
+    ac.exclude_hv = true;
+    ac.exclude_callchain_kernel = true;
+}
+
+fn is_access(errno: i32) -> bool {
+    errno == libc::EACCES || errno == libc::EPERM
+}
+
+fn open_error(
+    errno: i32,
+    ev: &ResolvedEvent,
+    pid: i32,
+    cpu: u32,
+    cfg: &RecordConfig,
+    facts: &SystemFacts,
+) -> anyhow::Error {
+    let ctx = OpenContext {
+        event: &ev.spec.name,
+        class: event_class(ev),
+        pid: (pid > 0).then_some(pid),
+        cpu: Some(cpu as i32),
+        system_wide: cfg.target == Target::SystemWide,
+    };
+    anyhow!(
+        "failed to open event `{}`: {}",
+        ev.spec.name,
+        explain_open_error(errno, &ctx, facts)
+    )
+}
+
+/// The attr written to the file for an event: after online unwinding, samples
+/// carry a callchain instead of registers and stack bytes.
+pub fn output_attr(opened: &perf_event_attr, online_unwind: bool) -> perf_event_attr {
+    let mut attr = *opened;
+    if online_unwind && attr.sample_type & PERF_SAMPLE_STACK_USER != 0 {
+        attr.sample_type &= !(PERF_SAMPLE_REGS_USER | PERF_SAMPLE_STACK_USER);
+        attr.sample_type |= PERF_SAMPLE_CALLCHAIN;
+        attr.sample_regs_user = 0;
+        attr.sample_stack_user = 0;
+        attr.set_exclude_callchain_user(0);
+    }
+    // The lost count is read by memperf and written as a LOST record; samples never carry it.
+    attr.read_format = 0;
+    attr
+}
+
+/// Checks the period or frequency against what the event needs.
+pub fn check_period(cfg: &RecordConfig) -> Result<()> {
+    if let Some(Period::Frequency(f)) = &cfg.period
+        && let Ok(max) = std::fs::read_to_string("/proc/sys/kernel/perf_event_max_sample_rate")
+        && let Ok(max) = max.trim().parse::<u64>()
+        && *f > max
+    {
+        bail!(
+            "frequency {f} Hz is above kernel.perf_event_max_sample_rate ({max}); use -F {max} or less, or -c for a fixed period"
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,138 @@
+//! The start line and the end-of-run summary of `memperf record` (stderr).
+
+use std::time::Duration;
+
+use crate::cli::{RecordConfig, Target};
+use crate::session::Session;
+
+use super::drain::{self, DrainStats};
+use super::open::Opened;
+
+/// Printed once events are live; tests and scripts wait for it.
+pub fn print_start(cfg: &RecordConfig, opened: &Opened, child: Option<i32>) {
+    let names: Vec<&str> = opened.events.iter().map(|e| e.spec.name.as_str()).collect();
+    let what = match &cfg.target {
+        Target::SystemWide => format!("all processes on {} CPU(s)", cfg.cpus.len()),
+        Target::Pids(p) => format!("pid {}", join(p)),
+        Target::Tids(t) => format!("tid {}", join(t)),
+        Target::Command => format!("command pid {}", child.unwrap_or(0)),
+    };
+    eprintln!(
+        "memperf: recording {} on {what} into {} (Ctrl-C to stop)",
+        names.join(","),
+        cfg.output.display()
+    );
+}
+
+fn join(ids: &[u32]) -> String {
+    ids.iter().map(u32::to_string).collect::<Vec<_>>().join(",")
+}
+
+/// Everything the end-of-run summary reports.
+pub struct EndInfo<'a> {
+    pub cfg: &'a RecordConfig,
+    pub session: &'a Session,
+    pub drain: &'a DrainStats,
+    pub notes: &'a [String],
+    pub elapsed: Duration,
+    pub file_bytes: u64,
+    pub data_bytes: u64,
+    pub reason: String,
+    pub pages: Option<usize>,
+}
+
+/// Formats the summary lines (kept apart from printing for tests).
+pub fn summary_lines(info: &EndInfo<'_>) -> Vec<String> {
+    let st = info.session.stats();
+    let total: u64 = st.samples.iter().sum();
+    let mut lines = vec![format!(
+        "memperf: wrote {total} samples in {:.2} s to {} ({} bytes{}); stopped: {}",
+        info.elapsed.as_secs_f64(),
+        info.cfg.output.display(),
+        info.file_bytes,
+        drain::bytes_per_sample(info.data_bytes, total)
+            .map(|b| format!(", {b} bytes per sample"))
+            .unwrap_or_default(),
+        info.reason
+    )];
+    for (ev, n) in info.cfg.events.iter().zip(&st.samples) {
+        lines.push(format!("  {:<28} {n} samples", ev.name));
+    }
+    if st.unwound > 0 {
+        let pct = 100.0 * st.truncated as f64 / st.unwound as f64;
+        lines.push(format!(
+            "  unwound {} user stacks, {} truncated ({pct:.1}%)",
+            st.unwound, st.truncated
+        ));
+        if let Some(u) = info.session.unwinders() {
+            let s = u.stats();
+            if s.truncated.total() > 0 {
+                lines.push(format!("    truncated because: {}", s.truncated));
+            }
+            if s.elf_load_failures > 0 {
+                let paths: Vec<String> = s
+                    .elf_load_failure_paths
+                    .iter()
+                    .map(|p| p.display().to_string())
+                    .collect();
+                lines.push(format!(
+                    "    {} executable mappings could not be read: {}",
+                    s.elf_load_failures,
+                    paths.join(", ")
+                ));
+            }
+            if s.modules_without_cfi > 0 {
+                lines.push(format!(
+                    "    {} binaries have no unwind tables (frame pointers used there)",
+                    s.modules_without_cfi
+                ));
+            }
+        }
+    }
+    lines.push(format!(
+        "  lost {} events in {} LOST records, {} lost samples, throttled {} times",
+        st.lost, st.lost_records, st.lost_samples, st.throttled
+    ));
+    for (cpu, l) in &st.per_cpu {
+        let cpu = if *cpu == u32::MAX {
+            "?".to_string()
+        } else {
+            cpu.to_string()
+        };
+        lines.push(format!(
+            "    cpu {cpu}: lost {} events, {} lost samples, throttled {} times",
+            l.lost, l.lost_samples, l.throttled
+        ));
+    }
+    if st.malformed > 0 {
+        lines.push(format!("  {} malformed records skipped", st.malformed));
+    }
+    if info.drain.corrupt_rings > 0 {
+        lines.push(format!(
+            "  ring buffer framing broke {} times: the rest of those rounds was skipped",
+            info.drain.corrupt_rings
+        ));
+    }
+    for note in info.notes {
+        lines.push(format!("  note: {note}"));
+    }
+    if st.lost > 0 || st.lost_samples > 0 {
+        let pages = info
+            .pages
+            .map(|p| format!("{p} pages now"))
+            .unwrap_or_else(|| "the default now".to_string());
+        lines.push(format!(
+            "memperf: warning: the kernel dropped {} events because the ring buffers were full; \
+             use a bigger -m ({pages}), a larger -c period, or a smaller stack copy (--call-graph dwarf,4096)",
+            st.lost + st.lost_samples
+        ));
+    }
+    lines
+}
+
+/// Prints the summary on stderr.
+pub fn print_end(info: &EndInfo<'_>) {
+    for line in summary_lines(info) {
+        eprintln!("{line}");
+    }
+}
