@@ -1,0 +1,227 @@
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+//! Helpers shared by the integration tests: fixture builds, the perf-events gate,
+//! running memperf, and reading recordings back through `perf script`.
+#![allow(dead_code)]
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::{Mutex, OnceLock};
+
+/// Frame-pointer or no-frame-pointer build of a fixture.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Variant {
+    Fp,
+    NoFp,
+}
+
+impl Variant {
+    pub const ALL: [Variant; 2] = [Variant::Fp, Variant::NoFp];
+
+    fn flags(self) -> &'static [&'static str] {
+        match self {
+            Variant::Fp => &["-fno-omit-frame-pointer", "-mno-omit-leaf-frame-pointer"],
+            Variant::NoFp => &["-fomit-frame-pointer"],
+        }
+    }
+}
+
+fn build_dir() -> &'static Path {
+    static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
+    DIR.get_or_init(|| tempfile::tempdir().expect("create a temporary directory"))
+        .path()
+}
+
+/// Compiles `fixtures/NAME.c` with the system `cc` (once per test process).
+pub fn fixture(name: &str, variant: Variant) -> PathBuf {
+    static BUILT: OnceLock<Mutex<HashMap<(String, Variant), PathBuf>>> = OnceLock::new();
+    let built = BUILT.get_or_init(|| Mutex::new(HashMap::new()));
+    let mut built = built.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(p) = built.get(&(name.to_string(), variant)) {
+        return p.clone();
+    }
+    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures")
+        .join(format!("{name}.c"));
+    let out = build_dir().join(format!("{name}-{variant:?}").to_lowercase());
+    let status = Command::new("cc")
+        .args(["-O2", "-g", "-fno-optimize-sibling-calls"])
+        .args(variant.flags())
+        .arg("-o")
+        .arg(&out)
+        .arg(&src)
+        .arg("-lpthread")
+        .status()
+        .expect("run cc (install gcc)");
+    assert!(status.success(), "cc failed on {}", src.display());
+    built.insert((name.to_string(), variant), out.clone());
+    out
+}
+
+/// A scratch directory for one test's outputs.
+pub fn scratch() -> tempfile::TempDir {
+    tempfile::tempdir().expect("create a temporary directory")
+}
+
+/// Whether perf events can be opened here. Skips (returns false, printing why)
+/// unless MEMPERF_REQUIRE_PERF=1, where it fails the test instead.
+pub fn require_perf(what: &str) -> bool {
+    match memperf::sys::probe_perf_events() {
+        Ok(()) => true,
+        Err(why) => {
+            if std::env::var("MEMPERF_REQUIRE_PERF").as_deref() == Ok("1") {
+                panic!(
+                    "{what}: perf events are required (MEMPERF_REQUIRE_PERF=1) but cannot be opened: {why}"
+                );
+            }
+            eprintln!("skipping {what}: cannot open perf events: {why}");
+            false
+        }
+    }
+}
+
+/// Whether the `perf` tool is here; required under MEMPERF_REQUIRE_PERF=1.
+pub fn require_perf_tool(what: &str) -> bool {
+    let ok = Command::new("perf")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        if std::env::var("MEMPERF_REQUIRE_PERF").as_deref() == Ok("1") {
+            panic!(
+                "{what}: the perf tool is required (MEMPERF_REQUIRE_PERF=1) but is not installed"
+            );
+        }
+        eprintln!("skipping {what}: the perf tool is not installed");
+    }
+    ok
+}
+
+pub fn memperf() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_memperf"))
+}
+
+/// Runs memperf with `args`, returning its output; fails the test if it could not run.
+pub fn run_memperf(args: &[&str]) -> Output {
+    memperf().args(args).output().expect("run memperf")
+}
+
+pub fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// `memperf record ... -o OUT -- PROGRAM ARGS`; asserts success.
+pub fn record(out: &Path, opts: &[&str], program: &Path, args: &[&str]) -> Output {
+    let o = memperf()
+        .arg("record")
+        .args(opts)
+        .arg("-o")
+        .arg(out)
+        .arg("--")
+        .arg(program)
+        .args(args)
+        .output()
+        .expect("run memperf");
+    assert!(o.status.success(), "memperf record failed: {}", stderr(&o));
+    o
+}
+
+/// One sample as `perf script` prints it.
+#[derive(Debug, Clone)]
+pub struct ScriptSample {
+    pub comm: String,
+    pub tid: u32,
+    pub event: String,
+    pub header: String,
+    /// Symbol names, leaf first (offsets stripped).
+    pub frames: Vec<String>,
+}
+
+impl ScriptSample {
+    /// Whether `chain` (leaf first) appears in order, each right after the other.
+    pub fn has_chain(&self, chain: &[&str]) -> bool {
+        self.frames
+            .windows(chain.len())
+            .any(|w| w.iter().zip(chain).all(|(f, c)| f == c))
+    }
+
+    pub fn has_frame(&self, name: &str) -> bool {
+        self.frames.iter().any(|f| f == name)
+    }
+}
+
+/// Runs `perf script -i FILE` and parses its samples; fails the test on errors.
+pub fn perf_script(file: &Path) -> Vec<ScriptSample> {
+    let o = Command::new("perf")
+        .arg("script")
+        .arg("-i")
+        .arg(file)
+        .output()
+        .expect("run perf script");
+    assert!(o.status.success(), "perf script failed: {}", stderr(&o));
+    parse_perf_script(&String::from_utf8_lossy(&o.stdout))
+}
+
+/// Parses perf script's default layout: a header line per sample, then frames
+/// `\t addr sym+off (dso)`, then a blank line.
+pub fn parse_perf_script(text: &str) -> Vec<ScriptSample> {
+    let mut out = Vec::new();
+    let mut cur: Option<ScriptSample> = None;
+    for line in text.lines() {
+        if line.trim().is_empty() {
+            if let Some(s) = cur.take() {
+                out.push(s);
+            }
+            continue;
+        }
+        if line.starts_with(char::is_whitespace) {
+            if let Some(s) = cur.as_mut() {
+                let mut parts = line.split_whitespace();
+                let _addr = parts.next();
+                let sym = parts.next().unwrap_or("");
+                let sym = sym.split("+0x").next().unwrap_or(sym);
+                s.frames.push(sym.to_string());
+            }
+            continue;
+        }
+        if let Some(s) = cur.take() {
+            out.push(s);
+        }
+        // "comm  tid [cpu] time: period event: ..."; comm may contain spaces but
+        // the first all-digit field after it is the tid.
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        let tid_pos = fields
+            .iter()
+            .position(|f| f.chars().all(|c| c.is_ascii_digit()) && !f.is_empty());
+        let (comm, tid) = match tid_pos {
+            Some(p) => (fields[..p].join(" "), fields[p].parse().unwrap_or(0)),
+            None => (String::new(), 0),
+        };
+        let event = fields
+            .iter()
+            .find(|f| f.ends_with(':') && !f.chars().next().is_some_and(|c| c.is_ascii_digit()))
+            .map(|f| f.trim_end_matches(':').to_string())
+            .unwrap_or_default();
+        cur = Some(ScriptSample {
+            comm,
+            tid,
+            event,
+            header: line.to_string(),
+            frames: Vec::new(),
+        });
+    }
+    if let Some(s) = cur.take() {
+        out.push(s);
+    }
+    out
+}
+
+/// The sample count memperf's summary reports ("wrote N samples").
+pub fn summary_samples(stderr: &str) -> u64 {
+    stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("memperf: wrote "))
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no summary line in: {stderr}"))
+}

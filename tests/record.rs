@@ -1,0 +1,468 @@
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+//! `memperf record` on workloads with known answers, checked through `perf script`.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::*;
+
+const PF_CHAIN: [&str; 5] = ["touch_pages", "pf_level3", "pf_level2", "pf_level1", "main"];
+
+fn chain_count(samples: &[ScriptSample], chain: &[&str]) -> usize {
+    samples.iter().filter(|s| s.has_chain(chain)).count()
+}
+
+/// Records the page-fault fixture touching `n` pages and returns perf script's samples.
+fn record_faults(variant: Variant, n: u32, opts: &[&str]) -> (Vec<ScriptSample>, String) {
+    let dir = scratch();
+    let out = dir.path().join("pf.data");
+    let prog = fixture("pagefault", variant);
+    let mut all = vec!["-e", "page-faults"];
+    all.extend_from_slice(opts);
+    let o = record(&out, &all, &prog, &[&n.to_string()]);
+    (perf_script(&out), stderr(&o))
+}
+
+#[test]
+fn page_faults_dwarf_stacks_name_the_whole_chain_in_both_builds() {
+    if !require_perf("page-fault recording") || !require_perf_tool("page-fault recording") {
+        return;
+    }
+    const N: u32 = 3000;
+    for variant in Variant::ALL {
+        let (empty, _) = record_faults(variant, 0, &[]);
+        let (samples, err) = record_faults(variant, N, &[]);
+        assert_eq!(
+            chain_count(&samples, &PF_CHAIN),
+            N as usize,
+            "{variant:?}: samples with the full chain; first sample: {:?}",
+            samples.first()
+        );
+        assert_eq!(
+            chain_count(&empty, &PF_CHAIN),
+            0,
+            "{variant:?}: the empty run touches nothing"
+        );
+        // The rest are the faults every run has (loader, libc start-up): about as many as
+        // in the empty run.
+        let extra = samples.len() as i64 - N as i64;
+        let base = empty.len() as i64;
+        assert!(
+            (extra - base).abs() <= 8,
+            "{variant:?}: {} samples for {N} pages, empty run {base}",
+            samples.len()
+        );
+        assert!(
+            samples.iter().all(|s| s.event == "page-faults"),
+            "{variant:?}"
+        );
+        // The summary and perf agree on the count, and nothing was lost.
+        assert_eq!(summary_samples(&err), samples.len() as u64, "{err}");
+        assert!(err.contains("lost 0 events"), "{err}");
+    }
+}
+
+#[test]
+fn frame_pointer_mode_breaks_the_chain_without_frame_pointers() {
+    if !require_perf("fp recording") || !require_perf_tool("fp recording") {
+        return;
+    }
+    const N: u32 = 500;
+    let (fp, _) = record_faults(Variant::Fp, N, &["--call-graph", "fp"]);
+    assert_eq!(chain_count(&fp, &PF_CHAIN), N as usize, "fp build, fp mode");
+    let (nofp, _) = record_faults(Variant::NoFp, N, &["--call-graph", "fp"]);
+    let leaf_samples = nofp
+        .iter()
+        .filter(|s| s.frames.first().is_some_and(|f| f == "touch_pages"))
+        .count();
+    assert_eq!(leaf_samples, N as usize, "the leaf is still the sampled ip");
+    assert_eq!(
+        chain_count(&nofp, &PF_CHAIN),
+        0,
+        "without frame pointers the kernel's fp walk cannot recover the chain"
+    );
+}
+
+#[test]
+fn offline_unwinding_keeps_raw_stacks_that_perf_unwinds() {
+    if !require_perf("offline recording") || !require_perf_tool("offline recording") {
+        return;
+    }
+    const N: u32 = 300;
+    let dir = scratch();
+    let out = dir.path().join("off.data");
+    let prog = fixture("pagefault", Variant::NoFp);
+    record(
+        &out,
+        &["-e", "page-faults", "--unwind", "offline"],
+        &prog,
+        &[&N.to_string()],
+    );
+    let samples = perf_script(&out);
+    assert_eq!(
+        chain_count(&samples, &PF_CHAIN),
+        N as usize,
+        "perf's own dwarf unwinding of memperf's raw stacks"
+    );
+    let online = dir.path().join("on.data");
+    record(&online, &["-e", "page-faults"], &prog, &[&N.to_string()]);
+    let (off_len, on_len) = (
+        std::fs::metadata(&out).map(|m| m.len()).unwrap_or(0),
+        std::fs::metadata(&online).map(|m| m.len()).unwrap_or(0),
+    );
+    assert!(
+        on_len * 10 < off_len,
+        "online file {on_len} bytes vs offline {off_len} bytes"
+    );
+}
+
+fn tracepoint_counts(
+    name: &str,
+    event: &str,
+    func: &str,
+    n: u32,
+) -> (usize, usize, Vec<ScriptSample>) {
+    let dir = scratch();
+    let prog = fixture(name, Variant::NoFp);
+    let empty = dir.path().join("empty.data");
+    record(&empty, &["-e", event], &prog, &["0"]);
+    let full = dir.path().join("full.data");
+    record(&full, &["-e", event], &prog, &[&n.to_string()]);
+    let e = perf_script(&empty);
+    let f = perf_script(&full);
+    let with_func = f.iter().filter(|s| s.has_frame(func)).count();
+    (f.len() - e.len(), with_func, f)
+}
+
+#[test]
+fn brk_samples_equal_the_calls_and_name_the_caller_through_libc() {
+    if !require_perf("brk tracepoint") || !require_perf_tool("brk tracepoint") {
+        return;
+    }
+    const N: u32 = 64;
+    let (extra, with_func, samples) =
+        tracepoint_counts("brk", "syscalls:sys_enter_brk", "grow_heap", N);
+    assert_eq!(extra, N as usize, "brk calls beyond an empty run");
+    assert_eq!(
+        with_func, N as usize,
+        "brk samples with grow_heap on the stack"
+    );
+    let s = samples
+        .iter()
+        .find(|s| s.has_frame("grow_heap"))
+        .map(|s| s.frames.clone())
+        .unwrap_or_default();
+    let g = s.iter().position(|f| f == "grow_heap").unwrap_or(0);
+    assert!(
+        s[..g].iter().any(|f| f.contains("brk")),
+        "a libc brk/sbrk frame below grow_heap: {s:?}"
+    );
+    assert!(
+        s.iter().any(|f| f == "brk_level1") && s.iter().any(|f| f == "main"),
+        "{s:?}"
+    );
+    assert!(samples.iter().all(|s| s.event == "syscalls:sys_enter_brk"));
+    // perf decodes the tracepoint payload from the file's tracing data.
+    assert!(
+        samples.iter().any(|s| s.header.contains("brk: 0x")),
+        "{:?}",
+        samples.first().map(|s| &s.header)
+    );
+}
+
+#[test]
+fn mmap_samples_equal_the_calls_and_name_the_caller_through_libc() {
+    if !require_perf("mmap tracepoint") || !require_perf_tool("mmap tracepoint") {
+        return;
+    }
+    const N: u32 = 40;
+    let (extra, with_func, samples) =
+        tracepoint_counts("mmap", "syscalls:sys_enter_mmap", "map_regions", N);
+    assert_eq!(extra, N as usize, "mmap calls beyond an empty run");
+    assert_eq!(
+        with_func, N as usize,
+        "mmap samples with map_regions on the stack"
+    );
+    let s = samples
+        .iter()
+        .find(|s| s.has_frame("map_regions"))
+        .map(|s| s.frames.clone())
+        .unwrap_or_default();
+    let g = s.iter().position(|f| f == "map_regions").unwrap_or(0);
+    assert!(
+        s[..g].iter().any(|f| f.contains("mmap")),
+        "a libc mmap frame below map_regions: {s:?}"
+    );
+}
+
+#[test]
+fn perf_report_opens_the_file_without_warnings() {
+    if !require_perf("perf report interop") || !require_perf_tool("perf report interop") {
+        return;
+    }
+    let dir = scratch();
+    let out = dir.path().join("r.data");
+    let prog = fixture("pagefault", Variant::NoFp);
+    record(
+        &out,
+        &["-e", "page-faults,syscalls:sys_enter_brk"],
+        &prog,
+        &["200"],
+    );
+    let o = Command::new("perf")
+        .args(["report", "--stdio", "-i"])
+        .arg(&out)
+        .output()
+        .expect("run perf report");
+    let err = stderr(&o);
+    assert!(o.status.success(), "perf report failed: {err}");
+    let warnings: Vec<&str> = err
+        .lines()
+        .filter(|l| {
+            let l = l.to_lowercase();
+            l.contains("warning")
+                || l.contains("error")
+                || l.contains("corrupt")
+                || l.contains("unexpected")
+        })
+        .collect();
+    assert!(warnings.is_empty(), "perf report complained: {warnings:?}");
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        text.contains("touch_pages"),
+        "perf report names the workload's frames"
+    );
+    assert!(
+        text.contains("page-faults") && text.contains("syscalls:sys_enter_brk"),
+        "both events named"
+    );
+}
+
+#[test]
+fn attach_to_a_process_catches_every_thread_including_new_ones() {
+    if !require_perf("attach with -p") || !require_perf_tool("attach with -p") {
+        return;
+    }
+    const T: usize = 3;
+    const K: usize = 150;
+    let dir = scratch();
+    let out = dir.path().join("p.data");
+    let prog = fixture("threads", Variant::NoFp);
+    let mut work = Command::new(&prog)
+        .args([T.to_string(), K.to_string()])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("start the threads fixture");
+    let mut line = String::new();
+    BufReader::new(work.stdout.take().expect("stdout"))
+        .read_line(&mut line)
+        .expect("ready line");
+    let pid = line
+        .trim()
+        .strip_prefix("ready ")
+        .expect("ready PID")
+        .to_string();
+    let mut rec = memperf()
+        .args(["record", "-e", "page-faults", "-p", &pid, "-o"])
+        .arg(&out)
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start memperf");
+    let mut err = BufReader::new(rec.stderr.take().expect("stderr"));
+    let mut started = String::new();
+    err.read_line(&mut started).expect("start line");
+    assert!(started.contains("memperf: recording"), "{started}");
+    work.stdin
+        .take()
+        .expect("stdin")
+        .write_all(b"go\n")
+        .expect("release the workload");
+    assert!(work.wait().expect("wait").success());
+    // memperf stops by itself once the process is gone.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        if let Some(s) = rec.try_wait().expect("wait memperf") {
+            break s;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "memperf did not stop after its target exited"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut err, &mut rest).ok();
+    assert!(status.success(), "memperf failed: {rest}");
+    let samples = perf_script(&out);
+    let mut per_tid = std::collections::BTreeMap::new();
+    for s in samples.iter().filter(|s| s.has_chain(&["thread_touch"])) {
+        *per_tid.entry(s.tid).or_insert(0usize) += 1;
+    }
+    assert_eq!(
+        per_tid.len(),
+        T + 1,
+        "one early and {T} late threads: {per_tid:?}"
+    );
+    assert!(
+        per_tid.values().all(|&n| n == K),
+        "{K} faults in each thread: {per_tid:?}"
+    );
+    let full = samples
+        .iter()
+        .filter(|s| s.has_frame("thread_touch") && s.has_frame("start_thread"))
+        .count();
+    assert_eq!(
+        full,
+        (T + 1) * K,
+        "every thread's stack unwinds to start_thread"
+    );
+}
+
+#[test]
+fn sigint_leaves_a_complete_file() {
+    if !require_perf("SIGINT handling") || !require_perf_tool("SIGINT handling") {
+        return;
+    }
+    let dir = scratch();
+    let out = dir.path().join("int.data");
+    let mut rec = memperf()
+        .args(["record", "-e", "page-faults", "-a", "-o"])
+        .arg(&out)
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start memperf");
+    let mut err = BufReader::new(rec.stderr.take().expect("stderr"));
+    let mut started = String::new();
+    err.read_line(&mut started).expect("start line");
+    assert!(started.contains("memperf: recording"), "{started}");
+    // Some activity to record.
+    let prog = fixture("pagefault", Variant::Fp);
+    // Other tests run fixtures at the same time: only this run's pid counts.
+    let mut run = Command::new(&prog).arg("100").spawn().expect("run");
+    let fixture_pid = run.id();
+    assert!(run.wait().expect("wait").success());
+    let pid = rec.id() as i32;
+    assert!(
+        Command::new("kill")
+            .args(["-INT", &pid.to_string()])
+            .status()
+            .expect("kill")
+            .success()
+    );
+    let status = rec.wait().expect("wait");
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut err, &mut rest).ok();
+    assert!(status.success(), "{rest}");
+    let samples = perf_script(&out);
+    let of_fixture: Vec<&ScriptSample> = samples.iter().filter(|s| s.tid == fixture_pid).collect();
+    let chains = of_fixture.iter().filter(|s| s.has_chain(&PF_CHAIN)).count();
+    assert_eq!(
+        chains,
+        100,
+        "the fixture's 100 faults are in the system-wide file; {} samples of the fixture, first: {:?}; memperf said: {rest}",
+        of_fixture.len(),
+        of_fixture
+            .iter()
+            .find(|s| s.frames.iter().any(|f| f == "touch_pages"))
+    );
+}
+
+#[test]
+fn command_exit_status_is_memperfs() {
+    if !require_perf("exit status") {
+        return;
+    }
+    let dir = scratch();
+    let out = dir.path().join("x.data");
+    let o = memperf()
+        .args(["record", "-q", "-o"])
+        .arg(&out)
+        .args(["--", "sh", "-c", "exit 7"])
+        .output()
+        .expect("run");
+    assert_eq!(o.status.code(), Some(7), "{}", stderr(&o));
+}
+
+#[test]
+fn bad_input_gets_clear_errors() {
+    let dir = scratch();
+    let out = dir.path().join("bad.data");
+    let out = out.to_str().expect("utf-8 path");
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &["-e", "page-fault", "-o", out, "--", "true"],
+            "unknown event `page-fault`; did you mean `page-faults`",
+        ),
+        (
+            &["-p", "999999999", "-o", out],
+            "no such process: 999999999",
+        ),
+        (
+            &["-c", "0", "-o", out, "--", "true"],
+            "invalid sample period 0",
+        ),
+        (
+            &["-o", "/proc/memperf-no-such-dir/out.data", "--", "true"],
+            "failed to create output file",
+        ),
+        (
+            &["--call-graph", "dwarf,99999", "-o", out, "--", "true"],
+            "between 8 and 65528",
+        ),
+    ];
+    for (args, want) in cases {
+        let mut all = vec!["record"];
+        all.extend_from_slice(args);
+        let o = run_memperf(&all);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(want), "{args:?}: expected `{want}` in: {err}");
+        assert!(!err.contains("panicked"), "{err}");
+    }
+}
+
+#[test]
+fn missing_tracepoint_is_named() {
+    if !require_perf("tracepoint lookup") {
+        return;
+    }
+    let dir = scratch();
+    let out = dir.path().join("t.data");
+    let o = memperf()
+        .args(["record", "-e", "kmem:no_such_tracepoint", "-o"])
+        .arg(&out)
+        .args(["--", "true"])
+        .output()
+        .expect("run");
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("kmem:no_such_tracepoint"), "{err}");
+    assert!(err.contains("no such tracepoint"), "{err}");
+}
+
+#[test]
+fn hardware_events_without_a_pmu_are_diagnosed() {
+    if std::path::Path::new("/sys/bus/event_source/devices/cpu").exists() {
+        eprintln!("skipping: this machine has a CPU PMU, so cache-misses opens");
+        return;
+    }
+    if !require_perf("hardware event diagnosis") {
+        return;
+    }
+    let dir = scratch();
+    let out = dir.path().join("hw.data");
+    let o = memperf()
+        .args(["record", "-e", "cache-misses", "-o"])
+        .arg(&out)
+        .args(["--", "true"])
+        .output()
+        .expect("run");
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("failed to open event `cache-misses`"), "{err}");
+    assert!(err.contains("no hardware PMU"), "{err}");
+}
