@@ -466,3 +466,33 @@ fn hardware_events_without_a_pmu_are_diagnosed() {
     assert!(err.contains("failed to open event `cache-misses`"), "{err}");
     assert!(err.contains("no hardware PMU"), "{err}");
 }
+
+#[test]
+fn a_full_disk_is_a_clear_error() {
+    if !require_perf("write errors") {
+        return;
+    }
+    // A 100 KiB file-size limit stands in for a full disk: writes past it fail with EFBIG
+    // (SIGXFSZ is ignored so that the write returns the error instead of killing memperf).
+    let dir = scratch();
+    let out = dir.path().join("full.data");
+    let prog = fixture("pagefault", Variant::NoFp);
+    let bin = env!("CARGO_BIN_EXE_memperf");
+    let script = format!(
+        "trap '' XFSZ; ulimit -f 100; exec '{bin}' record -e page-faults -o '{}' -- '{}' 3000",
+        out.display(),
+        prog.display()
+    );
+    let o = Command::new("sh")
+        .args(["-c", &script])
+        .output()
+        .expect("run sh");
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(&format!("failed to write `{}`", out.display()))
+            && err.contains("File too large"),
+        "{err}"
+    );
+    assert!(!err.contains("panicked"), "{err}");
+}
