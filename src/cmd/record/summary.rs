@@ -109,8 +109,8 @@ pub fn summary_lines(info: &EndInfo<'_>) -> Vec<String> {
     }
     if info.drain.corrupt_rings > 0 {
         lines.push(format!(
-            "  ring buffer framing broke {} times: the rest of those rounds was skipped",
-            info.drain.corrupt_rings
+            "  ring buffer framing broke {} times: {} bytes after the broken headers were skipped",
+            info.drain.corrupt_rings, info.drain.corrupt_bytes
         ));
     }
     for note in info.notes {
