@@ -27,6 +27,245 @@ pub enum Command {
     /// Record page faults, tracepoints or other events with their stacks into a perf.data file.
     #[command(after_help = RECORD_EXAMPLES)]
     Record(RecordArgs),
+    /// Read a perf.data file (memperf's or perf's), unwind and symbolize its stacks, and print
+    /// the top stacks or folded stacks for flame graphs.
+    #[command(after_help = REPORT_EXAMPLES)]
+    Report(ReportArgs),
+}
+
+const REPORT_EXAMPLES: &str = "\
+EXAMPLES:
+    memperf report
+        Header (events, samples, losses, truncated unwinds) and the top stacks by count.
+    memperf report --folded > out.folded
+        One line per unique stack, `comm;root;...;leaf count`, for flamegraph.pl or inferno.
+    memperf report -i perf.data --folded
+        A file made by `perf record -g` or `perf record --call-graph dwarf` (unwound here).
+    memperf report --folded --event syscalls:sys_enter_brk --comm java --pid 4242
+        One event, one command name, one process.
+    memperf report --folded --per-pid --addrs --inline --kernel-annotate
+        Per-process stacks, unknown frames as module+offset, inline frames, kernel frames
+        marked _[k].
+
+PERMISSIONS:
+    Reading the file needs nothing special. Kernel frames are named from /proc/kallsyms,
+    which shows addresses only to root (or with kernel.kptr_restrict=0); binaries and debug
+    files are read from their recorded paths (through /proc/PID/root while the process lives).";
+
+/// Arguments of `memperf report`.
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// The perf.data file to read (memperf's or perf's).
+    #[arg(
+        short = 'i',
+        long = "input",
+        value_name = "FILE",
+        default_value = "memperf.data"
+    )]
+    pub input: PathBuf,
+
+    /// Folded stacks: one line per unique stack, `comm;root;...;leaf count`, sorted.
+    #[arg(long)]
+    pub folded: bool,
+
+    /// Only this event (by the name the file gives it, e.g. page-faults,
+    /// syscalls:sys_enter_brk). Required for --folded when the file has several events.
+    #[arg(long = "event", value_name = "EVENT")]
+    pub event: Option<String>,
+
+    /// Only these processes (comma-separated pids).
+    #[arg(long, value_name = "PIDS")]
+    pub pid: Option<String>,
+
+    /// Only these threads (comma-separated tids).
+    #[arg(long, value_name = "TIDS")]
+    pub tid: Option<String>,
+
+    /// Only threads with these command names (comma-separated, exact).
+    #[arg(long, value_name = "COMMS")]
+    pub comm: Option<String>,
+
+    /// Only samples taken on these CPUs (e.g. `0`, `0,2-3`).
+    #[arg(long, value_name = "CPUS")]
+    pub cpu: Option<String>,
+
+    /// Only samples between these times, in seconds as perf script prints them
+    /// (`START,END`; either side may be empty).
+    #[arg(long, value_name = "START,END")]
+    pub time: Option<String>,
+
+    /// Only the user-space part of each stack.
+    #[arg(long, conflicts_with = "kernel_only")]
+    pub user_only: bool,
+
+    /// Only the kernel part of each stack.
+    #[arg(long)]
+    pub kernel_only: bool,
+
+    /// Start each stack with `comm-PID` instead of `comm`.
+    #[arg(long, conflicts_with = "per_tid")]
+    pub per_pid: bool,
+
+    /// Start each stack with `comm-PID/TID`.
+    #[arg(long)]
+    pub per_tid: bool,
+
+    /// Leaf first instead of root first.
+    #[arg(long)]
+    pub reverse: bool,
+
+    /// Name frames that have no symbol `module+0xOFFSET` instead of `[unknown]`.
+    #[arg(long)]
+    pub addrs: bool,
+
+    /// Inline functions as frames of their own (reads DWARF).
+    #[arg(long)]
+    pub inline: bool,
+
+    /// `function (file:line)` for each frame (reads DWARF).
+    #[arg(long)]
+    pub lines: bool,
+
+    /// Keep Rust and C++ names mangled.
+    #[arg(long)]
+    pub no_demangle: bool,
+
+    /// Mark kernel frames with a `_[k]` suffix, as FlameGraph's tools do.
+    #[arg(long)]
+    pub kernel_annotate: bool,
+
+    /// How many stacks the text report shows, most frequent first.
+    #[arg(short = 'T', long = "top", value_name = "N", default_value_t = 10)]
+    pub top: usize,
+
+    /// No progress bar.
+    #[arg(short = 'q', long)]
+    pub quiet: bool,
+}
+
+/// Which part of each stack a report keeps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StackSpace {
+    All,
+    User,
+    Kernel,
+}
+
+/// What starts each stack.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Prefix {
+    Comm,
+    Pid,
+    Tid,
+}
+
+/// A validated `memperf report` configuration.
+#[derive(Debug, Clone)]
+pub struct ReportConfig {
+    pub input: PathBuf,
+    pub folded: bool,
+    pub event: Option<String>,
+    pub pids: Option<Vec<u32>>,
+    pub tids: Option<Vec<u32>>,
+    pub comms: Option<Vec<String>>,
+    pub cpus: Option<Vec<u32>>,
+    /// Nanoseconds, inclusive.
+    pub time: (Option<u64>, Option<u64>),
+    pub space: StackSpace,
+    pub prefix: Prefix,
+    pub reverse: bool,
+    pub addrs: bool,
+    pub inline: bool,
+    pub lines: bool,
+    pub demangle: bool,
+    pub kernel_annotate: bool,
+    pub top: usize,
+    pub quiet: bool,
+}
+
+/// Parses `START,END` in seconds into nanoseconds.
+pub fn parse_time_range(s: &str) -> Result<(Option<u64>, Option<u64>)> {
+    let Some((a, b)) = s.split_once(',') else {
+        bail!("invalid --time `{s}`: expected START,END in seconds (either may be empty)");
+    };
+    let one = |v: &str| -> Result<Option<u64>> {
+        let v = v.trim();
+        if v.is_empty() {
+            return Ok(None);
+        }
+        let secs: f64 = v
+            .parse()
+            .with_context(|| format!("invalid time `{v}` in --time: expected seconds"))?;
+        if !secs.is_finite() || secs < 0.0 {
+            bail!("invalid time `{v}` in --time: expected seconds >= 0");
+        }
+        Ok(Some((secs * 1e9).round() as u64))
+    };
+    let (start, end) = (one(a)?, one(b)?);
+    if let (Some(x), Some(y)) = (start, end)
+        && x > y
+    {
+        bail!("invalid --time `{s}`: the start is after the end");
+    }
+    Ok((start, end))
+}
+
+impl ReportArgs {
+    /// Checks the arguments and turns them into a `ReportConfig`.
+    pub fn into_config(self) -> Result<ReportConfig> {
+        let cpus = match &self.cpu {
+            Some(list) => Some(
+                sys::parse_cpu_list(list)
+                    .map_err(|e| anyhow::anyhow!("invalid CPU list `{list}` for --cpu: {e}"))?,
+            ),
+            None => None,
+        };
+        Ok(ReportConfig {
+            input: self.input,
+            folded: self.folded,
+            event: self.event,
+            pids: self
+                .pid
+                .as_deref()
+                .map(|s| parse_id_list(s, "pid"))
+                .transpose()?,
+            tids: self
+                .tid
+                .as_deref()
+                .map(|s| parse_id_list(s, "tid"))
+                .transpose()?,
+            comms: self
+                .comm
+                .map(|s| s.split(',').map(|c| c.trim().to_string()).collect()),
+            cpus,
+            time: match &self.time {
+                Some(t) => parse_time_range(t)?,
+                None => (None, None),
+            },
+            space: if self.user_only {
+                StackSpace::User
+            } else if self.kernel_only {
+                StackSpace::Kernel
+            } else {
+                StackSpace::All
+            },
+            prefix: if self.per_pid {
+                Prefix::Pid
+            } else if self.per_tid {
+                Prefix::Tid
+            } else {
+                Prefix::Comm
+            },
+            reverse: self.reverse,
+            addrs: self.addrs,
+            inline: self.inline,
+            lines: self.lines,
+            demangle: !self.no_demangle,
+            kernel_annotate: self.kernel_annotate,
+            top: self.top,
+            quiet: self.quiet,
+        })
+    }
 }
 
 const RECORD_EXAMPLES: &str = "\
@@ -380,7 +619,42 @@ mod tests {
         let cli = Cli::try_parse_from(argv)?;
         match cli.command {
             Command::Record(r) => r.into_config(),
+            Command::Report(_) => unreachable!("parsed a record command line"),
         }
+    }
+
+    fn report_config(args: &[&str]) -> Result<ReportConfig> {
+        let mut argv = vec!["memperf", "report"];
+        argv.extend_from_slice(args);
+        match Cli::try_parse_from(argv)?.command {
+            Command::Report(r) => r.into_config(),
+            Command::Record(_) => unreachable!("parsed a report command line"),
+        }
+    }
+
+    #[test]
+    fn report_time_range_and_lists() {
+        let c = report_config(&[
+            "--time",
+            "1.5,2",
+            "--pid",
+            "3,4",
+            "--per-pid",
+            "--user-only",
+        ])
+        .unwrap();
+        assert_eq!(c.time, (Some(1_500_000_000), Some(2_000_000_000)));
+        assert_eq!(c.pids, Some(vec![3, 4]));
+        assert_eq!((c.prefix, c.space), (Prefix::Pid, StackSpace::User));
+        assert_eq!(
+            report_config(&["--time", ",7"]).unwrap().time,
+            (None, Some(7_000_000_000))
+        );
+        let e = report_config(&["--time", "5,1"]).unwrap_err().to_string();
+        assert!(e.contains("the start is after the end"), "{e}");
+        let e = report_config(&["--time", "5"]).unwrap_err().to_string();
+        assert!(e.contains("expected START,END"), "{e}");
+        assert!(report_config(&["--user-only", "--kernel-only"]).is_err());
     }
 
     #[test]

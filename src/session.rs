@@ -398,7 +398,7 @@ fn is_kernel_side_band(ty: u32) -> bool {
 }
 
 #[cfg(target_arch = "x86_64")]
-fn user_regs(regs: &record::Regs<'_>) -> Option<UserRegs> {
+pub(crate) fn user_regs(regs: &record::Regs<'_>) -> Option<UserRegs> {
     use perf_event_open_sys::bindings::{PERF_REG_X86_BP, PERF_REG_X86_IP, PERF_REG_X86_SP};
     Some(UserRegs {
         ip: regs.get(PERF_REG_X86_IP)?,

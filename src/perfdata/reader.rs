@@ -186,6 +186,11 @@ impl PerfDataFile {
         })
     }
 
+    /// File offset of the end of the data section (for progress).
+    pub fn data_end(&self) -> u64 {
+        self.data_end
+    }
+
     /// The records of the data section, in file order.
     pub fn records(&self) -> RecordIter<'_> {
         RecordIter {

@@ -1,0 +1,200 @@
+//! Each process's mappings as the file's MMAP/MMAP2, FORK, COMM(exec) records describe them,
+//! to turn a user address into (module, file offset) at the time of a sample.
+
+use rustc_hash::FxHashMap;
+
+/// A module as recorded: its path and build-id.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ModuleInfo {
+    pub path: Vec<u8>,
+    pub build_id: Option<Vec<u8>>,
+}
+
+impl ModuleInfo {
+    /// The last path component, for `module+0xoff`.
+    pub fn basename(&self) -> String {
+        let name = self
+            .path
+            .rsplit(|&b| b == b'/')
+            .next()
+            .unwrap_or(&self.path);
+        String::from_utf8_lossy(name).into_owned()
+    }
+
+    /// Code with no file behind it: anonymous executable memory (JIT), memfd, [vdso]...
+    pub fn kind(&self) -> ModuleKind {
+        let p = &self.path;
+        let anon = [&b"//anon"[..], b"[anon", b"/memfd:", b"/dev/zero"];
+        if p.is_empty() || anon.iter().any(|a| p.starts_with(a)) {
+            ModuleKind::Anon
+        } else if p.starts_with(b"[") {
+            ModuleKind::Pseudo
+        } else {
+            ModuleKind::File
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ModuleKind {
+    File,
+    /// Anonymous executable memory: JIT code, named through /tmp/perf-PID.map.
+    Anon,
+    /// `[vdso]`, `[vsyscall]`, `[stack]`...
+    Pseudo,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Mapping {
+    start: u64,
+    end: u64,
+    pgoff: u64,
+    module: u32,
+}
+
+/// Interned modules and every process's mappings.
+#[derive(Debug, Default)]
+pub struct ProcessMaps {
+    modules: Vec<ModuleInfo>,
+    module_ids: FxHashMap<ModuleInfo, u32>,
+    by_pid: FxHashMap<u32, Vec<Mapping>>,
+    /// Build-ids from the file's BUILD_ID feature, by path.
+    feature_build_ids: FxHashMap<Vec<u8>, Vec<u8>>,
+}
+
+impl ProcessMaps {
+    pub fn new(feature_build_ids: FxHashMap<Vec<u8>, Vec<u8>>) -> ProcessMaps {
+        ProcessMaps {
+            feature_build_ids,
+            ..ProcessMaps::default()
+        }
+    }
+
+    pub fn module(&self, id: u32) -> &ModuleInfo {
+        &self.modules[id as usize]
+    }
+
+    fn intern(&mut self, path: &[u8], build_id: Option<&[u8]>) -> u32 {
+        let build_id = build_id
+            .map(<[u8]>::to_vec)
+            .or_else(|| self.feature_build_ids.get(path).cloned());
+        let info = ModuleInfo {
+            path: path.to_vec(),
+            build_id,
+        };
+        if let Some(&id) = self.module_ids.get(&info) {
+            return id;
+        }
+        let id = self.modules.len() as u32;
+        self.modules.push(info.clone());
+        self.module_ids.insert(info, id);
+        id
+    }
+
+    /// A new mapping replaces whatever it overlaps, as mmap(2) does.
+    pub fn map(
+        &mut self,
+        pid: u32,
+        start: u64,
+        len: u64,
+        pgoff: u64,
+        path: &[u8],
+        build_id: Option<&[u8]>,
+    ) {
+        if len == 0 {
+            return;
+        }
+        let end = start.saturating_add(len);
+        let module = self.intern(path, build_id);
+        let maps = self.by_pid.entry(pid).or_default();
+        let mut kept = Vec::with_capacity(maps.len() + 2);
+        for m in maps.drain(..) {
+            if m.end <= start || m.start >= end {
+                kept.push(m);
+                continue;
+            }
+            if m.start < start {
+                kept.push(Mapping { end: start, ..m });
+            }
+            if m.end > end {
+                kept.push(Mapping {
+                    start: end,
+                    pgoff: m.pgoff + (end - m.start),
+                    ..m
+                });
+            }
+        }
+        let at = kept.partition_point(|m| m.start < start);
+        kept.insert(
+            at,
+            Mapping {
+                start,
+                end,
+                pgoff,
+                module,
+            },
+        );
+        kept.sort_by_key(|m| m.start);
+        *maps = kept;
+    }
+
+    /// exec: the old image is gone.
+    pub fn exec(&mut self, pid: u32) {
+        self.by_pid.remove(&pid);
+    }
+
+    /// fork: the child starts with the parent's mappings.
+    pub fn fork(&mut self, child: u32, parent: u32) {
+        if child == parent {
+            return;
+        }
+        if let Some(m) = self.by_pid.get(&parent).cloned() {
+            self.by_pid.insert(child, m);
+        }
+    }
+
+    /// The module and file offset of `addr` in `pid`.
+    pub fn lookup(&self, pid: u32, addr: u64) -> Option<(u32, u64)> {
+        let maps = self.by_pid.get(&pid)?;
+        let i = maps.partition_point(|m| m.start <= addr);
+        let m = maps.get(i.checked_sub(1)?)?;
+        (addr < m.end).then(|| (m.module, addr - m.start + m.pgoff))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lookup_overlap_fork_and_exec() {
+        let mut p = ProcessMaps::default();
+        p.map(1, 0x1000, 0x3000, 0, b"/bin/a", None);
+        assert_eq!(p.lookup(1, 0x2010), Some((0, 0x1010)));
+        // A mapping in the middle splits the old one; the tail keeps its file offset.
+        p.map(1, 0x2000, 0x1000, 0x5000, b"/lib/b.so", Some(b"\x01\x02"));
+        assert_eq!(p.lookup(1, 0x1010), Some((0, 0x10)));
+        assert_eq!(p.lookup(1, 0x2010), Some((1, 0x5010)));
+        assert_eq!(p.lookup(1, 0x3010), Some((0, 0x2010)));
+        assert_eq!(p.lookup(1, 0x4000), None);
+        assert_eq!(p.module(1).build_id.as_deref(), Some(&b"\x01\x02"[..]));
+        assert_eq!(p.module(1).basename(), "b.so");
+        p.fork(2, 1);
+        assert_eq!(p.lookup(2, 0x2010), Some((1, 0x5010)));
+        p.exec(1);
+        assert_eq!(p.lookup(1, 0x2010), None);
+        assert_eq!(p.lookup(2, 0x2010), Some((1, 0x5010)));
+    }
+
+    #[test]
+    fn kinds() {
+        let m = |p: &[u8]| ModuleInfo {
+            path: p.to_vec(),
+            build_id: None,
+        };
+        assert_eq!(m(b"//anon").kind(), ModuleKind::Anon);
+        assert_eq!(m(b"/memfd:jit (deleted)").kind(), ModuleKind::Anon);
+        assert_eq!(m(b"[vdso]").kind(), ModuleKind::Pseudo);
+        assert_eq!(m(b"/usr/lib/libc.so.6").kind(), ModuleKind::File);
+    }
+}

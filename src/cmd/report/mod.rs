@@ -1,0 +1,593 @@
+//! `memperf report`: reads a perf.data file (memperf's or perf's), puts each round of records
+//! in time order, replays the processes' mappings, unwinds raw user stacks offline with the
+//! same framehop code as the recorder, and aggregates stacks of frame ids. Names are looked up
+//! once per unique frame at the end, then stacks are printed folded or as a text report.
+
+mod maps;
+mod output;
+
+use std::io::IsTerminal;
+
+use anyhow::{Context, Result, bail};
+use perf_event_open_sys::bindings as b;
+use rustc_hash::FxHashMap;
+
+use crate::cli::{Prefix, ReportConfig, StackSpace};
+use crate::perfdata::{PerfDataError, PerfDataFile, RawFileRecord};
+use crate::record::{self, ParseInfo, Record, Sample};
+use crate::stacks::{FrameId, FrameTable, StackId, StackTable};
+use crate::unwind::{MappingEvent, UnwindMode, Unwinders};
+
+use maps::ProcessMaps;
+
+const SAMPLE_STACK_USER: u64 = b::PERF_SAMPLE_STACK_USER as u64;
+const SAMPLE_REGS_USER: u64 = b::PERF_SAMPLE_REGS_USER as u64;
+
+// Callchain context markers (include/uapi/linux/perf_event.h, enum perf_callchain_context).
+const CONTEXT_HV: u64 = -32i64 as u64;
+const CONTEXT_KERNEL: u64 = -128i64 as u64;
+const CONTEXT_USER: u64 = -512i64 as u64;
+const CONTEXT_GUEST: u64 = -2048i64 as u64;
+const CONTEXT_GUEST_KERNEL: u64 = -2176i64 as u64;
+const CONTEXT_GUEST_USER: u64 = -2560i64 as u64;
+const CONTEXT_MAX: u64 = -4095i64 as u64;
+
+/// An unresolved frame: what is needed to name it once, later.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum FrameKey {
+    Kernel {
+        addr: u64,
+        ret: bool,
+    },
+    /// In a mapped module, by file offset.
+    User {
+        module: u32,
+        offset: u64,
+        ret: bool,
+    },
+    /// Anonymous executable memory or no known mapping: a JIT map may name it.
+    Jit {
+        pid: u32,
+        addr: u64,
+    },
+}
+
+/// What stays "no stack frames" for an empty stack in the aggregation key.
+const EMPTY_STACK: StackId = u32::MAX;
+
+/// Everything counted while reading, for the header.
+#[derive(Debug, Default)]
+pub struct ReadStats {
+    /// Samples per event in the file, and those kept by the filters.
+    pub samples: Vec<u64>,
+    pub kept: Vec<u64>,
+    pub lost: u64,
+    pub lost_records: u64,
+    pub lost_samples: u64,
+    pub throttled: u64,
+    /// User stacks unwound here (raw stacks of `--call-graph dwarf` files) and truncated.
+    pub unwound: u64,
+    pub truncated: u64,
+    /// Records that could not be parsed.
+    pub malformed: u64,
+    /// Why the data section ended early, if it did.
+    pub read_error: Option<String>,
+    pub first_time: Option<u64>,
+    pub last_time: Option<u64>,
+    pub records: u64,
+}
+
+/// The aggregated stacks of one file.
+pub struct Aggregate {
+    pub frames: FrameTable<FrameKey>,
+    pub stacks: StackTable,
+    pub prefixes: FrameTable<String>,
+    /// (event, prefix, stack) → samples.
+    pub counts: FxHashMap<(usize, u32, StackId), u64>,
+    pub maps: ProcessMaps,
+    pub stats: ReadStats,
+    pub kernel_frames: bool,
+}
+
+struct Reader<'c> {
+    cfg: &'c ReportConfig,
+    infos: Vec<ParseInfo>,
+    unwinders: Option<Unwinders>,
+    comms: FxHashMap<u32, String>,
+    agg: Aggregate,
+    leaf_first: Vec<FrameId>,
+    user_frames: Vec<u64>,
+    event_filter: Option<usize>,
+}
+
+/// Runs `memperf report`.
+pub fn run(cfg: ReportConfig) -> Result<i32> {
+    let file = open(&cfg)?;
+    let names = event_names(&file);
+    let event_filter = match &cfg.event {
+        Some(want) => Some(names.iter().position(|n| n == want).with_context(|| {
+            format!(
+                "no event `{want}` in `{}`; it has: {}",
+                cfg.input.display(),
+                names.join(", ")
+            )
+        })?),
+        None => None,
+    };
+    let agg = read(&cfg, &file, event_filter)?;
+    let with_samples: Vec<usize> = (0..names.len())
+        .filter(|&i| agg.stats.kept.get(i).copied().unwrap_or(0) > 0)
+        .collect();
+    if cfg.folded && event_filter.is_none() && with_samples.len() > 1 {
+        let list: Vec<&str> = with_samples.iter().map(|&i| names[i].as_str()).collect();
+        bail!(
+            "`{}` has samples of {} events ({}); folded stacks mix no events: choose one with --event",
+            cfg.input.display(),
+            list.len(),
+            list.join(", ")
+        );
+    }
+    let mut resolved = output::resolve(&cfg, &agg);
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    if cfg.folded {
+        output::write_folded(&cfg, &agg, &mut resolved, &mut out)?;
+    } else {
+        output::write_text(&cfg, &file, &names, &agg, &mut resolved, &mut out)?;
+    }
+    std::io::Write::flush(&mut out)?;
+    if let Some(e) = &agg.stats.read_error
+        && cfg.folded
+    {
+        eprintln!("memperf: warning: {e}; the report covers the records before it");
+    }
+    Ok(0)
+}
+
+fn open(cfg: &ReportConfig) -> Result<PerfDataFile> {
+    let path = &cfg.input;
+    if path.is_dir() {
+        bail!("`{}` is a directory, not a perf.data file", path.display());
+    }
+    PerfDataFile::open(path).map_err(|e| match e {
+        PerfDataError::Io { .. } => anyhow::Error::new(e),
+        other => anyhow::anyhow!("`{}`: {other}", path.display()),
+    })
+}
+
+/// Event names from the file's EVENT_DESC, else generic ones.
+pub fn event_names(file: &PerfDataFile) -> Vec<String> {
+    (0..file.events.len())
+        .map(|i| {
+            file.features
+                .event_names
+                .get(i)
+                .filter(|n| !n.is_empty())
+                .cloned()
+                .or_else(|| Some(file.events[i].name.clone()).filter(|n| !n.is_empty()))
+                .unwrap_or_else(|| format!("event{i}"))
+        })
+        .collect()
+}
+
+/// Reads every record of `file` into an aggregate of stacks.
+pub fn read(
+    cfg: &ReportConfig,
+    file: &PerfDataFile,
+    event_filter: Option<usize>,
+) -> Result<Aggregate> {
+    let infos: Vec<ParseInfo> = (0..file.events.len().max(1))
+        .map(|i| file.parse_info(i))
+        .collect();
+    let raw_stacks = infos
+        .iter()
+        .any(|i| i.sample_type & SAMPLE_STACK_USER != 0 && i.sample_type & SAMPLE_REGS_USER != 0);
+    let build_ids: FxHashMap<Vec<u8>, Vec<u8>> = file
+        .features
+        .build_ids
+        .iter()
+        .filter(|e| !e.kernel)
+        .map(|e| (e.filename.as_bytes().to_vec(), e.build_id.clone()))
+        .collect();
+    let n = file.events.len();
+    let mut r = Reader {
+        cfg,
+        infos,
+        unwinders: raw_stacks.then(|| Unwinders::new(UnwindMode::Dwarf)),
+        comms: FxHashMap::default(),
+        agg: Aggregate {
+            frames: FrameTable::default(),
+            stacks: StackTable::default(),
+            prefixes: FrameTable::default(),
+            counts: FxHashMap::default(),
+            maps: ProcessMaps::new(build_ids),
+            stats: ReadStats {
+                samples: vec![0; n],
+                kept: vec![0; n],
+                ..ReadStats::default()
+            },
+            kernel_frames: false,
+        },
+        leaf_first: Vec::new(),
+        user_frames: Vec::new(),
+        event_filter,
+    };
+    let progress = progress_bar(cfg, file);
+    let mut round: Vec<(u64, usize, RawFileRecord<'_>)> = Vec::new();
+    let mut last_time = 0u64;
+    for rec in file.records() {
+        let rec = match rec {
+            Ok(rec) => rec,
+            Err(e) => {
+                r.agg.stats.read_error = Some(e.to_string());
+                break;
+            }
+        };
+        r.agg.stats.records += 1;
+        if rec.ty == record::PERF_RECORD_FINISHED_ROUND {
+            r.flush_round(file, &mut round);
+            if let Some(p) = &progress {
+                p.set_position(rec.offset);
+            }
+            continue;
+        }
+        // Records without a time keep their place after the previous one.
+        let t = r.record_time(file, &rec).unwrap_or(last_time);
+        last_time = t;
+        round.push((t, round.len(), rec));
+    }
+    r.flush_round(file, &mut round);
+    if let Some(p) = progress {
+        p.finish_and_clear();
+    }
+    if let Some(u) = &r.unwinders {
+        let s = u.stats();
+        r.agg.stats.unwound = s.samples;
+        r.agg.stats.truncated = s.truncated.total();
+    }
+    Ok(r.agg)
+}
+
+fn progress_bar(cfg: &ReportConfig, file: &PerfDataFile) -> Option<indicatif::ProgressBar> {
+    if cfg.quiet || !std::io::stderr().is_terminal() {
+        return None;
+    }
+    let bar = indicatif::ProgressBar::new(file.data_end());
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("reading {bar:40} {bytes}/{total_bytes} {eta}")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    Some(bar)
+}
+
+impl Reader<'_> {
+    fn info_for(&self, file: &PerfDataFile, rec: &RawFileRecord<'_>) -> (Option<usize>, ParseInfo) {
+        let ev = file.event_for(rec.ty, rec.body);
+        let info = self.infos[ev.unwrap_or(0).min(self.infos.len() - 1)];
+        (ev, info)
+    }
+
+    fn record_time(&self, file: &PerfDataFile, rec: &RawFileRecord<'_>) -> Option<u64> {
+        let (_, info) = self.info_for(file, rec);
+        match record::parse_record(rec.ty, rec.misc, rec.body, &info).ok()? {
+            Record::Sample(s) => s.time,
+            Record::Mmap { id, .. }
+            | Record::Mmap2 { id, .. }
+            | Record::Comm { id, .. }
+            | Record::Fork { id, .. }
+            | Record::Exit { id, .. } => id.time,
+            Record::Lost { sid, .. }
+            | Record::Throttle { sid, .. }
+            | Record::LostSamples { sid, .. } => sid.time,
+            _ => None,
+        }
+    }
+
+    fn flush_round(
+        &mut self,
+        file: &PerfDataFile,
+        round: &mut Vec<(u64, usize, RawFileRecord<'_>)>,
+    ) {
+        round.sort_unstable_by_key(|&(t, seq, _)| (t, seq));
+        for (_, _, rec) in round.drain(..) {
+            self.handle(file, &rec);
+        }
+    }
+
+    fn handle(&mut self, file: &PerfDataFile, rec: &RawFileRecord<'_>) {
+        let (ev, info) = self.info_for(file, rec);
+        let parsed = match record::parse_record(rec.ty, rec.misc, rec.body, &info) {
+            Ok(p) => p,
+            Err(_) => {
+                if rec.ty < record::PERF_RECORD_USER_TYPE_START {
+                    self.agg.stats.malformed += 1;
+                }
+                return;
+            }
+        };
+        match parsed {
+            Record::Sample(s) => {
+                if let Some(ev) = ev {
+                    self.sample(ev, rec.misc, &s);
+                } else {
+                    self.agg.stats.malformed += 1;
+                }
+            }
+            Record::Mmap {
+                pid,
+                addr,
+                len,
+                pgoff,
+                filename,
+                ..
+            } => self.mmap(pid, addr, len, pgoff, true, filename, None, None),
+            Record::Mmap2 {
+                pid,
+                addr,
+                len,
+                pgoff,
+                maj,
+                min,
+                ino,
+                build_id,
+                prot,
+                filename,
+                ..
+            } => self.mmap(
+                pid,
+                addr,
+                len,
+                pgoff,
+                prot & libc::PROT_EXEC as u32 != 0
+                    || rec.misc & b::PERF_RECORD_MISC_MMAP_DATA as u16 == 0,
+                filename,
+                build_id,
+                build_id.is_none().then_some((maj, min, ino)),
+            ),
+            Record::Comm {
+                pid,
+                tid,
+                name,
+                exec,
+                ..
+            } => {
+                if exec {
+                    self.agg.maps.exec(pid);
+                    if let Some(u) = &mut self.unwinders {
+                        u.handle_exec(pid);
+                    }
+                }
+                self.comms
+                    .insert(tid, String::from_utf8_lossy(name).into_owned());
+            }
+            Record::Fork {
+                pid,
+                ppid,
+                tid,
+                ptid,
+                ..
+            } => {
+                if pid != ppid {
+                    self.agg.maps.fork(pid, ppid);
+                    if let Some(u) = &mut self.unwinders {
+                        u.handle_fork(pid, ppid);
+                    }
+                }
+                // A new thread or process starts with its parent's name.
+                if let Some(c) = self.comms.get(&ptid).cloned() {
+                    self.comms.insert(tid, c);
+                }
+            }
+            Record::Exit { pid, tid, .. } => {
+                if pid == tid
+                    && let Some(u) = &mut self.unwinders
+                {
+                    u.handle_exit(pid);
+                }
+            }
+            Record::Lost { lost, .. } => {
+                self.agg.stats.lost += lost;
+                self.agg.stats.lost_records += 1;
+            }
+            Record::LostSamples { lost, .. } => self.agg.stats.lost_samples += lost,
+            Record::Throttle {
+                unthrottle: false, ..
+            } => self.agg.stats.throttled += 1,
+            _ => {}
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn mmap(
+        &mut self,
+        pid: u32,
+        addr: u64,
+        len: u64,
+        pgoff: u64,
+        exec: bool,
+        path: &[u8],
+        build_id: Option<&[u8]>,
+        dev_ino: Option<(u32, u32, u64)>,
+    ) {
+        if pid == u32::MAX {
+            // The kernel's own mapping ([kernel.kallsyms]_text): kernel frames use kallsyms.
+            return;
+        }
+        self.agg.maps.map(pid, addr, len, pgoff, path, build_id);
+        if let Some(u) = &mut self.unwinders {
+            u.handle_mmap(&MappingEvent {
+                pid,
+                start: addr,
+                len,
+                pgoff,
+                exec,
+                path,
+                dev_ino,
+                build_id,
+            });
+        }
+    }
+
+    fn keep(&self, ev: usize, s: &Sample<'_>) -> bool {
+        let cfg = self.cfg;
+        if self.event_filter.is_some_and(|e| e != ev) {
+            return false;
+        }
+        let (pid, tid) = (s.pid.unwrap_or(0), s.tid.unwrap_or(0));
+        if cfg.pids.as_ref().is_some_and(|p| !p.contains(&pid))
+            || cfg.tids.as_ref().is_some_and(|t| !t.contains(&tid))
+            || cfg
+                .cpus
+                .as_ref()
+                .is_some_and(|c| !s.cpu.is_some_and(|cpu| c.contains(&cpu)))
+        {
+            return false;
+        }
+        if let Some(t) = s.time {
+            if cfg.time.0.is_some_and(|start| t < start) || cfg.time.1.is_some_and(|end| t > end) {
+                return false;
+            }
+        } else if cfg.time != (None, None) {
+            return false;
+        }
+        if let Some(comms) = &cfg.comms {
+            let comm = self.comm_of(pid, tid);
+            if !comms.contains(&comm) {
+                return false;
+            }
+        }
+        true
+    }
+
+    fn comm_of(&self, pid: u32, tid: u32) -> String {
+        self.comms
+            .get(&tid)
+            .or_else(|| self.comms.get(&pid))
+            .cloned()
+            .unwrap_or_else(|| format!(":{tid}"))
+    }
+
+    fn sample(&mut self, ev: usize, misc: u16, s: &Sample<'_>) {
+        self.agg.stats.samples[ev] += 1;
+        if let Some(t) = s.time.filter(|&t| t != 0) {
+            self.agg.stats.first_time.get_or_insert(t);
+            self.agg.stats.last_time = Some(t);
+        }
+        if !self.keep(ev, s) {
+            return;
+        }
+        self.agg.stats.kept[ev] += 1;
+        let (pid, tid) = (s.pid.unwrap_or(0), s.tid.unwrap_or(0));
+        self.leaf_first.clear();
+        let space = self.cfg.space;
+        let mut user_seen = false;
+        if let Some(chain) = &s.callchain {
+            let mut context = None;
+            let mut first_in_context = true;
+            for addr in chain.iter() {
+                if addr >= CONTEXT_MAX {
+                    context = Some(addr);
+                    first_in_context = true;
+                    continue;
+                }
+                let ret = !first_in_context;
+                first_in_context = false;
+                match context {
+                    Some(CONTEXT_KERNEL) => self.kernel_frame(addr, ret),
+                    Some(CONTEXT_USER) => {
+                        user_seen = true;
+                        self.user_frame(pid, addr, ret);
+                    }
+                    Some(
+                        CONTEXT_HV | CONTEXT_GUEST | CONTEXT_GUEST_KERNEL | CONTEXT_GUEST_USER,
+                    ) => {}
+                    _ => {
+                        // No marker: decide by address, as perf does for old files.
+                        if addr >= 0xffff_8000_0000_0000 {
+                            self.kernel_frame(addr, ret);
+                        } else {
+                            user_seen = true;
+                            self.user_frame(pid, addr, ret);
+                        }
+                    }
+                }
+            }
+        }
+        if !user_seen && space != StackSpace::Kernel {
+            self.unwind_raw(pid, s);
+        }
+        if self.leaf_first.is_empty()
+            && let Some(ip) = s.ip
+        {
+            let cpumode = u32::from(misc) & b::PERF_RECORD_MISC_CPUMODE_MASK;
+            if cpumode == b::PERF_RECORD_MISC_KERNEL {
+                self.kernel_frame(ip, false);
+            } else if cpumode == b::PERF_RECORD_MISC_USER {
+                self.user_frame(pid, ip, false);
+            }
+        }
+        let stack = self
+            .agg
+            .stacks
+            .intern(self.leaf_first.iter().rev().copied())
+            .unwrap_or(EMPTY_STACK);
+        let prefix = match self.cfg.prefix {
+            Prefix::Comm => self.comm_of(pid, tid),
+            Prefix::Pid => format!("{}-{pid}", self.comm_of(pid, tid)),
+            Prefix::Tid => format!("{}-{pid}/{tid}", self.comm_of(pid, tid)),
+        };
+        let prefix = self.agg.prefixes.intern(&prefix);
+        *self.agg.counts.entry((ev, prefix, stack)).or_insert(0) += 1;
+    }
+
+    fn kernel_frame(&mut self, addr: u64, ret: bool) {
+        if self.cfg.space == StackSpace::User {
+            return;
+        }
+        self.agg.kernel_frames = true;
+        let id = self.agg.frames.intern(&FrameKey::Kernel { addr, ret });
+        self.leaf_first.push(id);
+    }
+
+    fn user_frame(&mut self, pid: u32, addr: u64, ret: bool) {
+        if self.cfg.space == StackSpace::Kernel {
+            return;
+        }
+        let key = match self.agg.maps.lookup(pid, addr) {
+            Some((module, offset))
+                if self.agg.maps.module(module).kind() != maps::ModuleKind::Anon =>
+            {
+                FrameKey::User {
+                    module,
+                    offset,
+                    ret,
+                }
+            }
+            _ => FrameKey::Jit { pid, addr },
+        };
+        let id = self.agg.frames.intern(&key);
+        self.leaf_first.push(id);
+    }
+
+    /// Unwinds a raw user stack (`--call-graph dwarf` files) into user frames.
+    fn unwind_raw(&mut self, pid: u32, s: &Sample<'_>) {
+        let (Some(u), Some(regs), Some(stack)) = (&mut self.unwinders, &s.regs_user, &s.stack_user)
+        else {
+            return;
+        };
+        if regs.abi == 0 {
+            return;
+        }
+        let Some(user) = crate::session::user_regs(regs) else {
+            return;
+        };
+        self.user_frames.clear();
+        // Truncated unwinds keep their partial stack; the unwinder counts them.
+        u.unwind(pid, user, stack.data, &mut self.user_frames);
+        let frames = std::mem::take(&mut self.user_frames);
+        for (i, &addr) in frames.iter().enumerate() {
+            self.user_frame(pid, addr, i > 0);
+        }
+        self.user_frames = frames;
+    }
+}

@@ -1,0 +1,326 @@
+//! Naming the unique frames once, then printing stacks folded or as a text report.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+
+use anyhow::Result;
+
+use crate::cli::ReportConfig;
+use crate::perfdata::PerfDataFile;
+use crate::stacks::FrameId;
+use crate::symbolize::{
+    Frame, ModuleKey, SymbolizeOptions, SymbolizeStats, Symbolized, Symbolizer,
+};
+
+use super::maps::ModuleKind;
+use super::{Aggregate, EMPTY_STACK, FrameKey};
+
+/// The names of every unique frame (outermost first; inline frames make several).
+pub struct Resolved {
+    pub names: Vec<Vec<String>>,
+    /// Unique frames without a name.
+    pub unknown_frames: u64,
+    pub symbolize: SymbolizeStats,
+    pub kernel_hidden: bool,
+}
+
+fn frame_text(cfg: &ReportConfig, f: &Frame, fallback: &str) -> String {
+    let mut s = f.name.clone().unwrap_or_else(|| fallback.to_string());
+    if cfg.lines
+        && let Some(file) = &f.file
+    {
+        let base = file.rsplit('/').next().unwrap_or(file);
+        match f.line {
+            Some(l) => s.push_str(&format!(" ({base}:{l})")),
+            None => s.push_str(&format!(" ({base})")),
+        }
+    }
+    s
+}
+
+/// Looks up every unique frame once.
+pub fn resolve(cfg: &ReportConfig, agg: &Aggregate) -> Resolved {
+    let mut sym = Symbolizer::new(SymbolizeOptions {
+        inline: cfg.inline,
+        lines: cfg.lines,
+        demangle: cfg.demangle,
+    });
+    let mut names = Vec::with_capacity(agg.frames.len());
+    let mut unknown_frames = 0;
+    for (_, key) in agg.frames.iter() {
+        let (symbolized, fallback, suffix) = match *key {
+            FrameKey::Kernel { addr, ret } => {
+                let fallback = if cfg.addrs {
+                    format!("[kernel.kallsyms]+{addr:#x}")
+                } else {
+                    "[unknown]".to_string()
+                };
+                let suffix = if cfg.kernel_annotate { "_[k]" } else { "" };
+                (sym.symbolize_kernel(addr, ret), fallback, suffix)
+            }
+            FrameKey::User {
+                module,
+                offset,
+                ret,
+            } => {
+                let m = agg.maps.module(module);
+                let fallback = if cfg.addrs {
+                    format!("{}+{offset:#x}", m.basename())
+                } else {
+                    "[unknown]".to_string()
+                };
+                let s = match m.kind() {
+                    ModuleKind::File => sym.symbolize(
+                        &ModuleKey {
+                            path: &m.path,
+                            build_id: m.build_id.as_deref(),
+                            pid: None,
+                        },
+                        offset,
+                        ret,
+                    ),
+                    // [vdso] and friends: the pseudo file's name is the best there is.
+                    _ => Symbolized {
+                        frames: vec![Frame {
+                            name: Some(String::from_utf8_lossy(&m.path).into_owned()),
+                            file: None,
+                            line: None,
+                            inlined: false,
+                            sym_offset: None,
+                        }],
+                        unknown: None,
+                    },
+                };
+                (s, fallback, "")
+            }
+            FrameKey::Jit { pid, addr } => {
+                let fallback = if cfg.addrs {
+                    format!("{addr:#x}")
+                } else {
+                    "[unknown]".to_string()
+                };
+                let s = match sym.symbolize_jit(pid, addr) {
+                    Some(f) => Symbolized {
+                        frames: vec![f],
+                        unknown: None,
+                    },
+                    None => Symbolized {
+                        frames: Vec::new(),
+                        unknown: Some(crate::symbolize::Unknown::NoSymbol),
+                    },
+                };
+                (s, fallback, "")
+            }
+        };
+        if symbolized.unknown.is_some() {
+            unknown_frames += 1;
+        }
+        let mut list: Vec<String> = symbolized
+            .frames
+            .iter()
+            .rev()
+            .map(|f| format!("{}{suffix}", frame_text(cfg, f, &fallback)))
+            .collect();
+        if list.is_empty() {
+            list.push(format!("{fallback}{suffix}"));
+        } else if symbolized.unknown.is_some() {
+            // A line without a function name: keep the line, name it by its address.
+            if let Some(last) = list.last_mut() {
+                *last = format!("{fallback}{suffix}");
+            }
+        }
+        names.push(list);
+    }
+    Resolved {
+        names,
+        unknown_frames,
+        kernel_hidden: sym.kernel_hidden(),
+        symbolize: sym.stats(),
+    }
+}
+
+/// The named stacks of one event (or all), root first, merged by name.
+fn named_stacks(
+    cfg: &ReportConfig,
+    agg: &Aggregate,
+    res: &Resolved,
+    event: Option<usize>,
+) -> BTreeMap<Vec<String>, u64> {
+    let mut out: BTreeMap<Vec<String>, u64> = BTreeMap::new();
+    let mut ids: Vec<FrameId> = Vec::new();
+    for (&(ev, prefix, stack), &count) in &agg.counts {
+        if event.is_some_and(|e| e != ev) {
+            continue;
+        }
+        ids.clear();
+        if stack != EMPTY_STACK {
+            agg.stacks.frames(stack, &mut ids);
+        }
+        let mut frames: Vec<String> = Vec::with_capacity(ids.len() + 1);
+        for &id in &ids {
+            frames.extend(res.names[id as usize].iter().cloned());
+        }
+        if cfg.reverse {
+            frames.reverse();
+        }
+        let comm = agg.prefixes.get(prefix).cloned().unwrap_or_default();
+        frames.insert(0, comm);
+        *out.entry(frames).or_insert(0) += count;
+    }
+    out
+}
+
+/// `comm;root;...;leaf count` lines, sorted.
+pub fn write_folded(
+    cfg: &ReportConfig,
+    agg: &Aggregate,
+    res: &mut Resolved,
+    out: &mut dyn Write,
+) -> Result<()> {
+    let stacks = named_stacks(cfg, agg, res, None);
+    let mut lines: Vec<(String, u64)> = stacks
+        .into_iter()
+        .map(|(frames, n)| (frames.join(";"), n))
+        .collect();
+    lines.sort();
+    for (line, n) in lines {
+        writeln!(out, "{line} {n}")?;
+    }
+    Ok(())
+}
+
+/// The header and the top stacks of each event, most samples first.
+pub fn write_text(
+    cfg: &ReportConfig,
+    file: &PerfDataFile,
+    names: &[String],
+    agg: &Aggregate,
+    res: &mut Resolved,
+    out: &mut dyn Write,
+) -> Result<()> {
+    let st = &agg.stats;
+    writeln!(out, "# memperf report of {}", cfg.input.display())?;
+    if !file.features.cmdline.is_empty() {
+        writeln!(out, "# recorded with: {}", file.features.cmdline.join(" "))?;
+    }
+    if let (Some(host), Some(rel)) = (&file.features.hostname, &file.features.osrelease) {
+        writeln!(out, "# on {host}, Linux {rel}")?;
+    }
+    let (first, last) = file
+        .features
+        .sample_time
+        .or(st.first_time.zip(st.last_time))
+        .unwrap_or((0, 0));
+    writeln!(
+        out,
+        "# duration: {:.3} s of samples",
+        last.saturating_sub(first) as f64 / 1e9
+    )?;
+    for (i, name) in names.iter().enumerate() {
+        let kept = st.kept.get(i).copied().unwrap_or(0);
+        let all = st.samples.get(i).copied().unwrap_or(0);
+        if kept == all {
+            writeln!(out, "# event {name}: {all} samples")?;
+        } else {
+            writeln!(out, "# event {name}: {all} samples, {kept} after filters")?;
+        }
+    }
+    writeln!(
+        out,
+        "# lost: {} events in {} LOST records, {} lost samples; throttled {} times",
+        st.lost, st.lost_records, st.lost_samples, st.throttled
+    )?;
+    if st.unwound > 0 {
+        writeln!(
+            out,
+            "# user stacks unwound here: {}, truncated: {}",
+            st.unwound, st.truncated
+        )?;
+    }
+    writeln!(
+        out,
+        "# frames: {} unique, {} without a name",
+        agg.frames.len(),
+        res.unknown_frames
+    )?;
+    if !res.symbolize.debug_files.is_empty() {
+        let files: Vec<String> = res
+            .symbolize
+            .debug_files
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect();
+        writeln!(out, "# debug files used: {}", files.join(", "))?;
+    }
+    if res.symbolize.failures > 0 {
+        writeln!(
+            out,
+            "# {} problems while reading symbols, first: {}",
+            res.symbolize.failures,
+            res.symbolize
+                .failure_messages
+                .first()
+                .map_or("", String::as_str)
+        )?;
+    }
+    if res.kernel_hidden && agg.kernel_frames {
+        writeln!(
+            out,
+            "# kernel frames are unnamed: kernel.kptr_restrict hides /proc/kallsyms addresses (run as root or set it to 0)"
+        )?;
+    }
+    if st.malformed > 0 {
+        writeln!(
+            out,
+            "# {} records could not be parsed and were skipped",
+            st.malformed
+        )?;
+    }
+    if let Some(e) = &st.read_error {
+        writeln!(
+            out,
+            "# warning: {e}; the report covers the records before it"
+        )?;
+    }
+    for (i, name) in names.iter().enumerate() {
+        if cfg.event.as_ref().is_some_and(|e| e != name) {
+            continue;
+        }
+        let kept = st.kept.get(i).copied().unwrap_or(0);
+        if kept == 0 {
+            continue;
+        }
+        let stacks = named_stacks(cfg, agg, res, Some(i));
+        let mut ranked: Vec<(&Vec<String>, u64)> = stacks.iter().map(|(k, &v)| (k, v)).collect();
+        ranked.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(b.0)));
+        writeln!(out)?;
+        writeln!(
+            out,
+            "# {name}: top {} of {} stacks, most samples first",
+            cfg.top.min(ranked.len()),
+            ranked.len()
+        )?;
+        for (frames, count) in ranked.into_iter().take(cfg.top) {
+            writeln!(out)?;
+            let (comm, rest) = frames
+                .split_first()
+                .map_or(("", &[][..]), |(c, r)| (c.as_str(), r));
+            // Leaf first, as BCC's stackcount prints them (unless --reverse asked for root first).
+            let ordered: Vec<&String> = if cfg.reverse {
+                rest.iter().collect()
+            } else {
+                rest.iter().rev().collect()
+            };
+            for f in ordered {
+                writeln!(out, "    {f}")?;
+            }
+            writeln!(out, "    -                {comm}")?;
+            writeln!(
+                out,
+                "        {count} ({:.2}%)",
+                100.0 * count as f64 / kept as f64
+            )?;
+        }
+    }
+    Ok(())
+}

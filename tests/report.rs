@@ -1,0 +1,385 @@
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+//! `memperf report` on recordings of workloads with known answers: memperf's own files
+//! (golden folded output) and files made by `perf record -g` and `--call-graph dwarf`
+//! (checked against perf script), plus bad input.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use common::*;
+
+const CHAIN_ROOT_FIRST: &str = "main;pf_level1;pf_level2;pf_level3;touch_pages";
+
+fn report(args: &[&str]) -> Output {
+    let mut all = vec!["report", "-q"];
+    all.extend_from_slice(args);
+    run_memperf(&all)
+}
+
+fn report_ok(args: &[&str]) -> String {
+    let o = report(args);
+    assert!(
+        o.status.success(),
+        "memperf report {args:?}: {}",
+        stderr(&o)
+    );
+    let err = stderr(&o);
+    assert!(!err.contains("panicked"), "{err}");
+    String::from_utf8(o.stdout).expect("utf-8 report")
+}
+
+/// Folded lines as (stack, count).
+fn folded(text: &str) -> Vec<(String, u64)> {
+    text.lines()
+        .map(|l| {
+            let (stack, n) = l.rsplit_once(' ').expect("`stack count`");
+            (stack.to_string(), n.parse().expect("a count"))
+        })
+        .collect()
+}
+
+fn expected_path(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures/expected")
+        .join(name)
+}
+
+/// Compares with `fixtures/expected/NAME`, or rewrites it under MEMPERF_BLESS=1.
+fn golden(name: &str, actual: &str) {
+    let path = expected_path(name);
+    if std::env::var_os("MEMPERF_BLESS").is_some_and(|v| v == "1") {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, actual).unwrap();
+        return;
+    }
+    let want = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{}: {e} (bless with MEMPERF_BLESS=1)", path.display()));
+    assert_eq!(
+        actual,
+        want,
+        "folded output differs from {} (re-bless with MEMPERF_BLESS=1 if intended)",
+        path.display()
+    );
+}
+
+/// Records `fixture N` with memperf and returns the folded lines that contain `needle`.
+fn record_and_fold(fixture_name: &str, event: &str, n: u32, needle: &str) -> String {
+    let dir = scratch();
+    let out = dir.path().join("r.data");
+    let prog = fixture(fixture_name, Variant::NoFp);
+    record(&out, &["-e", event], &prog, &[&n.to_string()]);
+    let text = report_ok(&["--folded", "--event", event, "-i", out.to_str().unwrap()]);
+    let mut lines: Vec<&str> = text.lines().filter(|l| l.contains(needle)).collect();
+    lines.sort_unstable();
+    lines.iter().map(|l| format!("{l}\n")).collect()
+}
+
+#[test]
+fn golden_folded_stacks_of_the_fixture_workloads() {
+    if !require_perf("report goldens") {
+        return;
+    }
+    let pf = record_and_fold("pagefault", "page-faults", 3000, CHAIN_ROOT_FIRST);
+    // The whole chain, from the C runtime to the leaf, in every one of the N samples.
+    assert_eq!(
+        folded(&pf).iter().map(|(_, n)| n).sum::<u64>(),
+        3000,
+        "{pf}"
+    );
+    golden("pagefault-nofp.folded", &pf);
+
+    let brk = record_and_fold("brk", "syscalls:sys_enter_brk", 64, "grow_heap");
+    assert_eq!(
+        folded(&brk).iter().map(|(_, n)| n).sum::<u64>(),
+        64,
+        "{brk}"
+    );
+    golden("brk-nofp.folded", &brk);
+
+    let mmap = record_and_fold("mmap", "syscalls:sys_enter_mmap", 40, "map_regions");
+    assert_eq!(
+        folded(&mmap).iter().map(|(_, n)| n).sum::<u64>(),
+        40,
+        "{mmap}"
+    );
+    golden("mmap-nofp.folded", &mmap);
+}
+
+/// perf script's samples folded root first from `main` down, for those with the chain.
+fn perf_chain_stacks(file: &Path) -> BTreeMap<String, u64> {
+    let mut out = BTreeMap::new();
+    for s in perf_script(file) {
+        let mut frames: Vec<&str> = s.frames.iter().map(String::as_str).collect();
+        frames.reverse();
+        let joined = frames.join(";");
+        if let Some(at) = joined.find(CHAIN_ROOT_FIRST) {
+            *out.entry(joined[at..].to_string()).or_insert(0) += 1;
+        }
+    }
+    out
+}
+
+/// memperf's folded stacks from `main` down, for those with the chain.
+fn memperf_chain_stacks(text: &str) -> BTreeMap<String, u64> {
+    let mut out = BTreeMap::new();
+    for (stack, n) in folded(text) {
+        if let Some(at) = stack.find(CHAIN_ROOT_FIRST) {
+            *out.entry(stack[at..].to_string()).or_insert(0) += n;
+        }
+    }
+    out
+}
+
+fn perf_record(out: &Path, opts: &[&str], prog: &Path, n: u32) {
+    let o = Command::new("perf")
+        .args([
+            "record",
+            "-q",
+            "-e",
+            "page-faults",
+            "-c",
+            "1",
+            "-m",
+            "4096",
+            "-o",
+        ])
+        .arg(out)
+        .args(opts)
+        .arg("--")
+        .arg(prog)
+        .arg(n.to_string())
+        .output()
+        .expect("run perf record");
+    assert!(o.status.success(), "perf record: {}", stderr(&o));
+}
+
+#[test]
+fn perf_frame_pointer_recording_folds_like_perf_script() {
+    if !require_perf("perf -g interop") || !require_perf_tool("perf -g interop") {
+        return;
+    }
+    const N: u32 = 500;
+    let dir = scratch();
+    let out = dir.path().join("perf-g.data");
+    perf_record(&out, &["-g"], &fixture("pagefault", Variant::Fp), N);
+    let ours = memperf_chain_stacks(&report_ok(&["--folded", "-i", out.to_str().unwrap()]));
+    let perfs = perf_chain_stacks(&out);
+    assert_eq!(ours, perfs, "memperf vs perf script on the chain's stacks");
+    assert_eq!(ours.values().sum::<u64>(), u64::from(N), "{ours:?}");
+}
+
+#[test]
+fn perf_dwarf_recording_is_unwound_offline_with_the_full_chain() {
+    if !require_perf("perf dwarf interop") || !require_perf_tool("perf dwarf interop") {
+        return;
+    }
+    const N: u32 = 500;
+    let dir = scratch();
+    let out = dir.path().join("perf-dwarf.data");
+    perf_record(
+        &out,
+        &["--call-graph", "dwarf"],
+        &fixture("pagefault", Variant::NoFp),
+        N,
+    );
+    let text = report_ok(&["--folded", "-i", out.to_str().unwrap()]);
+    let ours = memperf_chain_stacks(&text);
+    let perfs = perf_chain_stacks(&out);
+    // Every sample perf kept (it may drop some when its ring fills) carries the whole chain,
+    // unwound here from the raw stack bytes of a binary without frame pointers.
+    let kept = perf_script(&out)
+        .iter()
+        .filter(|s| s.has_frame("touch_pages"))
+        .count() as u64;
+    assert!(kept > 0, "perf kept no sample of the workload");
+    assert_eq!(ours.values().sum::<u64>(), kept, "{text}");
+    assert_eq!(
+        ours.values().sum::<u64>(),
+        perfs.values().sum::<u64>(),
+        "memperf {ours:?} vs perf script {perfs:?}"
+    );
+    for stack in ours.keys() {
+        assert!(stack.starts_with(CHAIN_ROOT_FIRST), "{stack}");
+    }
+    // The text report says the stacks were unwound here.
+    let header = report_ok(&["-i", out.to_str().unwrap()]);
+    assert!(header.contains("# user stacks unwound here:"), "{header}");
+}
+
+#[test]
+fn filters_and_frame_annotations() {
+    if !require_perf("report filters") {
+        return;
+    }
+    let dir = scratch();
+    let out = dir.path().join("f.data");
+    let prog = fixture("pagefault", Variant::NoFp);
+    record(&out, &["-e", "page-faults"], &prog, &["200"]);
+    let path = out.to_str().unwrap();
+    let all = folded(&report_ok(&["--folded", "-i", path]));
+    let total: u64 = all.iter().map(|(_, n)| n).sum();
+    assert!(total >= 200, "{all:?}");
+
+    // Per-pid prefixes name one process, `comm-PID`.
+    let per_pid = folded(&report_ok(&["--folded", "--per-pid", "-i", path]));
+    let prefixes: std::collections::BTreeSet<&str> = per_pid
+        .iter()
+        .map(|(s, _)| s.split(';').next().unwrap())
+        .collect();
+    assert_eq!(prefixes.len(), 1, "{prefixes:?}");
+    let prefix = prefixes.iter().next().unwrap();
+    let pid = prefix.rsplit('-').next().unwrap();
+    assert!(prefix.starts_with("pagefault-nofp-"), "{prefix}");
+
+    // Filters that match everything or nothing.
+    let same = folded(&report_ok(&["--folded", "--pid", pid, "-i", path]));
+    assert_eq!(same, all);
+    assert!(report_ok(&["--folded", "--pid", "1", "-i", path]).is_empty());
+    assert_eq!(
+        folded(&report_ok(&[
+            "--folded",
+            "--comm",
+            "pagefault-nofp",
+            "-i",
+            path
+        ])),
+        all
+    );
+    assert!(report_ok(&["--folded", "--comm", "nope", "-i", path]).is_empty());
+
+    // Leaf first.
+    let rev = folded(&report_ok(&["--folded", "--reverse", "-i", path]));
+    assert!(
+        rev.iter()
+            .any(|(s, n)| *n == 200 && s.contains("touch_pages;pf_level3;pf_level2;pf_level1;main")),
+        "{rev:?}"
+    );
+
+    // The exec-time faults have kernel frames: annotated with _[k], and only they.
+    let k = folded(&report_ok(&[
+        "--folded",
+        "--kernel-only",
+        "--kernel-annotate",
+        "-i",
+        path,
+    ]));
+    let kernel_frames: Vec<&str> = k.iter().flat_map(|(s, _)| s.split(';').skip(1)).collect();
+    assert!(!kernel_frames.is_empty(), "{k:?}");
+    assert!(kernel_frames.iter().all(|f| f.ends_with("_[k]")), "{k:?}");
+    let u = report_ok(&["--folded", "--user-only", "--kernel-annotate", "-i", path]);
+    assert!(!u.contains("_[k]"), "{u}");
+
+    // The text report: header with the event and its count, then the top stack.
+    let text = report_ok(&["-i", path, "-T", "1"]);
+    assert!(
+        text.contains(&format!("# event page-faults: {total} samples")),
+        "{text}"
+    );
+    assert!(text.contains("    touch_pages\n    pf_level3\n"), "{text}");
+    assert!(text.contains("        200 ("), "{text}");
+}
+
+#[test]
+fn folded_output_needs_one_event_when_the_file_has_several() {
+    if !require_perf("multi-event report") {
+        return;
+    }
+    let dir = scratch();
+    let out = dir.path().join("two.data");
+    let prog = fixture("brk", Variant::NoFp);
+    record(
+        &out,
+        &["-e", "page-faults,syscalls:sys_enter_brk"],
+        &prog,
+        &["8"],
+    );
+    let o = report(&["--folded", "-i", out.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = stderr(&o);
+    assert!(
+        err.contains("choose one with --event") && err.contains("syscalls:sys_enter_brk"),
+        "{err}"
+    );
+    let o = report(&["--folded", "--event", "nope", "-i", out.to_str().unwrap()]);
+    assert!(stderr(&o).contains("no event `nope`"), "{}", stderr(&o));
+}
+
+#[test]
+fn bad_files_get_clear_errors() {
+    let dir = scratch();
+    let empty = dir.path().join("empty.data");
+    std::fs::write(&empty, b"").unwrap();
+    let garbage = dir.path().join("garbage.data");
+    std::fs::write(&garbage, vec![0x5au8; 4096]).unwrap();
+    let cases: Vec<(PathBuf, &str)> = vec![
+        (empty, "file is empty"),
+        (garbage, "not a perf.data file"),
+        (dir.path().to_path_buf(), "is a directory"),
+        (dir.path().join("missing.data"), "failed to read"),
+    ];
+    for (path, want) in cases {
+        let o = report(&["-i", path.to_str().unwrap()]);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{}: {err}", path.display());
+        assert!(
+            err.contains(want),
+            "{}: expected `{want}` in {err}",
+            path.display()
+        );
+        assert!(!err.contains("panicked"), "{err}");
+    }
+}
+
+#[test]
+fn truncated_and_corrupt_recordings_report_what_is_valid() {
+    if !require_perf("truncated report") {
+        return;
+    }
+    let dir = scratch();
+    let out = dir.path().join("t.data");
+    let prog = fixture("pagefault", Variant::NoFp);
+    record(&out, &["-e", "page-faults"], &prog, &["2000"]);
+    let bytes = std::fs::read(&out).unwrap();
+    let full: u64 = folded(&report_ok(&["--folded", "-i", out.to_str().unwrap()]))
+        .iter()
+        .map(|(_, n)| n)
+        .sum();
+
+    // Cut in the middle of the data section: the header still points past the end.
+    let cut = dir.path().join("cut.data");
+    std::fs::write(&cut, &bytes[..bytes.len() / 2]).unwrap();
+    let o = report(&["--folded", "-i", cut.to_str().unwrap()]);
+    let err = stderr(&o);
+    assert!(o.status.success(), "{err}");
+    assert!(err.contains("truncated"), "{err}");
+    let part: u64 = folded(&String::from_utf8_lossy(&o.stdout))
+        .iter()
+        .map(|(_, n)| n)
+        .sum();
+    assert!(part > 0 && part < full, "{part} of {full}");
+
+    // A record header with size 0 in the middle of the data: the records before it count.
+    let mut bad = bytes.clone();
+    let data_offset = u64::from_ne_bytes(bad[40..48].try_into().unwrap()) as usize;
+    let data_size = u64::from_ne_bytes(bad[48..56].try_into().unwrap()) as usize;
+    // Walk the records to one in the middle.
+    let mut pos = data_offset;
+    while pos < data_offset + data_size / 2 {
+        let size = u16::from_ne_bytes([bad[pos + 6], bad[pos + 7]]) as usize;
+        pos += size;
+    }
+    bad[pos + 6] = 0;
+    bad[pos + 7] = 0;
+    let corrupt = dir.path().join("corrupt.data");
+    std::fs::write(&corrupt, &bad).unwrap();
+    let o = report(&["-i", corrupt.to_str().unwrap()]);
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        text.contains(&format!("record at offset {pos:#x} has size 0")),
+        "{text}"
+    );
+}
