@@ -272,6 +272,16 @@ fn filters_and_frame_annotations() {
     let u = report_ok(&["--folded", "--user-only", "--kernel-annotate", "-i", path]);
     assert!(!u.contains("_[k]"), "{u}");
 
+    // DWARF lines name the fixture's source file for each of its frames.
+    let lines = report_ok(&["--folded", "--lines", "--inline", "-i", path]);
+    assert!(
+        lines.contains("pf_level3 (pagefault.c:") && lines.contains("touch_pages (pagefault.c:"),
+        "{lines}"
+    );
+    // Unnamed frames by module and offset under --addrs.
+    let addrs = report_ok(&["--folded", "--addrs", "-i", path]);
+    assert!(!addrs.contains("[unknown]"), "{addrs}");
+
     // The text report: header with the event and its count, then the top stack.
     let text = report_ok(&["-i", path, "-T", "1"]);
     assert!(
