@@ -99,6 +99,16 @@ struct Candidate {
     name: Box<str>,
 }
 
+/// An executable section. By flags, not kind: in a separate debug file `.text` is NOBITS.
+fn is_code(s: &object::Section<'_, '_>) -> bool {
+    match s.flags() {
+        object::SectionFlags::Elf { sh_flags } => {
+            sh_flags & u64::from(object::elf::SHF_EXECINSTR) != 0
+        }
+        _ => s.kind() == object::SectionKind::Text,
+    }
+}
+
 /// Which table to read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Table {
@@ -115,7 +125,15 @@ impl SymbolTable {
             Table::Dynsym => obj.dynamic_symbols(),
         };
         for sym in iter {
-            if sym.kind() != SymbolKind::Text || sym.is_undefined() {
+            if sym.is_undefined() {
+                continue;
+            }
+            // NOTYPE labels in code count too, as perf takes them: assembly entry points
+            // such as ld.so's `_start` and `_dl_start_user` have no FUNC symbol.
+            let notype_in_code = sym.kind() == SymbolKind::Unknown
+                && matches!(sym.section(), SymbolSection::Section(idx)
+                    if obj.section_by_index(idx).is_ok_and(|s| is_code(&s)));
+            if sym.kind() != SymbolKind::Text && !notype_in_code {
                 continue;
             }
             let Ok(name) = sym.name() else { continue };
@@ -136,7 +154,8 @@ impl SymbolTable {
                 1
             } else {
                 2
-            } + u8::from(sym.size() == 0) * 3;
+            } + u8::from(sym.size() == 0) * 3
+                + u8::from(notype_in_code) * 6;
             cands.push(Candidate {
                 start: sym.address(),
                 size: sym.size(),

@@ -637,3 +637,21 @@ fn live_avma_through_proc_maps_names_malloc() -> TestResult {
     assert_eq!(outer(&r).and_then(|f| f.sym_offset), Some(0));
     Ok(())
 }
+
+#[test]
+fn notype_labels_in_code_are_named() -> TestResult {
+    let tmp = tempfile::tempdir()?;
+    let prog = compile_c(tmp.path(), "asm_label.c", "prog", &["-O1"])?;
+    let data = std::fs::read(&prog)?;
+    let obj = object::File::parse(&*data)?;
+    let label = obj
+        .symbols()
+        .find(|s| s.name() == Ok("asm_label"))
+        .ok_or("no asm_label symbol")?;
+    assert_eq!(label.kind(), object::SymbolKind::Unknown, "NOTYPE expected");
+    let offset = svma_to_offset(&prog, label.address() + 1)?;
+    let mut s = Symbolizer::new(opts(false, false, true));
+    let r = s.symbolize(&key(&prog), offset, false);
+    assert_eq!(outer_name(&r), Some("asm_label"), "{r:?}");
+    Ok(())
+}
