@@ -56,6 +56,9 @@ struct Mapping {
 #[derive(Debug, Default)]
 pub struct ProcessMaps {
     modules: Vec<ModuleInfo>,
+    /// The first process seen mapping each module: its `/proc/PID/root` reaches the binary
+    /// of a container while the process lives.
+    module_pids: Vec<u32>,
     module_ids: FxHashMap<ModuleInfo, u32>,
     by_pid: FxHashMap<u32, Vec<Mapping>>,
     /// Build-ids from the file's BUILD_ID feature, by path.
@@ -74,7 +77,12 @@ impl ProcessMaps {
         &self.modules[id as usize]
     }
 
-    fn intern(&mut self, path: &[u8], build_id: Option<&[u8]>) -> u32 {
+    /// The first process that mapped module `id`.
+    pub fn module_pid(&self, id: u32) -> u32 {
+        self.module_pids[id as usize]
+    }
+
+    fn intern(&mut self, pid: u32, path: &[u8], build_id: Option<&[u8]>) -> u32 {
         let build_id = build_id
             .map(<[u8]>::to_vec)
             .or_else(|| self.feature_build_ids.get(path).cloned());
@@ -87,6 +95,7 @@ impl ProcessMaps {
         }
         let id = self.modules.len() as u32;
         self.modules.push(info.clone());
+        self.module_pids.push(pid);
         self.module_ids.insert(info, id);
         id
     }
@@ -105,7 +114,7 @@ impl ProcessMaps {
             return;
         }
         let end = start.saturating_add(len);
-        let module = self.intern(path, build_id);
+        let module = self.intern(pid, path, build_id);
         let maps = self.by_pid.entry(pid).or_default();
         let mut kept = Vec::with_capacity(maps.len() + 2);
         for m in maps.drain(..) {

@@ -74,7 +74,7 @@ pub fn resolve(cfg: &ReportConfig, agg: &Aggregate) -> Resolved {
                         &ModuleKey {
                             path: &m.path,
                             build_id: m.build_id.as_deref(),
-                            pid: None,
+                            pid: Some(agg.maps.module_pid(module)),
                         },
                         offset,
                         ret,
