@@ -17,7 +17,7 @@ pub struct PerfDataFile {
     pub features: ReadFeatures,
     /// Bytes of the data section that lie beyond the end of the file.
     pub missing_data_bytes: u64,
-    bytes: Vec<u8>,
+    bytes: Bytes,
     data_offset: u64,
     data_end: u64,
     ids: FxHashMap<u64, usize>,
@@ -124,17 +124,47 @@ fn check_magic(bytes: &[u8]) -> Result<(), PerfDataError> {
     })
 }
 
+/// The file's bytes: mapped from disk, or owned.
+#[derive(Debug)]
+enum Bytes {
+    Owned(Vec<u8>),
+    Mapped(memmap2::Mmap),
+}
+
+impl std::ops::Deref for Bytes {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            Bytes::Owned(v) => v,
+            Bytes::Mapped(m) => m,
+        }
+    }
+}
+
 impl PerfDataFile {
+    /// Opens a file; regular files are memory-mapped, anything else is read.
     pub fn open(path: &Path) -> Result<PerfDataFile, PerfDataError> {
-        let bytes = std::fs::read(path).map_err(|source| PerfDataError::Io {
+        let io_err = |source| PerfDataError::Io {
             path: path.display().to_string(),
             source,
-        })?;
-        Self::from_bytes(bytes)
+        };
+        let file = std::fs::File::open(path).map_err(io_err)?;
+        let meta = file.metadata().map_err(io_err)?;
+        if meta.is_file() && meta.len() > 0 {
+            let map = crate::sys::map_file(&file).map_err(io_err)?;
+            return Self::parse(Bytes::Mapped(map));
+        }
+        let mut bytes = Vec::new();
+        std::io::Read::read_to_end(&mut &file, &mut bytes).map_err(io_err)?;
+        Self::parse(Bytes::Owned(bytes))
     }
 
     /// Parses a file already in memory.
     pub fn from_bytes(bytes: Vec<u8>) -> Result<PerfDataFile, PerfDataError> {
+        Self::parse(Bytes::Owned(bytes))
+    }
+
+    fn parse(bytes: Bytes) -> Result<PerfDataFile, PerfDataError> {
         if bytes.is_empty() {
             return Err(PerfDataError::Empty);
         }
