@@ -1,0 +1,160 @@
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+//! Bounded, deterministic fuzzing of the perf.data reader: a real recording, mutated
+//! thousands of times (flipped bytes, cut short, broken record sizes), must give errors or
+//! partial results and never a panic, in the library and in `memperf report`.
+//! `fuzz/` has the open-ended libFuzzer target over the same code.
+
+mod common;
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+
+use common::*;
+use memperf::perfdata::PerfDataFile;
+use memperf::record::parse_record;
+
+/// xorshift64*: deterministic, no dependency.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n.max(1) as u64) as usize
+    }
+}
+
+/// Reads everything the way the report does; returns the records read.
+fn read_all(bytes: Vec<u8>) -> usize {
+    let Ok(file) = PerfDataFile::from_bytes(bytes) else {
+        return 0;
+    };
+    let mut n = 0;
+    for rec in file.records() {
+        let Ok(rec) = rec else { break };
+        let ev = file.event_for(rec.ty, rec.body);
+        let info = file.parse_info(ev.unwrap_or(0));
+        let _ = parse_record(rec.ty, rec.misc, rec.body, &info);
+        n += 1;
+    }
+    n
+}
+
+/// Offsets of every record header in the data section.
+fn record_offsets(bytes: &[u8]) -> Vec<usize> {
+    let data_offset = u64::from_ne_bytes(bytes[40..48].try_into().unwrap()) as usize;
+    let data_size = u64::from_ne_bytes(bytes[48..56].try_into().unwrap()) as usize;
+    let mut out = Vec::new();
+    let mut pos = data_offset;
+    while pos + 8 <= data_offset + data_size {
+        out.push(pos);
+        let size = u16::from_ne_bytes([bytes[pos + 6], bytes[pos + 7]]) as usize;
+        if size < 8 {
+            break;
+        }
+        pos += size;
+    }
+    out
+}
+
+fn mutate(rng: &mut Rng, orig: &[u8], offsets: &[usize]) -> Vec<u8> {
+    let mut b = orig.to_vec();
+    match rng.below(5) {
+        0 => {
+            for _ in 0..1 + rng.below(8) {
+                let i = rng.below(b.len());
+                b[i] ^= 1 << rng.below(8);
+            }
+        }
+        1 => b.truncate(rng.below(orig.len())),
+        2 => {
+            // A record's size field set to anything.
+            let at = offsets[rng.below(offsets.len())] + 6;
+            let v = rng.next() as u16;
+            b[at..at + 2].copy_from_slice(&v.to_ne_bytes());
+        }
+        3 => {
+            // A header field (sizes and offsets of the sections) set to anything.
+            let at = 8 * (1 + rng.below(13));
+            let v = rng.next() >> rng.below(64);
+            b[at..at + 8].copy_from_slice(&v.to_ne_bytes());
+        }
+        _ => {
+            // A run of garbage inside one record.
+            let at = offsets[rng.below(offsets.len())] + rng.below(64);
+            for i in at..(at + 1 + rng.below(32)).min(b.len()) {
+                b[i] = rng.next() as u8;
+            }
+        }
+    }
+    b
+}
+
+#[test]
+fn mutated_recordings_never_panic() {
+    if !require_perf("a recording to mutate") {
+        return;
+    }
+    let dir = scratch();
+    let out = dir.path().join("seed.data");
+    let prog = fixture("brk", Variant::NoFp);
+    // Raw stacks and a tracepoint: every sample field kind the reader parses.
+    record(
+        &out,
+        &[
+            "-e",
+            "page-faults,syscalls:sys_enter_brk",
+            "--unwind",
+            "offline",
+            "--call-graph",
+            "dwarf,1024",
+        ],
+        &prog,
+        &["4"],
+    );
+    let orig = std::fs::read(&out).unwrap();
+    let offsets = record_offsets(&orig);
+    assert!(offsets.len() > 50, "{} records", offsets.len());
+    assert_eq!(read_all(orig.clone()), offsets.len());
+
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    let mut cli_inputs = Vec::new();
+    for i in 0..3000 {
+        let m = mutate(&mut rng, &orig, &offsets);
+        if i % 100 == 0 {
+            cli_inputs.push(m.clone());
+        }
+        let r = catch_unwind(AssertUnwindSafe(|| read_all(m.clone())));
+        if r.is_err() {
+            let path = dir.path().join(format!("panic-{i}.data"));
+            std::fs::write(&path, &m).unwrap();
+            panic!(
+                "mutation {i} made the reader panic; input kept at {}",
+                path.display()
+            );
+        }
+    }
+    // The command line on a sample of them: a report or a clear error, never a panic.
+    for (i, m) in cli_inputs.iter().enumerate() {
+        let path = dir.path().join(format!("m{i}.data"));
+        std::fs::write(&path, m).unwrap();
+        for args in [
+            &["report", "-q", "-i"][..],
+            &["report", "-q", "--folded", "--event", "page-faults", "-i"],
+        ] {
+            let mut all = args.to_vec();
+            all.push(path.to_str().unwrap());
+            let o = run_memperf(&all);
+            let err = stderr(&o);
+            assert!(!err.contains("panicked"), "mutation {i}: {err}");
+            assert!(
+                matches!(o.status.code(), Some(0 | 2)),
+                "mutation {i}: status {:?}: {err}",
+                o.status
+            );
+        }
+    }
+}
