@@ -98,10 +98,20 @@ struct Reader<'c> {
     leaf_first: Vec<FrameId>,
     user_frames: Vec<u64>,
     event_filter: Option<usize>,
+    /// (pid, address, is return address) → frame, valid until a mapping changes.
+    frame_memo: FxHashMap<(u32, u64, bool), FrameId>,
 }
 
 /// Runs `memperf report`.
 pub fn run(cfg: ReportConfig) -> Result<i32> {
+    // /proc/kallsyms takes ~80 ms to read: read it while the records are.
+    let kallsyms = (cfg.space != StackSpace::User).then(|| {
+        std::thread::spawn(|| {
+            std::fs::read_to_string("/proc/kallsyms")
+                .ok()
+                .map(|t| crate::symbolize::Kallsyms::from_text(&t))
+        })
+    });
     let file = open(&cfg)?;
     let names = event_names(&file);
     let event_filter = match &cfg.event {
@@ -127,7 +137,8 @@ pub fn run(cfg: ReportConfig) -> Result<i32> {
             list.join(", ")
         );
     }
-    let mut resolved = output::resolve(&cfg, &agg);
+    let kallsyms = kallsyms.and_then(|h| h.join().ok().flatten());
+    let mut resolved = output::resolve(&cfg, &agg, kallsyms);
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
     if cfg.folded {
@@ -211,9 +222,10 @@ pub fn read(
         leaf_first: Vec::new(),
         user_frames: Vec::new(),
         event_filter,
+        frame_memo: FxHashMap::default(),
     };
     let progress = progress_bar(cfg, file);
-    let mut round: Vec<(u64, usize, RawFileRecord<'_>)> = Vec::new();
+    let mut round: Vec<Parsed<'_>> = Vec::new();
     let mut last_time = 0u64;
     for rec in file.records() {
         let rec = match rec {
@@ -225,18 +237,27 @@ pub fn read(
         };
         r.agg.stats.records += 1;
         if rec.ty == record::PERF_RECORD_FINISHED_ROUND {
-            r.flush_round(file, &mut round);
+            r.flush_round(&mut round);
             if let Some(p) = &progress {
                 p.set_position(rec.offset);
             }
             continue;
         }
-        // Records without a time keep their place after the previous one.
-        let t = r.record_time(file, &rec).unwrap_or(last_time);
-        last_time = t;
-        round.push((t, round.len(), rec));
+        // Parsed once; records without a time keep their place after the previous one.
+        let (ev, info) = r.info_for(file, &rec);
+        let parsed = record::parse_record(rec.ty, rec.misc, rec.body, &info).ok();
+        let time = parsed.as_ref().and_then(record_time).unwrap_or(last_time);
+        last_time = time;
+        round.push(Parsed {
+            time,
+            seq: round.len(),
+            ev,
+            ty: rec.ty,
+            misc: rec.misc,
+            rec: parsed,
+        });
     }
-    r.flush_round(file, &mut round);
+    r.flush_round(&mut round);
     if let Some(p) = progress {
         p.finish_and_clear();
     }
@@ -246,6 +267,31 @@ pub fn read(
         r.agg.stats.truncated = s.truncated.total();
     }
     Ok(r.agg)
+}
+
+/// One record of a round, parsed once, with its sort key.
+struct Parsed<'a> {
+    time: u64,
+    seq: usize,
+    ev: Option<usize>,
+    ty: u32,
+    misc: u16,
+    rec: Option<Record<'a>>,
+}
+
+fn record_time(rec: &Record<'_>) -> Option<u64> {
+    match rec {
+        Record::Sample(s) => s.time,
+        Record::Mmap { id, .. }
+        | Record::Mmap2 { id, .. }
+        | Record::Comm { id, .. }
+        | Record::Fork { id, .. }
+        | Record::Exit { id, .. } => id.time,
+        Record::Lost { sid, .. }
+        | Record::Throttle { sid, .. }
+        | Record::LostSamples { sid, .. } => sid.time,
+        _ => None,
+    }
 }
 
 fn progress_bar(cfg: &ReportConfig, file: &PerfDataFile) -> Option<indicatif::ProgressBar> {
@@ -267,44 +313,21 @@ impl Reader<'_> {
         (ev, info)
     }
 
-    fn record_time(&self, file: &PerfDataFile, rec: &RawFileRecord<'_>) -> Option<u64> {
-        let (_, info) = self.info_for(file, rec);
-        match record::parse_record(rec.ty, rec.misc, rec.body, &info).ok()? {
-            Record::Sample(s) => s.time,
-            Record::Mmap { id, .. }
-            | Record::Mmap2 { id, .. }
-            | Record::Comm { id, .. }
-            | Record::Fork { id, .. }
-            | Record::Exit { id, .. } => id.time,
-            Record::Lost { sid, .. }
-            | Record::Throttle { sid, .. }
-            | Record::LostSamples { sid, .. } => sid.time,
-            _ => None,
+    fn flush_round(&mut self, round: &mut Vec<Parsed<'_>>) {
+        round.sort_unstable_by_key(|p| (p.time, p.seq));
+        for p in round.drain(..) {
+            self.handle(&p);
         }
     }
 
-    fn flush_round(
-        &mut self,
-        file: &PerfDataFile,
-        round: &mut Vec<(u64, usize, RawFileRecord<'_>)>,
-    ) {
-        round.sort_unstable_by_key(|&(t, seq, _)| (t, seq));
-        for (_, _, rec) in round.drain(..) {
-            self.handle(file, &rec);
-        }
-    }
-
-    fn handle(&mut self, file: &PerfDataFile, rec: &RawFileRecord<'_>) {
-        let (ev, info) = self.info_for(file, rec);
-        let parsed = match record::parse_record(rec.ty, rec.misc, rec.body, &info) {
-            Ok(p) => p,
-            Err(_) => {
-                if rec.ty < record::PERF_RECORD_USER_TYPE_START {
-                    self.agg.stats.malformed += 1;
-                }
-                return;
+    fn handle(&mut self, p: &Parsed<'_>) {
+        let Some(parsed) = p.rec else {
+            if p.ty < record::PERF_RECORD_USER_TYPE_START {
+                self.agg.stats.malformed += 1;
             }
+            return;
         };
+        let (ev, rec) = (p.ev, p);
         match parsed {
             Record::Sample(s) => {
                 if let Some(ev) = ev {
@@ -352,6 +375,7 @@ impl Reader<'_> {
                 ..
             } => {
                 if exec {
+                    self.frame_memo.clear();
                     self.agg.maps.exec(pid);
                     if let Some(u) = &mut self.unwinders {
                         u.handle_exec(pid);
@@ -368,6 +392,7 @@ impl Reader<'_> {
                 ..
             } => {
                 if pid != ppid {
+                    self.frame_memo.clear();
                     self.agg.maps.fork(pid, ppid);
                     if let Some(u) = &mut self.unwinders {
                         u.handle_fork(pid, ppid);
@@ -413,6 +438,7 @@ impl Reader<'_> {
             // The kernel's own mapping ([kernel.kallsyms]_text): kernel frames use kallsyms.
             return;
         }
+        self.frame_memo.clear();
         self.agg.maps.map(pid, addr, len, pgoff, path, build_id);
         if let Some(u) = &mut self.unwinders {
             u.handle_mmap(&MappingEvent {
@@ -553,6 +579,10 @@ impl Reader<'_> {
         if self.cfg.space == StackSpace::Kernel {
             return;
         }
+        if let Some(&id) = self.frame_memo.get(&(pid, addr, ret)) {
+            self.leaf_first.push(id);
+            return;
+        }
         let key = match self.agg.maps.lookup(pid, addr) {
             Some((module, offset))
                 if self.agg.maps.module(module).kind() != maps::ModuleKind::Anon =>
@@ -566,6 +596,7 @@ impl Reader<'_> {
             _ => FrameKey::Jit { pid, addr },
         };
         let id = self.agg.frames.intern(&key);
+        self.frame_memo.insert((pid, addr, ret), id);
         self.leaf_first.push(id);
     }
 

@@ -9,7 +9,7 @@ use crate::cli::ReportConfig;
 use crate::perfdata::PerfDataFile;
 use crate::stacks::FrameId;
 use crate::symbolize::{
-    Frame, ModuleKey, SymbolizeOptions, SymbolizeStats, Symbolized, Symbolizer,
+    Frame, Kallsyms, ModuleKey, SymbolizeOptions, SymbolizeStats, Symbolized, Symbolizer,
 };
 
 use super::maps::ModuleKind;
@@ -39,12 +39,15 @@ fn frame_text(cfg: &ReportConfig, f: &Frame, fallback: &str) -> String {
 }
 
 /// Looks up every unique frame once.
-pub fn resolve(cfg: &ReportConfig, agg: &Aggregate) -> Resolved {
+pub fn resolve(cfg: &ReportConfig, agg: &Aggregate, kallsyms: Option<Kallsyms>) -> Resolved {
     let mut sym = Symbolizer::new(SymbolizeOptions {
         inline: cfg.inline,
         lines: cfg.lines,
         demangle: cfg.demangle,
     });
+    if let Some(k) = kallsyms.filter(|k| k.malformed_lines() == 0) {
+        sym.set_kallsyms(k);
+    }
     let mut names = Vec::with_capacity(agg.frames.len());
     let mut unknown_frames = 0;
     for (_, key) in agg.frames.iter() {
