@@ -6,6 +6,7 @@
 
 use std::ffi::OsString;
 use std::path::PathBuf;
+use std::str::FromStr;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
@@ -134,6 +135,32 @@ pub struct ReportArgs {
     #[arg(long)]
     pub kernel_annotate: bool,
 
+    /// Write a flame graph (SVG) to FILE (`-` for standard output).
+    #[arg(long, value_name = "FILE", conflicts_with = "folded")]
+    pub flamegraph: Option<PathBuf>,
+
+    /// Flame graph title (default: the event and the recorded command).
+    #[arg(long, requires = "flamegraph")]
+    pub title: Option<String>,
+
+    /// Flame graph subtitle (default: the sample and loss counts).
+    #[arg(long, requires = "flamegraph")]
+    pub subtitle: Option<String>,
+
+    /// What a flame graph counts (default from the event: pages for faults, calls for
+    /// tracepoints, samples otherwise).
+    #[arg(long, requires = "flamegraph")]
+    pub countname: Option<String>,
+
+    /// Flame graph width in pixels (default 1200).
+    #[arg(long, requires = "flamegraph", value_name = "PIXELS")]
+    pub width: Option<usize>,
+
+    /// Flame graph palette: mem (default), hot, io, red, green, blue, aqua, yellow, purple,
+    /// orange, java, js, perl, python, rust, wakeup. Kernel frames are drawn orange apart.
+    #[arg(long, requires = "flamegraph", default_value = "mem")]
+    pub colors: String,
+
     /// How many stacks the text report shows, most frequent first.
     #[arg(short = 'T', long = "top", value_name = "N", default_value_t = 10)]
     pub top: usize,
@@ -141,6 +168,17 @@ pub struct ReportArgs {
     /// No progress bar.
     #[arg(short = 'q', long)]
     pub quiet: bool,
+}
+
+/// Flame graph settings of `memperf report --flamegraph`.
+#[derive(Debug, Clone)]
+pub struct FlameConfig {
+    pub output: PathBuf,
+    pub title: Option<String>,
+    pub subtitle: Option<String>,
+    pub countname: Option<String>,
+    pub width: Option<usize>,
+    pub colors: String,
 }
 
 /// Which part of each stack a report keeps.
@@ -181,6 +219,7 @@ pub struct ReportConfig {
     pub kernel_annotate: bool,
     pub top: usize,
     pub quiet: bool,
+    pub flamegraph: Option<FlameConfig>,
 }
 
 /// Parses `START,END` in seconds into nanoseconds.
@@ -213,6 +252,14 @@ pub fn parse_time_range(s: &str) -> Result<(Option<u64>, Option<u64>)> {
 impl ReportArgs {
     /// Checks the arguments and turns them into a `ReportConfig`.
     pub fn into_config(self) -> Result<ReportConfig> {
+        if self.flamegraph.is_some()
+            && inferno::flamegraph::Palette::from_str(&self.colors).is_err()
+        {
+            bail!(
+                "unknown --colors `{}`: expected mem, hot, io, red, green, blue, aqua, yellow, purple, orange, java, js, perl, python, rust or wakeup",
+                self.colors
+            );
+        }
         let cpus = match &self.cpu {
             Some(list) => Some(
                 sys::parse_cpu_list(list)
@@ -264,6 +311,14 @@ impl ReportArgs {
             kernel_annotate: self.kernel_annotate,
             top: self.top,
             quiet: self.quiet,
+            flamegraph: self.flamegraph.map(|output| FlameConfig {
+                output,
+                title: self.title,
+                subtitle: self.subtitle,
+                countname: self.countname,
+                width: self.width,
+                colors: self.colors,
+            }),
         })
     }
 }

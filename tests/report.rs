@@ -393,3 +393,72 @@ fn truncated_and_corrupt_recordings_report_what_is_valid() {
         "{text}"
     );
 }
+
+#[test]
+fn flame_graphs_name_the_chain_and_draw_kernel_frames_apart() {
+    if !require_perf("flame graph") {
+        return;
+    }
+    let dir = scratch();
+    let out = dir.path().join("fg.data");
+    record(
+        &out,
+        &["-e", "page-faults"],
+        &fixture("pagefault", Variant::NoFp),
+        &["300"],
+    );
+    let path = out.to_str().unwrap();
+    let svg_path = dir.path().join("fg.svg");
+    report_ok(&["-i", path, "--flamegraph", svg_path.to_str().unwrap()]);
+    let svg = std::fs::read_to_string(&svg_path).unwrap();
+    assert!(svg.starts_with("<?xml"), "{}", &svg[..100.min(svg.len())]);
+    // Default count name, title and subtitle from the recording.
+    assert!(
+        svg.contains("<title>touch_pages (300 pages, "),
+        "touch_pages frame"
+    );
+    assert!(
+        svg.contains("<title>pf_level1 (300 pages, "),
+        "pf_level1 frame"
+    );
+    assert!(svg.contains(">page-faults: "), "title names the event");
+    assert!(svg.contains("samples of page-faults, 0 lost"), "subtitle");
+    // Kernel frames (the exec-time faults) are orange; user frames are not.
+    let fill_of = |name: &str| -> Option<String> {
+        let at = svg.find(&format!("<title>{name} ("))?;
+        let rest = &svg[at..];
+        let f = rest.find("fill=\"")? + 6;
+        Some(rest[f..f + rest[f..].find('"')?].to_string())
+    };
+    assert_eq!(
+        fill_of("entry_SYSCALL_64_after_hwframe").as_deref(),
+        Some("rgb(230,130,40)")
+    );
+    assert_ne!(fill_of("touch_pages").as_deref(), Some("rgb(230,130,40)"));
+
+    // Options, to standard output.
+    let o = report_ok(&[
+        "-i",
+        path,
+        "--flamegraph",
+        "-",
+        "--countname",
+        "faults",
+        "--title",
+        "My faults",
+        "--reverse",
+        "--width",
+        "800",
+    ]);
+    assert!(o.contains("<title>touch_pages (300 faults, "), "countname");
+    assert!(o.contains(">My faults<"), "title");
+    assert!(o.contains("width=\"800\""), "width");
+
+    let bad = report(&["-i", path, "--flamegraph", "-", "--colors", "plaid"]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(
+        stderr(&bad).contains("unknown --colors `plaid`"),
+        "{}",
+        stderr(&bad)
+    );
+}

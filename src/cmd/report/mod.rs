@@ -128,10 +128,11 @@ pub fn run(cfg: ReportConfig) -> Result<i32> {
     let with_samples: Vec<usize> = (0..names.len())
         .filter(|&i| agg.stats.kept.get(i).copied().unwrap_or(0) > 0)
         .collect();
-    if cfg.folded && event_filter.is_none() && with_samples.len() > 1 {
+    if (cfg.folded || cfg.flamegraph.is_some()) && event_filter.is_none() && with_samples.len() > 1
+    {
         let list: Vec<&str> = with_samples.iter().map(|&i| names[i].as_str()).collect();
         bail!(
-            "`{}` has samples of {} events ({}); folded stacks mix no events: choose one with --event",
+            "`{}` has samples of {} events ({}); folded stacks and flame graphs mix no events: choose one with --event",
             cfg.input.display(),
             list.len(),
             list.join(", ")
@@ -139,6 +140,11 @@ pub fn run(cfg: ReportConfig) -> Result<i32> {
     }
     let kallsyms = kallsyms.and_then(|h| h.join().ok().flatten());
     let mut resolved = output::resolve(&cfg, &agg, kallsyms);
+    if let Some(fg) = &cfg.flamegraph {
+        let event = event_filter.or(with_samples.first().copied());
+        output::write_flamegraph(&cfg, fg, &file, &names, event, &agg, &resolved)?;
+        return Ok(0);
+    }
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
     if cfg.folded {

@@ -3,9 +3,9 @@
 use std::collections::BTreeMap;
 use std::io::Write;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 
-use crate::cli::ReportConfig;
+use crate::cli::{FlameConfig, ReportConfig};
 use crate::perfdata::PerfDataFile;
 use crate::stacks::FrameId;
 use crate::symbolize::{
@@ -22,6 +22,8 @@ pub struct Resolved {
     pub unknown_frames: u64,
     pub symbolize: SymbolizeStats,
     pub kernel_hidden: bool,
+    /// Names of kernel frames, drawn apart in flame graphs.
+    pub kernel_names: rustc_hash::FxHashSet<String>,
 }
 
 fn frame_text(cfg: &ReportConfig, f: &Frame, fallback: &str) -> String {
@@ -50,6 +52,7 @@ pub fn resolve(cfg: &ReportConfig, agg: &Aggregate, kallsyms: Option<Kallsyms>) 
     }
     let mut names = Vec::with_capacity(agg.frames.len());
     let mut unknown_frames = 0;
+    let mut kernel_names = rustc_hash::FxHashSet::default();
     for (_, key) in agg.frames.iter() {
         let (symbolized, fallback, suffix) = match *key {
             FrameKey::Kernel { addr, ret } => {
@@ -132,12 +135,16 @@ pub fn resolve(cfg: &ReportConfig, agg: &Aggregate, kallsyms: Option<Kallsyms>) 
                 *last = format!("{fallback}{suffix}");
             }
         }
+        if matches!(key, FrameKey::Kernel { .. }) {
+            kernel_names.extend(list.iter().cloned());
+        }
         names.push(list);
     }
     Resolved {
         names,
         unknown_frames,
         kernel_hidden: sym.kernel_hidden(),
+        kernel_names,
         symbolize: sym.stats(),
     }
 }
@@ -324,6 +331,94 @@ pub fn write_text(
                 100.0 * count as f64 / kept as f64
             )?;
         }
+    }
+    Ok(())
+}
+
+/// The default count name of a flame graph for an event.
+fn default_countname(event: &str) -> &'static str {
+    match event {
+        "page-faults" | "faults" | "minor-faults" | "major-faults" => "pages",
+        e if e.contains(':') => "calls",
+        _ => "samples",
+    }
+}
+
+/// Draws the stacks of `event` as a flame graph with inferno.
+pub fn write_flamegraph(
+    cfg: &ReportConfig,
+    fg: &FlameConfig,
+    file: &PerfDataFile,
+    names: &[String],
+    event: Option<usize>,
+    agg: &Aggregate,
+    res: &Resolved,
+) -> Result<()> {
+    use inferno::flamegraph::{self, Direction, Options, Palette, color::Color, color::PaletteMap};
+    use std::str::FromStr;
+
+    let ev_name = event
+        .and_then(|e| names.get(e))
+        .map_or("samples", String::as_str);
+    let stacks = named_stacks(cfg, agg, res, event);
+    let mut lines: Vec<String> = stacks
+        .iter()
+        .map(|(frames, n)| format!("{} {n}", frames.join(";")))
+        .collect();
+    lines.sort();
+    let st = &agg.stats;
+    let kept: u64 = stacks.values().sum();
+    let command = if file.features.cmdline.is_empty() {
+        cfg.input.display().to_string()
+    } else {
+        file.features.cmdline.join(" ")
+    };
+    let mut palette_map = PaletteMap::default();
+    for k in &res.kernel_names {
+        palette_map.insert(
+            k,
+            Color {
+                r: 230,
+                g: 130,
+                b: 40,
+            },
+        );
+    }
+    let mut opts = Options::default();
+    opts.colors = Palette::from_str(&fg.colors).map_err(|e| anyhow::anyhow!(e))?;
+    opts.hash = true;
+    opts.deterministic = true;
+    opts.palette_map = Some(&mut palette_map);
+    opts.title = fg
+        .title
+        .clone()
+        .unwrap_or_else(|| format!("{ev_name}: {command}"));
+    opts.subtitle = Some(fg.subtitle.clone().unwrap_or_else(|| {
+        format!(
+            "memperf: {kept} samples of {ev_name}, {} lost, throttled {} times; kernel frames in orange",
+            st.lost + st.lost_samples,
+            st.throttled
+        )
+    }));
+    opts.count_name = fg
+        .countname
+        .clone()
+        .unwrap_or_else(|| default_countname(ev_name).to_string());
+    opts.image_width = fg.width;
+    if cfg.reverse {
+        // Leaf-first stacks hanging from the top: an icicle graph of callers.
+        opts.direction = Direction::Inverted;
+    }
+    let lines = lines.iter().map(String::as_str);
+    if fg.output.as_os_str() == "-" {
+        let stdout = std::io::stdout();
+        flamegraph::from_lines(&mut opts, lines, std::io::BufWriter::new(stdout.lock()))
+            .context("failed to draw the flame graph")?;
+    } else {
+        let f = std::fs::File::create(&fg.output)
+            .with_context(|| format!("failed to create `{}`", fg.output.display()))?;
+        flamegraph::from_lines(&mut opts, lines, std::io::BufWriter::new(f))
+            .with_context(|| format!("failed to write `{}`", fg.output.display()))?;
     }
     Ok(())
 }
