@@ -135,6 +135,16 @@ pub struct ReportArgs {
     #[arg(long)]
     pub kernel_annotate: bool,
 
+    /// Instead of stacks, count samples by where the fault address lies (`mapping`: each
+    /// mapping, `file`: per file with //anon, [heap], [stack] together) or by `comm` / `pid`.
+    #[arg(long, value_enum, value_name = "KEY", conflicts_with_all = ["folded", "flamegraph"])]
+    pub by: Option<ByKey>,
+
+    /// Instead of stacks, counts (and bytes for fault events) per event per interval, e.g.
+    /// `1s`, `100ms`.
+    #[arg(long, value_name = "INTERVAL", conflicts_with_all = ["folded", "flamegraph", "by"])]
+    pub timeline: Option<String>,
+
     /// Write a flame graph (SVG) to FILE (`-` for standard output).
     #[arg(long, value_name = "FILE", conflicts_with = "folded")]
     pub flamegraph: Option<PathBuf>,
@@ -168,6 +178,42 @@ pub struct ReportArgs {
     /// No progress bar.
     #[arg(short = 'q', long)]
     pub quiet: bool,
+}
+
+/// What `memperf report --by` groups samples by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ByKey {
+    /// Each mapping the fault address falls in (file, //anon, [heap], [stack], huge pages).
+    Mapping,
+    /// The file behind the mapping (all anonymous memory as //anon).
+    File,
+    /// The thread's command name.
+    Comm,
+    /// The process.
+    Pid,
+}
+
+/// Parses `1s`, `250ms`, `2` (seconds) into nanoseconds.
+pub fn parse_interval(s: &str) -> Result<u64> {
+    let t = s.trim();
+    let (num, scale) = if let Some(n) = t.strip_suffix("ms") {
+        (n, 1e6)
+    } else if let Some(n) = t.strip_suffix("us") {
+        (n, 1e3)
+    } else if let Some(n) = t.strip_suffix('s') {
+        (n, 1e9)
+    } else {
+        (t, 1e9)
+    };
+    let v: f64 = num
+        .trim()
+        .parse()
+        .with_context(|| format!("invalid interval `{s}`: expected e.g. 1s, 100ms"))?;
+    let ns = (v * scale).round();
+    if !ns.is_finite() || ns < 1.0 {
+        bail!("invalid interval `{s}`: it must be positive");
+    }
+    Ok(ns as u64)
 }
 
 /// Flame graph settings of `memperf report --flamegraph`.
@@ -220,6 +266,9 @@ pub struct ReportConfig {
     pub top: usize,
     pub quiet: bool,
     pub flamegraph: Option<FlameConfig>,
+    pub by: Option<ByKey>,
+    /// Nanoseconds.
+    pub timeline: Option<u64>,
 }
 
 /// Parses `START,END` in seconds into nanoseconds.
@@ -311,6 +360,8 @@ impl ReportArgs {
             kernel_annotate: self.kernel_annotate,
             top: self.top,
             quiet: self.quiet,
+            by: self.by,
+            timeline: self.timeline.as_deref().map(parse_interval).transpose()?,
             flamegraph: self.flamegraph.map(|output| FlameConfig {
                 output,
                 title: self.title,

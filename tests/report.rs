@@ -462,3 +462,72 @@ fn flame_graphs_name_the_chain_and_draw_kernel_frames_apart() {
         stderr(&bad)
     );
 }
+
+#[test]
+fn faults_by_mapping_file_comm_and_over_time() {
+    if !require_perf("report --by and --timeline") {
+        return;
+    }
+    let dir = scratch();
+    let out = dir.path().join("by.data");
+    record(
+        &out,
+        &["-e", "page-faults"],
+        &fixture("pagefault", Variant::NoFp),
+        &["500"],
+    );
+    let path = out.to_str().unwrap();
+    let total: u64 = folded(&report_ok(&["--folded", "-i", path]))
+        .iter()
+        .map(|(_, n)| n)
+        .sum();
+    let rows = |text: &str| -> Vec<(u64, String, String)> {
+        text.lines()
+            .filter(|l| !l.starts_with('#') && !l.trim().is_empty() && !l.contains("samples"))
+            .map(|l| {
+                let f: Vec<&str> = l.split_whitespace().collect();
+                let bytes = format!("{} {}", f[2], f[3]);
+                (f[0].parse().unwrap(), bytes, f[4..].join(" "))
+            })
+            .collect()
+    };
+    // The workload's buffer is one anonymous mapping: exactly its 500 pages, 2000 KiB.
+    let by_map = rows(&report_ok(&["--by", "mapping", "-i", path]));
+    let (n, bytes, label) = &by_map[0];
+    assert_eq!(*n, 500, "{by_map:?}");
+    assert_eq!(bytes, "2.0 MiB", "500 pages of 4 KiB");
+    assert!(label.starts_with("//anon 0x"), "{label}");
+    assert_eq!(by_map.iter().map(|r| r.0).sum::<u64>(), total);
+    // Per file, all anonymous memory together; the binary and libc have their faults.
+    let by_file = rows(&report_ok(&["--by", "file", "-i", path]));
+    assert_eq!(by_file[0].2, "//anon");
+    assert!(by_file[0].0 >= 500);
+    assert!(
+        by_file.iter().any(|r| r.2.ends_with("/pagefault-nofp")),
+        "{by_file:?}"
+    );
+    assert!(
+        by_file.iter().any(|r| r.2.contains("libc.so")),
+        "{by_file:?}"
+    );
+    // One command.
+    let by_comm = rows(&report_ok(&["--by", "comm", "-i", path]));
+    assert_eq!(by_comm.len(), 1);
+    assert_eq!(
+        (by_comm[0].0, by_comm[0].2.as_str()),
+        (total, "pagefault-nofp")
+    );
+    // A run of well under a minute is one interval of a minute.
+    let tl = report_ok(&["--timeline", "60s", "-i", path]);
+    let data: Vec<&str> = tl.lines().filter(|l| !l.starts_with('#')).collect();
+    assert_eq!(data.len(), 2, "{tl}");
+    let f: Vec<&str> = data[1].split_whitespace().collect();
+    assert_eq!((f[0], f[1]), ("0.000", total.to_string().as_str()), "{tl}");
+    let bad = report(&["--timeline", "0s", "-i", path]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(
+        stderr(&bad).contains("invalid interval"),
+        "{}",
+        stderr(&bad)
+    );
+}

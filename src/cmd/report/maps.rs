@@ -162,6 +162,14 @@ impl ProcessMaps {
         }
     }
 
+    /// The module and the bounds of the mapping holding `addr` in `pid`.
+    pub fn mapping_of(&self, pid: u32, addr: u64) -> Option<(u32, u64, u64)> {
+        let maps = self.by_pid.get(&pid)?;
+        let i = maps.partition_point(|m| m.start <= addr);
+        let m = maps.get(i.checked_sub(1)?)?;
+        (addr < m.end).then_some((m.module, m.start, m.end))
+    }
+
     /// The module and file offset of `addr` in `pid`.
     pub fn lookup(&self, pid: u32, addr: u64) -> Option<(u32, u64)> {
         let maps = self.by_pid.get(&pid)?;

@@ -12,7 +12,7 @@ use anyhow::{Context, Result, bail};
 use perf_event_open_sys::bindings as b;
 use rustc_hash::FxHashMap;
 
-use crate::cli::{Prefix, ReportConfig, StackSpace};
+use crate::cli::{ByKey, Prefix, ReportConfig, StackSpace};
 use crate::perfdata::{PerfDataError, PerfDataFile, RawFileRecord};
 use crate::record::{self, ParseInfo, Record, Sample};
 use crate::stacks::{FrameId, FrameTable, StackId, StackTable};
@@ -86,6 +86,10 @@ pub struct Aggregate {
     pub counts: FxHashMap<(usize, u32, StackId), u64>,
     pub maps: ProcessMaps,
     pub stats: ReadStats,
+    /// `--by`: (event, label) → samples.
+    pub by: FxHashMap<(usize, String), u64>,
+    /// `--timeline`: (interval index, event) → samples.
+    pub timeline: std::collections::BTreeMap<(u64, usize), u64>,
     pub kernel_frames: bool,
 }
 
@@ -140,6 +144,17 @@ pub fn run(cfg: ReportConfig) -> Result<i32> {
     }
     let kallsyms = kallsyms.and_then(|h| h.join().ok().flatten());
     let mut resolved = output::resolve(&cfg, &agg, kallsyms);
+    if cfg.by.is_some() || cfg.timeline.is_some() {
+        let stdout = std::io::stdout();
+        let mut out = std::io::BufWriter::new(stdout.lock());
+        if let Some(by) = cfg.by {
+            output::write_by(&cfg, by, &names, &agg, &mut out)?;
+        } else if let Some(interval) = cfg.timeline {
+            output::write_timeline(&cfg, interval, &names, &agg, &mut out)?;
+        }
+        std::io::Write::flush(&mut out)?;
+        return Ok(0);
+    }
     if let Some(fg) = &cfg.flamegraph {
         let event = event_filter.or(with_samples.first().copied());
         output::write_flamegraph(&cfg, fg, &file, &names, event, &agg, &resolved)?;
@@ -224,6 +239,8 @@ pub fn read(
                 ..ReadStats::default()
             },
             kernel_frames: false,
+            by: FxHashMap::default(),
+            timeline: std::collections::BTreeMap::new(),
         },
         leaf_first: Vec::new(),
         user_frames: Vec::new(),
@@ -510,6 +527,17 @@ impl Reader<'_> {
         }
         self.agg.stats.kept[ev] += 1;
         let (pid, tid) = (s.pid.unwrap_or(0), s.tid.unwrap_or(0));
+        if let Some(interval) = self.cfg.timeline {
+            let start = self.agg.stats.first_time.unwrap_or(0);
+            let slot = s.time.unwrap_or(start).saturating_sub(start) / interval;
+            *self.agg.timeline.entry((slot, ev)).or_insert(0) += 1;
+            return;
+        }
+        if let Some(by) = self.cfg.by {
+            let label = self.by_label(by, pid, tid, s.addr);
+            *self.agg.by.entry((ev, label)).or_insert(0) += 1;
+            return;
+        }
         self.leaf_first.clear();
         let space = self.cfg.space;
         let mut user_seen = false;
@@ -570,6 +598,37 @@ impl Reader<'_> {
         };
         let prefix = self.agg.prefixes.intern(&prefix);
         *self.agg.counts.entry((ev, prefix, stack)).or_insert(0) += 1;
+    }
+
+    /// Where a sample's data address lies, or who took it, for `--by`.
+    fn by_label(&self, by: ByKey, pid: u32, tid: u32, addr: Option<u64>) -> String {
+        match by {
+            ByKey::Comm => return self.comm_of(pid, tid),
+            ByKey::Pid => return format!("{} {pid}", self.comm_of(pid, tid)),
+            ByKey::Mapping | ByKey::File => {}
+        }
+        let Some(addr) = addr else {
+            return "[no address recorded]".to_string();
+        };
+        let Some((module, start, end)) = self.agg.maps.mapping_of(pid, addr) else {
+            return "[unmapped]".to_string();
+        };
+        let m = self.agg.maps.module(module);
+        let path = String::from_utf8_lossy(&m.path);
+        let huge = path.contains("anon_hugepage") || path.starts_with("/dev/hugepages");
+        let name = match m.kind() {
+            maps::ModuleKind::Anon if !huge => "//anon".to_string(),
+            _ => path.into_owned(),
+        };
+        let name = if huge {
+            format!("{name} (huge pages)")
+        } else {
+            name
+        };
+        match by {
+            ByKey::Mapping => format!("{name} {start:#x}-{end:#x}"),
+            _ => name,
+        }
     }
 
     fn kernel_frame(&mut self, addr: u64, ret: bool) {

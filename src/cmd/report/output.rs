@@ -5,7 +5,7 @@ use std::io::Write;
 
 use anyhow::{Context, Result};
 
-use crate::cli::{FlameConfig, ReportConfig};
+use crate::cli::{ByKey, FlameConfig, ReportConfig};
 use crate::perfdata::PerfDataFile;
 use crate::stacks::FrameId;
 use crate::symbolize::{
@@ -419,6 +419,124 @@ pub fn write_flamegraph(
             .with_context(|| format!("failed to create `{}`", fg.output.display()))?;
         flamegraph::from_lines(&mut opts, lines, std::io::BufWriter::new(f))
             .with_context(|| format!("failed to write `{}`", fg.output.display()))?;
+    }
+    Ok(())
+}
+
+/// Fault events weigh one page per sample; other events have no byte weight yet.
+fn bytes_per_sample(event: &str) -> Option<u64> {
+    matches!(
+        event,
+        "page-faults" | "faults" | "minor-faults" | "major-faults"
+    )
+    .then(|| crate::sys::page_size() as u64)
+}
+
+fn human_bytes(b: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = b as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < UNITS.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{b} B")
+    } else {
+        format!("{v:.1} {}", UNITS[u])
+    }
+}
+
+/// `--by KEY`: samples (and bytes for fault events) per mapping, file, comm or pid.
+pub fn write_by(
+    cfg: &ReportConfig,
+    by: ByKey,
+    names: &[String],
+    agg: &Aggregate,
+    out: &mut dyn Write,
+) -> Result<()> {
+    let key = match by {
+        ByKey::Mapping => "mapping",
+        ByKey::File => "file",
+        ByKey::Comm => "comm",
+        ByKey::Pid => "pid",
+    };
+    for (i, name) in names.iter().enumerate() {
+        let total = agg.stats.kept.get(i).copied().unwrap_or(0);
+        if total == 0 {
+            continue;
+        }
+        let mut rows: Vec<(&str, u64)> = agg
+            .by
+            .iter()
+            .filter(|((ev, _), _)| *ev == i)
+            .map(|((_, label), &n)| (label.as_str(), n))
+            .collect();
+        rows.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(b.0)));
+        let per = bytes_per_sample(name);
+        writeln!(
+            out,
+            "# {name} by {key} ({total} samples) in {}",
+            cfg.input.display()
+        )?;
+        writeln!(out, "{:>12} {:>8} {:>12}  {key}", "samples", "%", "bytes")?;
+        for (label, n) in rows {
+            let bytes = per.map_or_else(|| "-".to_string(), |p| human_bytes(n * p));
+            writeln!(
+                out,
+                "{n:>12} {:>7.2}% {bytes:>12}  {label}",
+                100.0 * n as f64 / total as f64
+            )?;
+        }
+        writeln!(out)?;
+    }
+    Ok(())
+}
+
+/// `--timeline INTERVAL`: samples (and bytes) per event per interval from the first sample.
+pub fn write_timeline(
+    cfg: &ReportConfig,
+    interval: u64,
+    names: &[String],
+    agg: &Aggregate,
+    out: &mut dyn Write,
+) -> Result<()> {
+    let shown: Vec<usize> = (0..names.len())
+        .filter(|&i| agg.stats.kept.get(i).copied().unwrap_or(0) > 0)
+        .collect();
+    writeln!(
+        out,
+        "# samples per {:.3} s from the first sample, in {}",
+        interval as f64 / 1e9,
+        cfg.input.display()
+    )?;
+    let mut header = format!("{:>10}", "start s");
+    for &i in &shown {
+        header.push_str(&format!(" {:>24}", names[i]));
+        if bytes_per_sample(&names[i]).is_some() {
+            header.push_str(&format!(" {:>12}", "bytes"));
+        }
+    }
+    writeln!(out, "{header}")?;
+    let last = agg
+        .timeline
+        .keys()
+        .map(|&(slot, _)| slot)
+        .max()
+        .unwrap_or(0);
+    if agg.timeline.is_empty() {
+        return Ok(());
+    }
+    for slot in 0..=last {
+        let mut line = format!("{:>10.3}", (slot * interval) as f64 / 1e9);
+        for &i in &shown {
+            let n = agg.timeline.get(&(slot, i)).copied().unwrap_or(0);
+            line.push_str(&format!(" {n:>24}"));
+            if let Some(p) = bytes_per_sample(&names[i]) {
+                line.push_str(&format!(" {:>12}", human_bytes(n * p)));
+            }
+        }
+        writeln!(out, "{line}")?;
     }
     Ok(())
 }
