@@ -145,6 +145,13 @@ pub struct ReportArgs {
     #[arg(long, value_name = "INTERVAL", conflicts_with_all = ["folded", "flamegraph", "by"])]
     pub timeline: Option<String>,
 
+    /// What each sample weighs in stacks: `count` (1), or `bytes`: a page per fault, the
+    /// growth of the break for sys_enter_brk, the length for sys_enter_mmap/munmap,
+    /// bytes_alloc for kmem:kmalloc and kmem_cache_alloc, PAGE_SIZE << order for
+    /// kmem:mm_page_alloc.
+    #[arg(long, value_enum, default_value = "count")]
+    pub weight: Weight,
+
     /// Write a flame graph (SVG) to FILE (`-` for standard output).
     #[arg(long, value_name = "FILE", conflicts_with = "folded")]
     pub flamegraph: Option<PathBuf>,
@@ -178,6 +185,13 @@ pub struct ReportArgs {
     /// No progress bar.
     #[arg(short = 'q', long)]
     pub quiet: bool,
+}
+
+/// What a sample weighs in `memperf report`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Weight {
+    Count,
+    Bytes,
 }
 
 /// What `memperf report --by` groups samples by.
@@ -267,6 +281,7 @@ pub struct ReportConfig {
     pub quiet: bool,
     pub flamegraph: Option<FlameConfig>,
     pub by: Option<ByKey>,
+    pub weight: Weight,
     /// Nanoseconds.
     pub timeline: Option<u64>,
 }
@@ -361,6 +376,7 @@ impl ReportArgs {
             top: self.top,
             quiet: self.quiet,
             by: self.by,
+            weight: self.weight,
             timeline: self.timeline.as_deref().map(parse_interval).transpose()?,
             flamegraph: self.flamegraph.map(|output| FlameConfig {
                 output,

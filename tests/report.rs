@@ -531,3 +531,58 @@ fn faults_by_mapping_file_comm_and_over_time() {
         stderr(&bad)
     );
 }
+
+#[test]
+fn byte_weights_of_faults_brk_and_mmap() {
+    if !require_perf("byte weights") {
+        return;
+    }
+    let dir = scratch();
+    let weigh = |fixture_name: &str, event: &str, n: u32, needle: &str| -> (u64, String) {
+        let out = dir.path().join(format!("{fixture_name}.data"));
+        record(
+            &out,
+            &["-e", event],
+            &fixture(fixture_name, Variant::NoFp),
+            &[&n.to_string()],
+        );
+        let path = out.to_str().unwrap();
+        let bytes: u64 = folded(&report_ok(&["--folded", "--weight", "bytes", "-i", path]))
+            .iter()
+            .filter(|(s, _)| s.contains(needle))
+            .map(|(_, n)| n)
+            .sum();
+        (bytes, report_ok(&["--weight", "bytes", "-i", path]))
+    };
+    let page = 4096;
+    // A page per fault.
+    let (pf, _) = weigh("pagefault", "page-faults", 300, CHAIN_ROOT_FIRST);
+    assert_eq!(pf, 300 * page);
+    // mmap: the fixture maps 1, 2, ... N pages.
+    let (mm, _) = weigh("mmap", "syscalls:sys_enter_mmap", 40, "map_regions");
+    assert_eq!(mm, 40 * 41 / 2 * page);
+    // brk: N calls of sbrk(8192); the first one's starting break is unknown (weighs 0, and
+    // the header says so), every later one grows the break by 8192.
+    let (brk, text) = weigh("brk", "syscalls:sys_enter_brk", 64, "grow_heap");
+    assert_eq!(brk, 63 * 8192, "{text}");
+    assert!(
+        text.contains("1 brk calls with no earlier break weigh 0"),
+        "{text}"
+    );
+    assert!(text.contains("most bytes first"), "{text}");
+
+    let out = dir.path().join("cpu.data");
+    record(
+        &out,
+        &["-e", "task-clock"],
+        &fixture("pagefault", Variant::NoFp),
+        &["10"],
+    );
+    let o = report(&["--weight", "bytes", "-i", out.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("no size is known for task-clock"),
+        "{}",
+        stderr(&o)
+    );
+}

@@ -10,7 +10,7 @@ mod features;
 mod reader;
 #[cfg(test)]
 mod tests;
-mod tracing_data;
+pub mod tracing_data;
 mod writer;
 
 pub use features::{BuildIdEntry, Features, ReadFeatures};

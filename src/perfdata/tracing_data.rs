@@ -75,3 +75,142 @@ fn page_size() -> u32 {
         })
         .unwrap_or(4096)
 }
+
+/// One field of a tracepoint's raw record, from its `format` text.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FieldFormat {
+    pub name: String,
+    pub offset: usize,
+    pub size: usize,
+    pub signed: bool,
+}
+
+impl FieldFormat {
+    /// The field's value in a sample's raw data (native endian; integers up to 8 bytes).
+    pub fn read(&self, raw: &[u8]) -> Option<u64> {
+        let b = raw.get(self.offset..self.offset.checked_add(self.size)?)?;
+        let mut buf = [0u8; 8];
+        match self.size {
+            1 | 2 | 4 | 8 => buf[..self.size].copy_from_slice(b),
+            _ => return None,
+        }
+        Some(u64::from_ne_bytes(buf))
+    }
+}
+
+/// A tracepoint's layout: its id (the attr's `config`), name and fields.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EventFormat {
+    pub id: u64,
+    pub name: String,
+    pub fields: Vec<FieldFormat>,
+}
+
+impl EventFormat {
+    pub fn field(&self, name: &str) -> Option<&FieldFormat> {
+        self.fields.iter().find(|f| f.name == name)
+    }
+
+    /// Parses one `format` file's text.
+    pub fn parse(text: &str) -> Option<EventFormat> {
+        let mut name = None;
+        let mut id = None;
+        let mut fields = Vec::new();
+        for line in text.lines() {
+            let line = line.trim();
+            if let Some(n) = line.strip_prefix("name:") {
+                name = Some(n.trim().to_string());
+            } else if let Some(i) = line.strip_prefix("ID:") {
+                id = i.trim().parse().ok();
+            } else if line.starts_with("field:") {
+                fields.extend(parse_field(line));
+            } else if line.starts_with("print fmt:") {
+                break;
+            }
+        }
+        Some(EventFormat {
+            id: id?,
+            name: name?,
+            fields,
+        })
+    }
+}
+
+/// `field:unsigned long len;\toffset:24;\tsize:8;\tsigned:0;`
+fn parse_field(line: &str) -> Option<FieldFormat> {
+    let mut decl = None;
+    let (mut offset, mut size, mut signed) = (None, None, false);
+    for part in line.split(';') {
+        let part = part.trim();
+        if let Some(d) = part.strip_prefix("field:") {
+            decl = Some(d.trim());
+        } else if let Some(v) = part.strip_prefix("offset:") {
+            offset = v.trim().parse().ok();
+        } else if let Some(v) = part.strip_prefix("size:") {
+            size = v.trim().parse().ok();
+        } else if let Some(v) = part.strip_prefix("signed:") {
+            signed = v.trim() == "1";
+        }
+    }
+    // The name is the declaration's last word, without an array suffix.
+    let last = decl?.split_whitespace().last()?;
+    let name = last.split('[').next()?.trim_start_matches('*').to_string();
+    Some(FieldFormat {
+        name,
+        offset: offset?,
+        size: size?,
+        signed,
+    })
+}
+
+/// Every event format in a TRACING_DATA blob, found by its text (`name:`, `ID:`,
+/// `format:` lines), which is how both perf's and memperf's blobs store them.
+pub fn parse_event_formats(blob: &[u8]) -> Vec<EventFormat> {
+    let text = String::from_utf8_lossy(blob);
+    let mut out = Vec::new();
+    let mut rest: &str = &text;
+    while let Some(at) = rest.find("name: ") {
+        let chunk = &rest[at..];
+        let end = chunk[1..].find("name: ").map_or(chunk.len(), |e| e + 1);
+        if let Some(f) = EventFormat::parse(&chunk[..end]) {
+            out.push(f);
+        }
+        rest = &chunk[end..];
+    }
+    out
+}
+
+#[cfg(test)]
+mod format_tests {
+    use super::*;
+
+    const BRK: &str = "name: sys_enter_brk\nID: 695\nformat:\n\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\n\tfield:int __syscall_nr;\toffset:8;\tsize:4;\tsigned:1;\n\tfield:unsigned long brk;\toffset:16;\tsize:8;\tsigned:0;\n\nprint fmt: \"brk: 0x%08lx\", ((unsigned long)(REC->brk))\n";
+
+    #[test]
+    fn parses_fields_and_reads_values() {
+        let f = EventFormat::parse(BRK).unwrap();
+        assert_eq!((f.id, f.name.as_str()), (695, "sys_enter_brk"));
+        let brk = f.field("brk").unwrap();
+        assert_eq!((brk.offset, brk.size, brk.signed), (16, 8, false));
+        assert!(f.field("__syscall_nr").unwrap().signed);
+        let mut raw = vec![0u8; 24];
+        raw[16..24].copy_from_slice(&0x5555_0000u64.to_ne_bytes());
+        assert_eq!(brk.read(&raw), Some(0x5555_0000));
+        assert_eq!(brk.read(&raw[..20]), None, "short raw data");
+    }
+
+    #[test]
+    fn finds_every_format_in_a_blob() {
+        let mut blob = b"\x17\x08\x44tracing0.6\0junk".to_vec();
+        blob.extend_from_slice(BRK.as_bytes());
+        blob.extend_from_slice(b"\0\0\0\x08");
+        blob.extend_from_slice(
+            BRK.replace("695", "696")
+                .replace("_brk", "_mmap")
+                .as_bytes(),
+        );
+        let all = parse_event_formats(&blob);
+        assert_eq!(all.len(), 2);
+        assert_eq!((all[1].id, all[1].name.as_str()), (696, "sys_enter_mmap"));
+    }
+}

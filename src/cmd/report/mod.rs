@@ -12,7 +12,8 @@ use anyhow::{Context, Result, bail};
 use perf_event_open_sys::bindings as b;
 use rustc_hash::FxHashMap;
 
-use crate::cli::{ByKey, Prefix, ReportConfig, StackSpace};
+use crate::cli::{ByKey, Prefix, ReportConfig, StackSpace, Weight};
+use crate::perfdata::tracing_data::{EventFormat, FieldFormat, parse_event_formats};
 use crate::perfdata::{PerfDataError, PerfDataFile, RawFileRecord};
 use crate::record::{self, ParseInfo, Record, Sample};
 use crate::stacks::{FrameId, FrameTable, StackId, StackTable};
@@ -75,6 +76,58 @@ pub struct ReadStats {
     pub first_time: Option<u64>,
     pub last_time: Option<u64>,
     pub records: u64,
+    /// `--weight bytes`: bytes the break shrank by (not in the stacks), and brk calls whose
+    /// starting break was unknown (weighed 0).
+    pub brk_shrunk: u64,
+    pub brk_unknown_base: u64,
+}
+
+/// How a sample of an event is weighed under `--weight bytes`.
+#[derive(Debug, Clone)]
+pub enum Weigher {
+    /// A fixed size per sample (a page per fault).
+    Fixed(u64),
+    /// The growth of the break since the process's previous brk.
+    BrkGrowth(FieldFormat),
+    /// A size field of the tracepoint (mmap len, kmalloc bytes_alloc).
+    Field(FieldFormat),
+    /// PAGE_SIZE << order.
+    PageOrder(FieldFormat),
+    /// No size known for this event.
+    None,
+}
+
+/// The weigher of each event, from its name and its tracepoint format.
+pub fn weighers(file: &PerfDataFile, names: &[String]) -> Vec<Weigher> {
+    let formats: Vec<EventFormat> = file
+        .features
+        .tracing_data
+        .as_deref()
+        .map(parse_event_formats)
+        .unwrap_or_default();
+    let page = crate::sys::page_size() as u64;
+    names
+        .iter()
+        .zip(&file.events)
+        .map(|(name, desc)| {
+            let tp = desc.attr.type_ == b::PERF_TYPE_TRACEPOINT;
+            let format = formats.iter().find(|f| tp && f.id == desc.attr.config);
+            let field = |n: &str| format.and_then(|f| f.field(n)).cloned();
+            let short = name.rsplit(':').next().unwrap_or(name);
+            match short {
+                "page-faults" | "faults" | "minor-faults" | "major-faults" => Weigher::Fixed(page),
+                "sys_enter_brk" => field("brk").map_or(Weigher::None, Weigher::BrkGrowth),
+                "sys_enter_mmap" | "sys_enter_munmap" | "sys_enter_mremap" => field("len")
+                    .or_else(|| field("new_len"))
+                    .map_or(Weigher::None, Weigher::Field),
+                "kmalloc" | "kmem_cache_alloc" | "kmalloc_node" | "kmem_cache_alloc_node" => {
+                    field("bytes_alloc").map_or(Weigher::None, Weigher::Field)
+                }
+                "mm_page_alloc" => field("order").map_or(Weigher::None, Weigher::PageOrder),
+                _ => Weigher::None,
+            }
+        })
+        .collect()
 }
 
 /// The aggregated stacks of one file.
@@ -102,6 +155,9 @@ struct Reader<'c> {
     leaf_first: Vec<FrameId>,
     user_frames: Vec<u64>,
     event_filter: Option<usize>,
+    weighers: Vec<Weigher>,
+    /// The last nonzero brk argument of each process.
+    last_brk: FxHashMap<u32, u64>,
     /// (pid, address, is return address) → frame, valid until a mapping changes.
     frame_memo: FxHashMap<(u32, u64, bool), FrameId>,
 }
@@ -128,6 +184,22 @@ pub fn run(cfg: ReportConfig) -> Result<i32> {
         })?),
         None => None,
     };
+    if cfg.weight == Weight::Bytes {
+        let w = weighers(&file, &names);
+        let no_size: Vec<&str> = (0..names.len())
+            .filter(|&i| event_filter.is_none_or(|e| e == i))
+            .filter(|&i| matches!(w[i], Weigher::None))
+            .map(|i| names[i].as_str())
+            .collect();
+        if !no_size.is_empty() {
+            bail!(
+                "--weight bytes: no size is known for {}; sizes exist for fault events, \
+                 syscalls:sys_enter_brk/mmap/munmap, kmem:kmalloc, kmem:kmem_cache_alloc and \
+                 kmem:mm_page_alloc (choose one with --event)",
+                no_size.join(", ")
+            );
+        }
+    }
     let agg = read(&cfg, &file, event_filter)?;
     let with_samples: Vec<usize> = (0..names.len())
         .filter(|&i| agg.stats.kept.get(i).copied().unwrap_or(0) > 0)
@@ -246,6 +318,8 @@ pub fn read(
         user_frames: Vec::new(),
         event_filter,
         frame_memo: FxHashMap::default(),
+        weighers: weighers(file, &event_names(file)),
+        last_brk: FxHashMap::default(),
     };
     let progress = progress_bar(cfg, file);
     let mut round: Vec<Parsed<'_>> = Vec::new();
@@ -597,7 +671,42 @@ impl Reader<'_> {
             Prefix::Tid => format!("{}-{pid}/{tid}", self.comm_of(pid, tid)),
         };
         let prefix = self.agg.prefixes.intern(&prefix);
-        *self.agg.counts.entry((ev, prefix, stack)).or_insert(0) += 1;
+        let weight = match self.cfg.weight {
+            Weight::Count => 1,
+            Weight::Bytes => self.weigh(ev, pid, s),
+        };
+        *self.agg.counts.entry((ev, prefix, stack)).or_insert(0) += weight;
+    }
+
+    /// A sample's size in bytes under `--weight bytes`.
+    fn weigh(&mut self, ev: usize, pid: u32, s: &Sample<'_>) -> u64 {
+        let raw = s.raw.unwrap_or(&[]);
+        match self.weighers.get(ev) {
+            Some(Weigher::Fixed(n)) => *n,
+            Some(Weigher::Field(f)) => f.read(raw).unwrap_or(0),
+            Some(Weigher::PageOrder(f)) => f
+                .read(raw)
+                .filter(|&o| o < 32)
+                .map_or(0, |o| (crate::sys::page_size() as u64) << o),
+            Some(Weigher::BrkGrowth(f)) => {
+                let Some(new) = f.read(raw).filter(|&v| v != 0) else {
+                    // brk(0) asks for the current break.
+                    return 0;
+                };
+                match self.last_brk.insert(pid, new) {
+                    Some(prev) if new >= prev => new - prev,
+                    Some(prev) => {
+                        self.agg.stats.brk_shrunk += prev - new;
+                        0
+                    }
+                    None => {
+                        self.agg.stats.brk_unknown_base += 1;
+                        0
+                    }
+                }
+            }
+            Some(Weigher::None) | None => 0,
+        }
     }
 
     /// Where a sample's data address lies, or who took it, for `--by`.

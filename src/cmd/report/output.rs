@@ -279,6 +279,13 @@ pub fn write_text(
             "# kernel frames are unnamed: kernel.kptr_restrict hides /proc/kallsyms addresses (run as root or set it to 0)"
         )?;
     }
+    if cfg.weight == crate::cli::Weight::Bytes && (st.brk_shrunk > 0 || st.brk_unknown_base > 0) {
+        writeln!(
+            out,
+            "# brk: the break shrank by {} bytes (not in the stacks); {} brk calls with no earlier break weigh 0",
+            st.brk_shrunk, st.brk_unknown_base
+        )?;
+    }
     if st.malformed > 0 {
         writeln!(
             out,
@@ -296,19 +303,24 @@ pub fn write_text(
         if cfg.event.as_ref().is_some_and(|e| e != name) {
             continue;
         }
-        let kept = st.kept.get(i).copied().unwrap_or(0);
-        if kept == 0 {
+        if st.kept.get(i).copied().unwrap_or(0) == 0 {
             continue;
         }
         let stacks = named_stacks(cfg, agg, res, Some(i));
+        // Samples, or bytes under --weight bytes.
+        let kept: u64 = stacks.values().sum::<u64>().max(1);
         let mut ranked: Vec<(&Vec<String>, u64)> = stacks.iter().map(|(k, &v)| (k, v)).collect();
         ranked.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(b.0)));
         writeln!(out)?;
         writeln!(
             out,
-            "# {name}: top {} of {} stacks, most samples first",
+            "# {name}: top {} of {} stacks, most {} first",
             cfg.top.min(ranked.len()),
-            ranked.len()
+            ranked.len(),
+            match cfg.weight {
+                crate::cli::Weight::Count => "samples",
+                crate::cli::Weight::Bytes => "bytes",
+            }
         )?;
         for (frames, count) in ranked.into_iter().take(cfg.top) {
             writeln!(out)?;
@@ -400,10 +412,10 @@ pub fn write_flamegraph(
             st.throttled
         )
     }));
-    opts.count_name = fg
-        .countname
-        .clone()
-        .unwrap_or_else(|| default_countname(ev_name).to_string());
+    opts.count_name = fg.countname.clone().unwrap_or_else(|| match cfg.weight {
+        crate::cli::Weight::Bytes => "bytes".to_string(),
+        crate::cli::Weight::Count => default_countname(ev_name).to_string(),
+    });
     opts.image_width = fg.width;
     if cfg.reverse {
         // Leaf-first stacks hanging from the top: an icicle graph of callers.
