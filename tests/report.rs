@@ -586,3 +586,66 @@ fn byte_weights_of_faults_brk_and_mmap() {
         stderr(&o)
     );
 }
+
+#[test]
+fn script_output_folds_like_the_report() {
+    if !require_perf("memperf script") {
+        return;
+    }
+    let dir = scratch();
+    let out = dir.path().join("s.data");
+    record(
+        &out,
+        &["-e", "page-faults"],
+        &fixture("pagefault", Variant::NoFp),
+        &["300"],
+    );
+    let path = out.to_str().unwrap();
+    let script = String::from_utf8(run_memperf(&["script", "-q", "-i", path]).stdout).unwrap();
+    // perf script's layout, read by the same parser that reads perf's own output.
+    let samples = parse_perf_script(&script);
+    let mut from_script: BTreeMap<String, u64> = BTreeMap::new();
+    for s in &samples {
+        let mut frames = vec![s.comm.clone()];
+        frames.extend(s.frames.iter().rev().cloned());
+        *from_script.entry(frames.join(";")).or_insert(0) += 1;
+    }
+    let from_report: BTreeMap<String, u64> = folded(&report_ok(&["--folded", "-i", path]))
+        .into_iter()
+        .collect();
+    assert_eq!(from_script, from_report);
+    assert!(samples.iter().all(|s| s.event == "page-faults"));
+    let first = samples.iter().find(|s| s.has_frame("touch_pages")).unwrap();
+    assert!(
+        first.header.starts_with("pagefault-nofp "),
+        "{}",
+        first.header
+    );
+    assert!(script.contains(" touch_pages+0x"), "symbol offsets");
+    assert!(script.contains("/pagefault-nofp)"), "dso names");
+
+    // Tracepoint fields, decoded from the formats in the file.
+    let out = dir.path().join("brk.data");
+    record(
+        &out,
+        &["-e", "syscalls:sys_enter_brk"],
+        &fixture("brk", Variant::NoFp),
+        &["4"],
+    );
+    let o = run_memperf(&[
+        "script",
+        "-q",
+        "-F",
+        "comm,pid,tid,event,trace",
+        "-i",
+        out.to_str().unwrap(),
+    ]);
+    let text = String::from_utf8(o.stdout).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(lines.len() >= 5, "{text}");
+    assert!(
+        lines.iter().all(|l| l.starts_with("brk-nofp ")
+            && l.contains(" syscalls:sys_enter_brk: __syscall_nr=0xc brk=0x")),
+        "{text}"
+    );
+}

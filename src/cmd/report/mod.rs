@@ -144,6 +144,24 @@ pub struct Aggregate {
     /// `--timeline`: (interval index, event) → samples.
     pub timeline: std::collections::BTreeMap<(u64, usize), u64>,
     pub kernel_frames: bool,
+    /// `memperf script`: every kept sample, in time order.
+    pub rows: Vec<ScriptRow>,
+}
+
+/// One sample kept for `memperf script`.
+#[derive(Debug, Clone)]
+pub struct ScriptRow {
+    pub ev: usize,
+    pub comm: u32,
+    pub pid: u32,
+    pub tid: u32,
+    pub cpu: Option<u32>,
+    pub time: Option<u64>,
+    pub period: Option<u64>,
+    pub addr: Option<u64>,
+    /// Tracepoint payload.
+    pub raw: Vec<u8>,
+    pub stack: StackId,
 }
 
 struct Reader<'c> {
@@ -216,6 +234,19 @@ pub fn run(cfg: ReportConfig) -> Result<i32> {
     }
     let kallsyms = kallsyms.and_then(|h| h.join().ok().flatten());
     let mut resolved = output::resolve(&cfg, &agg, kallsyms);
+    if let Some(fields) = &cfg.script {
+        let formats: Vec<EventFormat> = file
+            .features
+            .tracing_data
+            .as_deref()
+            .map(parse_event_formats)
+            .unwrap_or_default();
+        let stdout = std::io::stdout();
+        let mut out = std::io::BufWriter::new(stdout.lock());
+        output::write_script(fields, &file, &names, &formats, &agg, &resolved, &mut out)?;
+        std::io::Write::flush(&mut out)?;
+        return Ok(0);
+    }
     if cfg.by.is_some() || cfg.timeline.is_some() {
         let stdout = std::io::stdout();
         let mut out = std::io::BufWriter::new(stdout.lock());
@@ -313,6 +344,7 @@ pub fn read(
             kernel_frames: false,
             by: FxHashMap::default(),
             timeline: std::collections::BTreeMap::new(),
+            rows: Vec::new(),
         },
         leaf_first: Vec::new(),
         user_frames: Vec::new(),
@@ -671,6 +703,21 @@ impl Reader<'_> {
             Prefix::Tid => format!("{}-{pid}/{tid}", self.comm_of(pid, tid)),
         };
         let prefix = self.agg.prefixes.intern(&prefix);
+        if self.cfg.script.is_some() {
+            self.agg.rows.push(ScriptRow {
+                ev,
+                comm: prefix,
+                pid,
+                tid,
+                cpu: s.cpu,
+                time: s.time,
+                period: s.period,
+                addr: s.addr,
+                raw: s.raw.map(<[u8]>::to_vec).unwrap_or_default(),
+                stack,
+            });
+            return;
+        }
         let weight = match self.cfg.weight {
             Weight::Count => 1,
             Weight::Bytes => self.weigh(ev, pid, s),

@@ -5,8 +5,9 @@ use std::io::Write;
 
 use anyhow::{Context, Result};
 
-use crate::cli::{ByKey, FlameConfig, ReportConfig};
+use crate::cli::{ByKey, FlameConfig, ReportConfig, ScriptField};
 use crate::perfdata::PerfDataFile;
+use crate::perfdata::tracing_data::EventFormat;
 use crate::stacks::FrameId;
 use crate::symbolize::{
     Frame, Kallsyms, ModuleKey, SymbolizeOptions, SymbolizeStats, Symbolized, Symbolizer,
@@ -24,6 +25,16 @@ pub struct Resolved {
     pub kernel_hidden: bool,
     /// Names of kernel frames, drawn apart in flame graphs.
     pub kernel_names: rustc_hash::FxHashSet<String>,
+    /// What `memperf script` prints for each frame.
+    pub info: Vec<FrameInfo>,
+}
+
+/// A frame as perf script prints it: `addr sym+off (dso)`.
+pub struct FrameInfo {
+    pub addr: u64,
+    pub sym: Option<String>,
+    pub off: Option<u64>,
+    pub dso: String,
 }
 
 fn frame_text(cfg: &ReportConfig, f: &Frame, fallback: &str) -> String {
@@ -53,6 +64,7 @@ pub fn resolve(cfg: &ReportConfig, agg: &Aggregate, kallsyms: Option<Kallsyms>) 
     let mut names = Vec::with_capacity(agg.frames.len());
     let mut unknown_frames = 0;
     let mut kernel_names = rustc_hash::FxHashSet::default();
+    let mut info = Vec::with_capacity(agg.frames.len());
     for (_, key) in agg.frames.iter() {
         let (symbolized, fallback, suffix) = match *key {
             FrameKey::Kernel { addr, ret } => {
@@ -138,6 +150,28 @@ pub fn resolve(cfg: &ReportConfig, agg: &Aggregate, kallsyms: Option<Kallsyms>) 
         if matches!(key, FrameKey::Kernel { .. }) {
             kernel_names.extend(list.iter().cloned());
         }
+        let outer = symbolized.frames.last();
+        let (addr, dso) = match *key {
+            FrameKey::Kernel { addr, .. } => (addr, "[kernel.kallsyms]".to_string()),
+            FrameKey::User { module, offset, .. } => (
+                offset,
+                String::from_utf8_lossy(&agg.maps.module(module).path).into_owned(),
+            ),
+            FrameKey::Jit { pid, addr } => (
+                addr,
+                if symbolized.unknown.is_none() {
+                    format!("/tmp/perf-{pid}.map")
+                } else {
+                    "[unknown]".to_string()
+                },
+            ),
+        };
+        info.push(FrameInfo {
+            addr,
+            sym: outer.and_then(|f| f.name.clone()),
+            off: outer.and_then(|f| f.sym_offset),
+            dso,
+        });
         names.push(list);
     }
     Resolved {
@@ -145,6 +179,7 @@ pub fn resolve(cfg: &ReportConfig, agg: &Aggregate, kallsyms: Option<Kallsyms>) 
         unknown_frames,
         kernel_hidden: sym.kernel_hidden(),
         kernel_names,
+        info,
         symbolize: sym.stats(),
     }
 }
@@ -549,6 +584,97 @@ pub fn write_timeline(
             }
         }
         writeln!(out, "{line}")?;
+    }
+    Ok(())
+}
+
+/// `memperf script`: each sample as perf script prints it.
+pub fn write_script(
+    fields: &[ScriptField],
+    file: &PerfDataFile,
+    names: &[String],
+    formats: &[EventFormat],
+    agg: &Aggregate,
+    res: &Resolved,
+    out: &mut dyn Write,
+) -> Result<()> {
+    let has = |f: ScriptField| fields.contains(&f);
+    let mut ids: Vec<FrameId> = Vec::new();
+    for row in &agg.rows {
+        let mut line = String::new();
+        if has(ScriptField::Comm) {
+            let comm = agg.prefixes.get(row.comm).map_or("", String::as_str);
+            // Unpadded, as perf prints it: collapsers take a line that starts with a
+            // non-blank character as a sample header.
+            line.push_str(comm);
+        }
+        match (has(ScriptField::Pid), has(ScriptField::Tid)) {
+            (true, true) => line.push_str(&format!(" {:>5}/{:<5}", row.pid, row.tid)),
+            (true, false) => line.push_str(&format!(" {:>5}", row.pid)),
+            (false, true) => line.push_str(&format!(" {:>5}", row.tid)),
+            (false, false) => {}
+        }
+        if has(ScriptField::Cpu) {
+            line.push_str(&format!(" [{:03}]", row.cpu.unwrap_or(0)));
+        }
+        if has(ScriptField::Time) {
+            let t = row.time.unwrap_or(0);
+            line.push_str(&format!(
+                " {}.{:06}:",
+                t / 1_000_000_000,
+                t % 1_000_000_000 / 1000
+            ));
+        }
+        let desc = &file.events[row.ev];
+        let tracepoint = desc.attr.type_ == perf_event_open_sys::bindings::PERF_TYPE_TRACEPOINT;
+        if has(ScriptField::Period) && !tracepoint {
+            line.push_str(&format!(" {:>10}", row.period.unwrap_or(1)));
+        }
+        if has(ScriptField::Event) {
+            line.push_str(&format!(" {}:", names[row.ev]));
+        }
+        if has(ScriptField::Addr) {
+            line.push_str(&format!(" {:16x}", row.addr.unwrap_or(0)));
+        }
+        if has(ScriptField::Trace)
+            && tracepoint
+            && let Some(f) = formats.iter().find(|f| f.id == desc.attr.config)
+        {
+            for field in f.fields.iter().filter(|x| !x.name.starts_with("common_")) {
+                if let Some(v) = field.read(&row.raw) {
+                    line.push_str(&format!(" {}=0x{v:x}", field.name));
+                }
+            }
+        }
+        writeln!(out, "{}", line.trim_end())?;
+        let want_frames = has(ScriptField::Ip) || has(ScriptField::Sym) || has(ScriptField::Dso);
+        if want_frames {
+            ids.clear();
+            if row.stack != EMPTY_STACK {
+                agg.stacks.frames(row.stack, &mut ids);
+            }
+            for &id in ids.iter().rev() {
+                let fi = &res.info[id as usize];
+                let mut l = String::from("\t");
+                if has(ScriptField::Ip) {
+                    l.push_str(&format!("{:>16x}", fi.addr));
+                }
+                if has(ScriptField::Sym) {
+                    l.push(' ');
+                    l.push_str(fi.sym.as_deref().unwrap_or("[unknown]"));
+                    if has(ScriptField::Symoff)
+                        && let (Some(_), Some(off)) = (&fi.sym, fi.off)
+                    {
+                        l.push_str(&format!("+0x{off:x}"));
+                    }
+                }
+                if has(ScriptField::Dso) {
+                    l.push_str(&format!(" ({})", fi.dso));
+                }
+                writeln!(out, "{l}")?;
+            }
+            writeln!(out)?;
+        }
     }
     Ok(())
 }
