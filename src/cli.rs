@@ -124,6 +124,7 @@ impl ScriptArgs {
             flamegraph: None,
             by: None,
             weight: Weight::Count,
+            pprof: None,
             timeline: None,
             script: Some(fields),
         })
@@ -247,6 +248,12 @@ pub struct ReportArgs {
     /// kmem:mm_page_alloc.
     #[arg(long, value_enum, default_value = "count")]
     pub weight: Weight,
+
+    /// Write a pprof profile (gzip-compressed profile.proto) to FILE (`-` for standard
+    /// output): one sample type per event, with bytes beside the count where the event has a
+    /// size; read it with `go tool pprof`.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["folded", "flamegraph", "by", "timeline"])]
+    pub pprof: Option<PathBuf>,
 
     /// Write a flame graph (SVG) to FILE (`-` for standard output).
     #[arg(long, value_name = "FILE", conflicts_with = "folded")]
@@ -378,6 +385,7 @@ pub struct ReportConfig {
     pub flamegraph: Option<FlameConfig>,
     pub by: Option<ByKey>,
     pub weight: Weight,
+    pub pprof: Option<PathBuf>,
     /// `memperf script`: print samples with these fields instead of aggregating.
     pub script: Option<Vec<ScriptField>>,
     /// Nanoseconds.
@@ -475,6 +483,7 @@ impl ReportArgs {
             quiet: self.quiet,
             by: self.by,
             weight: self.weight,
+            pprof: self.pprof,
             script: None,
             timeline: self.timeline.as_deref().map(parse_interval).transpose()?,
             flamegraph: self.flamegraph.map(|output| FlameConfig {

@@ -649,3 +649,60 @@ fn script_output_folds_like_the_report() {
         "{text}"
     );
 }
+
+/// Whether `go tool pprof` can run; CI installs golang-go, so it is required there.
+fn have_go() -> bool {
+    let ok = Command::new("go")
+        .arg("version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        assert!(
+            std::env::var("MEMPERF_REQUIRE_PERF").as_deref() != Ok("1"),
+            "go is required for the pprof round trip (scripts/test.sh installs golang-go)"
+        );
+        eprintln!("skipping: go is not installed");
+    }
+    ok
+}
+
+#[test]
+fn pprof_profiles_open_in_go_tool_pprof() {
+    if !require_perf("pprof") || !have_go() {
+        return;
+    }
+    let dir = scratch();
+    let out = dir.path().join("p.data");
+    record(
+        &out,
+        &["-e", "page-faults"],
+        &fixture("pagefault", Variant::NoFp),
+        &["300"],
+    );
+    let pb = dir.path().join("p.pb.gz");
+    report_ok(&["-i", out.to_str().unwrap(), "--pprof", pb.to_str().unwrap()]);
+    let pprof = |args: &[&str]| -> String {
+        let o = Command::new("go")
+            .args(["tool", "pprof"])
+            .args(args)
+            .arg(&pb)
+            .output()
+            .expect("run go tool pprof");
+        assert!(o.status.success(), "go tool pprof {args:?}: {}", stderr(&o));
+        String::from_utf8(o.stdout).unwrap()
+    };
+    let raw = pprof(&["-raw"]);
+    assert!(raw.contains("page-faults/count page-faults/bytes"), "{raw}");
+    assert!(raw.contains("comm:[pagefault-nofp]"), "{raw}");
+    let leaf = |text: &str| -> Vec<String> {
+        text.lines()
+            .filter(|l| l.trim_end().ends_with(" touch_pages"))
+            .map(|l| l.split_whitespace().next().unwrap().to_string())
+            .collect()
+    };
+    // 300 faults, 300 pages of 4 KiB, all with touch_pages as the leaf.
+    assert_eq!(leaf(&pprof(&["-top", "-sample_index=0"])), vec!["300"]);
+    assert_eq!(leaf(&pprof(&["-top", "-sample_index=1"])), vec!["1200kB"]);
+    let main = pprof(&["-top", "-sample_index=0"]);
+    assert!(main.contains("main"), "{main}");
+}

@@ -5,6 +5,7 @@
 
 mod maps;
 mod output;
+mod pprof;
 
 use std::io::IsTerminal;
 
@@ -146,6 +147,8 @@ pub struct Aggregate {
     pub kernel_frames: bool,
     /// `memperf script`: every kept sample, in time order.
     pub rows: Vec<ScriptRow>,
+    /// `--pprof`: bytes beside the counts, for events with a size.
+    pub bytes: FxHashMap<(usize, u32, StackId), u64>,
 }
 
 /// One sample kept for `memperf script`.
@@ -234,6 +237,18 @@ pub fn run(cfg: ReportConfig) -> Result<i32> {
     }
     let kallsyms = kallsyms.and_then(|h| h.join().ok().flatten());
     let mut resolved = output::resolve(&cfg, &agg, kallsyms);
+    if let Some(path) = &cfg.pprof {
+        let profile = pprof::build(
+            &cfg,
+            &file,
+            &names,
+            &weighers(&file, &names),
+            &agg,
+            &resolved,
+        );
+        pprof::write(&profile, path)?;
+        return Ok(0);
+    }
     if let Some(fields) = &cfg.script {
         let formats: Vec<EventFormat> = file
             .features
@@ -345,6 +360,7 @@ pub fn read(
             by: FxHashMap::default(),
             timeline: std::collections::BTreeMap::new(),
             rows: Vec::new(),
+            bytes: FxHashMap::default(),
         },
         leaf_first: Vec::new(),
         user_frames: Vec::new(),
@@ -716,6 +732,13 @@ impl Reader<'_> {
                 raw: s.raw.map(<[u8]>::to_vec).unwrap_or_default(),
                 stack,
             });
+            return;
+        }
+        if self.cfg.pprof.is_some() && !matches!(self.weighers.get(ev), Some(Weigher::None) | None)
+        {
+            let b = self.weigh(ev, pid, s);
+            *self.agg.bytes.entry((ev, prefix, stack)).or_insert(0) += b;
+            *self.agg.counts.entry((ev, prefix, stack)).or_insert(0) += 1;
             return;
         }
         let weight = match self.cfg.weight {

@@ -1,0 +1,357 @@
+//! `memperf report --pprof`: a gzip-compressed profile.proto, for `go tool pprof`.
+//!
+//! The message types below are profile.proto (github.com/google/pprof, proto/profile.proto)
+//! written once as prost messages, field numbers as in the .proto, so that no protoc runs
+//! at build time.
+
+use std::io::Write;
+
+use anyhow::{Context, Result};
+use prost::Message;
+use rustc_hash::FxHashMap;
+
+use crate::cli::ReportConfig;
+use crate::perfdata::PerfDataFile;
+use crate::stacks::FrameId;
+
+use super::output::Resolved;
+use super::{Aggregate, EMPTY_STACK, FrameKey, Weigher};
+
+#[derive(Clone, PartialEq, Message)]
+pub struct Profile {
+    #[prost(message, repeated, tag = "1")]
+    pub sample_type: Vec<ValueType>,
+    #[prost(message, repeated, tag = "2")]
+    pub sample: Vec<Sample>,
+    #[prost(message, repeated, tag = "3")]
+    pub mapping: Vec<Mapping>,
+    #[prost(message, repeated, tag = "4")]
+    pub location: Vec<Location>,
+    #[prost(message, repeated, tag = "5")]
+    pub function: Vec<Function>,
+    #[prost(string, repeated, tag = "6")]
+    pub string_table: Vec<String>,
+    #[prost(int64, tag = "7")]
+    pub drop_frames: i64,
+    #[prost(int64, tag = "8")]
+    pub keep_frames: i64,
+    #[prost(int64, tag = "9")]
+    pub time_nanos: i64,
+    #[prost(int64, tag = "10")]
+    pub duration_nanos: i64,
+    #[prost(message, optional, tag = "11")]
+    pub period_type: Option<ValueType>,
+    #[prost(int64, tag = "12")]
+    pub period: i64,
+    #[prost(int64, repeated, tag = "13")]
+    pub comment: Vec<i64>,
+    #[prost(int64, tag = "14")]
+    pub default_sample_type: i64,
+}
+
+#[derive(Clone, PartialEq, Message)]
+pub struct ValueType {
+    #[prost(int64, tag = "1")]
+    pub r#type: i64,
+    #[prost(int64, tag = "2")]
+    pub unit: i64,
+}
+
+#[derive(Clone, PartialEq, Message)]
+pub struct Sample {
+    #[prost(uint64, repeated, tag = "1")]
+    pub location_id: Vec<u64>,
+    #[prost(int64, repeated, tag = "2")]
+    pub value: Vec<i64>,
+    #[prost(message, repeated, tag = "3")]
+    pub label: Vec<Label>,
+}
+
+#[derive(Clone, PartialEq, Message)]
+pub struct Label {
+    #[prost(int64, tag = "1")]
+    pub key: i64,
+    #[prost(int64, tag = "2")]
+    pub str: i64,
+    #[prost(int64, tag = "3")]
+    pub num: i64,
+    #[prost(int64, tag = "4")]
+    pub num_unit: i64,
+}
+
+#[derive(Clone, PartialEq, Message)]
+pub struct Mapping {
+    #[prost(uint64, tag = "1")]
+    pub id: u64,
+    #[prost(uint64, tag = "2")]
+    pub memory_start: u64,
+    #[prost(uint64, tag = "3")]
+    pub memory_limit: u64,
+    #[prost(uint64, tag = "4")]
+    pub file_offset: u64,
+    #[prost(int64, tag = "5")]
+    pub filename: i64,
+    #[prost(int64, tag = "6")]
+    pub build_id: i64,
+    #[prost(bool, tag = "7")]
+    pub has_functions: bool,
+    #[prost(bool, tag = "8")]
+    pub has_filenames: bool,
+    #[prost(bool, tag = "9")]
+    pub has_line_numbers: bool,
+    #[prost(bool, tag = "10")]
+    pub has_inline_frames: bool,
+}
+
+#[derive(Clone, PartialEq, Message)]
+pub struct Location {
+    #[prost(uint64, tag = "1")]
+    pub id: u64,
+    #[prost(uint64, tag = "2")]
+    pub mapping_id: u64,
+    #[prost(uint64, tag = "3")]
+    pub address: u64,
+    #[prost(message, repeated, tag = "4")]
+    pub line: Vec<Line>,
+    #[prost(bool, tag = "5")]
+    pub is_folded: bool,
+}
+
+#[derive(Clone, PartialEq, Message)]
+pub struct Line {
+    #[prost(uint64, tag = "1")]
+    pub function_id: u64,
+    #[prost(int64, tag = "2")]
+    pub line: i64,
+}
+
+#[derive(Clone, PartialEq, Message)]
+pub struct Function {
+    #[prost(uint64, tag = "1")]
+    pub id: u64,
+    #[prost(int64, tag = "2")]
+    pub name: i64,
+    #[prost(int64, tag = "3")]
+    pub system_name: i64,
+    #[prost(int64, tag = "4")]
+    pub filename: i64,
+    #[prost(int64, tag = "5")]
+    pub start_line: i64,
+}
+
+#[derive(Default)]
+struct Strings {
+    table: Vec<String>,
+    ids: FxHashMap<String, i64>,
+}
+
+impl Strings {
+    fn new() -> Strings {
+        let mut s = Strings::default();
+        s.id("");
+        s
+    }
+
+    fn id(&mut self, v: &str) -> i64 {
+        if let Some(&i) = self.ids.get(v) {
+            return i;
+        }
+        let i = self.table.len() as i64;
+        self.table.push(v.to_string());
+        self.ids.insert(v.to_string(), i);
+        i
+    }
+}
+
+/// The short name pprof shows for an event (`syscalls:sys_enter_brk` → `sys_enter_brk`).
+fn short(name: &str) -> &str {
+    name.rsplit(':').next().unwrap_or(name)
+}
+
+/// Builds the profile: one sample type per event (count), plus bytes for events with a size.
+pub fn build(
+    cfg: &ReportConfig,
+    file: &PerfDataFile,
+    names: &[String],
+    weighers: &[Weigher],
+    agg: &Aggregate,
+    res: &Resolved,
+) -> Profile {
+    let mut strings = Strings::new();
+    let mut p = Profile::default();
+    // Sample types: (event, count) and (event, bytes) columns.
+    let mut count_col: FxHashMap<usize, usize> = FxHashMap::default();
+    let mut bytes_col: FxHashMap<usize, usize> = FxHashMap::default();
+    for (i, name) in names.iter().enumerate() {
+        if agg.stats.kept.get(i).copied().unwrap_or(0) == 0 {
+            continue;
+        }
+        count_col.insert(i, p.sample_type.len());
+        p.sample_type.push(ValueType {
+            r#type: strings.id(short(name)),
+            unit: strings.id("count"),
+        });
+        if !matches!(weighers.get(i), Some(Weigher::None) | None) {
+            bytes_col.insert(i, p.sample_type.len());
+            p.sample_type.push(ValueType {
+                r#type: strings.id(short(name)),
+                unit: strings.id("bytes"),
+            });
+        }
+    }
+    // Mappings: one per module, plus the kernel and unknown code.
+    let mut mapping_of_module: FxHashMap<u32, u64> = FxHashMap::default();
+    let mut special: FxHashMap<&'static str, u64> = FxHashMap::default();
+    let mut functions: FxHashMap<(String, String), u64> = FxHashMap::default();
+    // pprof takes the first mapping as the main binary: user modules come first, in the
+    // order they were mapped (the executable before its libraries).
+    let mut modules: Vec<u32> = agg
+        .frames
+        .iter()
+        .filter_map(|(_, k)| match k {
+            FrameKey::User { module, .. } => Some(*module),
+            _ => None,
+        })
+        .collect();
+    modules.sort_unstable();
+    modules.dedup();
+    for module in modules {
+        let next = p.mapping.len() as u64 + 1;
+        let m = agg.maps.module(module);
+        let build_id: String = m
+            .build_id
+            .as_deref()
+            .map(|b| b.iter().map(|x| format!("{x:02x}")).collect())
+            .unwrap_or_default();
+        p.mapping.push(Mapping {
+            id: next,
+            filename: strings.id(&String::from_utf8_lossy(&m.path)),
+            build_id: strings.id(&build_id),
+            has_functions: true,
+            has_filenames: cfg.lines,
+            has_line_numbers: cfg.lines,
+            has_inline_frames: cfg.inline,
+            ..Mapping::default()
+        });
+        mapping_of_module.insert(module, next);
+    }
+    for (id, key) in agg.frames.iter() {
+        let mapping_id = match *key {
+            FrameKey::User { module, .. } => mapping_of_module.get(&module).copied().unwrap_or(0),
+            FrameKey::Kernel { .. } | FrameKey::Jit { .. } => {
+                let label = if matches!(key, FrameKey::Kernel { .. }) {
+                    "[kernel.kallsyms]"
+                } else {
+                    "[jit]"
+                };
+                let next = p.mapping.len() as u64 + 1;
+                *special.entry(label).or_insert_with(|| {
+                    p.mapping.push(Mapping {
+                        id: next,
+                        filename: strings.id(label),
+                        has_functions: true,
+                        ..Mapping::default()
+                    });
+                    next
+                })
+            }
+        };
+        let info = &res.info[id as usize];
+        // Inline frames: pprof wants the innermost first; names are outermost first.
+        let mut lines = Vec::new();
+        for (k, name) in res.names[id as usize].iter().enumerate().rev() {
+            let file_name = if k + 1 == res.names[id as usize].len() {
+                info.dso.clone()
+            } else {
+                String::new()
+            };
+            let fkey = (name.clone(), file_name.clone());
+            let next = p.function.len() as u64 + 1;
+            let fid = *functions.entry(fkey).or_insert_with(|| {
+                p.function.push(Function {
+                    id: next,
+                    name: strings.id(name),
+                    system_name: strings.id(name),
+                    filename: strings.id(&file_name),
+                    start_line: 0,
+                });
+                next
+            });
+            lines.push(Line {
+                function_id: fid,
+                line: 0,
+            });
+        }
+        p.location.push(Location {
+            id: u64::from(id) + 1,
+            mapping_id,
+            address: info.addr,
+            line: lines,
+            is_folded: false,
+        });
+    }
+    // Samples: one per (event, comm, stack).
+    let comm_key = strings.id("comm");
+    let mut ids: Vec<FrameId> = Vec::new();
+    let mut keys: Vec<_> = agg.counts.keys().copied().collect();
+    keys.sort_unstable();
+    for key in keys {
+        let (ev, prefix, stack) = key;
+        let Some(&cc) = count_col.get(&ev) else {
+            continue;
+        };
+        let mut value = vec![0i64; p.sample_type.len()];
+        value[cc] = agg.counts[&key] as i64;
+        if let (Some(&bc), Some(&b)) = (bytes_col.get(&ev), agg.bytes.get(&key)) {
+            value[bc] = b as i64;
+        }
+        ids.clear();
+        if stack != EMPTY_STACK {
+            agg.stacks.frames(stack, &mut ids);
+        }
+        let comm = agg.prefixes.get(prefix).cloned().unwrap_or_default();
+        p.sample.push(Sample {
+            location_id: ids.iter().rev().map(|&f| u64::from(f) + 1).collect(),
+            value,
+            label: vec![Label {
+                key: comm_key,
+                str: strings.id(&comm),
+                ..Label::default()
+            }],
+        });
+    }
+    if let Some((a, b)) = file
+        .features
+        .sample_time
+        .or(agg.stats.first_time.zip(agg.stats.last_time))
+    {
+        p.duration_nanos = b.saturating_sub(a) as i64;
+    }
+    let note = format!(
+        "memperf report of {}; lost {} events",
+        cfg.input.display(),
+        agg.stats.lost + agg.stats.lost_samples
+    );
+    p.comment.push(strings.id(&note));
+    p.string_table = strings.table;
+    p
+}
+
+/// Writes `profile` gzip-compressed to `path` (`-` for standard output).
+pub fn write(profile: &Profile, path: &std::path::Path) -> Result<()> {
+    let bytes = profile.encode_to_vec();
+    let gz = |w: &mut dyn Write| -> std::io::Result<()> {
+        let mut enc = flate2::write::GzEncoder::new(w, flate2::Compression::default());
+        enc.write_all(&bytes)?;
+        enc.finish()?;
+        Ok(())
+    };
+    if path.as_os_str() == "-" {
+        let stdout = std::io::stdout();
+        gz(&mut stdout.lock()).context("failed to write the profile")
+    } else {
+        let mut f = std::fs::File::create(path)
+            .with_context(|| format!("failed to create `{}`", path.display()))?;
+        gz(&mut f).with_context(|| format!("failed to write `{}`", path.display()))
+    }
+}
