@@ -142,8 +142,10 @@ pub struct Aggregate {
     pub stats: ReadStats,
     /// `--by`: (event, label) → samples.
     pub by: FxHashMap<(usize, String), u64>,
-    /// `--timeline`: (interval index, event) → samples.
-    pub timeline: std::collections::BTreeMap<(u64, usize), u64>,
+    /// `--timeline`: (interval index, event) → (samples, bytes).
+    pub timeline: std::collections::BTreeMap<(u64, usize), (u64, u64)>,
+    /// Which events have a byte weight (`--timeline`, `--by`).
+    pub sized: Vec<bool>,
     pub kernel_frames: bool,
     /// `memperf script`: every kept sample, in time order.
     pub rows: Vec<ScriptRow>,
@@ -359,6 +361,7 @@ pub fn read(
             kernel_frames: false,
             by: FxHashMap::default(),
             timeline: std::collections::BTreeMap::new(),
+            sized: Vec::new(),
             rows: Vec::new(),
             bytes: FxHashMap::default(),
         },
@@ -369,6 +372,11 @@ pub fn read(
         weighers: weighers(file, &event_names(file)),
         last_brk: FxHashMap::default(),
     };
+    r.agg.sized = r
+        .weighers
+        .iter()
+        .map(|w| !matches!(w, Weigher::None))
+        .collect();
     let progress = progress_bar(cfg, file);
     let mut round: Vec<Parsed<'_>> = Vec::new();
     let mut last_time = 0u64;
@@ -652,7 +660,14 @@ impl Reader<'_> {
         if let Some(interval) = self.cfg.timeline {
             let start = self.agg.stats.first_time.unwrap_or(0);
             let slot = s.time.unwrap_or(start).saturating_sub(start) / interval;
-            *self.agg.timeline.entry((slot, ev)).or_insert(0) += 1;
+            let bytes = if matches!(self.weighers.get(ev), Some(Weigher::None) | None) {
+                0
+            } else {
+                self.weigh(ev, pid, s)
+            };
+            let e = self.agg.timeline.entry((slot, ev)).or_insert((0, 0));
+            e.0 += 1;
+            e.1 += bytes;
             return;
         }
         if let Some(by) = self.cfg.by {

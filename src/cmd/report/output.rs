@@ -540,7 +540,8 @@ pub fn write_by(
     Ok(())
 }
 
-/// `--timeline INTERVAL`: samples (and bytes) per event per interval from the first sample.
+/// `--timeline INTERVAL`: samples, and bytes for events with a size (see `--weight bytes`),
+/// per event per interval from the first sample.
 pub fn write_timeline(
     cfg: &ReportConfig,
     interval: u64,
@@ -560,7 +561,7 @@ pub fn write_timeline(
     let mut header = format!("{:>10}", "start s");
     for &i in &shown {
         header.push_str(&format!(" {:>24}", names[i]));
-        if bytes_per_sample(&names[i]).is_some() {
+        if agg.sized.get(i).copied().unwrap_or(false) {
             header.push_str(&format!(" {:>12}", "bytes"));
         }
     }
@@ -577,10 +578,10 @@ pub fn write_timeline(
     for slot in 0..=last {
         let mut line = format!("{:>10.3}", (slot * interval) as f64 / 1e9);
         for &i in &shown {
-            let n = agg.timeline.get(&(slot, i)).copied().unwrap_or(0);
+            let (n, bytes) = agg.timeline.get(&(slot, i)).copied().unwrap_or((0, 0));
             line.push_str(&format!(" {n:>24}"));
-            if let Some(p) = bytes_per_sample(&names[i]) {
-                line.push_str(&format!(" {:>12}", human_bytes(n * p)));
+            if agg.sized.get(i).copied().unwrap_or(false) {
+                line.push_str(&format!(" {:>12}", human_bytes(bytes)));
             }
         }
         writeln!(out, "{line}")?;
