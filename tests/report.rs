@@ -705,4 +705,20 @@ fn pprof_profiles_open_in_go_tool_pprof() {
     assert_eq!(leaf(&pprof(&["-top", "-sample_index=1"])), vec!["1200kB"]);
     let main = pprof(&["-top", "-sample_index=0"]);
     assert!(main.contains("main"), "{main}");
+
+    // With --lines, functions carry their source file and line.
+    report_ok(&[
+        "-i",
+        out.to_str().unwrap(),
+        "--lines",
+        "--pprof",
+        pb.to_str().unwrap(),
+    ]);
+    let lines = pprof(&["-top", "-lines", "-sample_index=0"]);
+    assert!(
+        lines
+            .lines()
+            .any(|l| l.contains(" touch_pages ") && l.contains("pagefault.c:")),
+        "{lines}"
+    );
 }

@@ -27,6 +27,8 @@ pub struct Resolved {
     pub kernel_names: rustc_hash::FxHashSet<String>,
     /// What `memperf script` prints for each frame.
     pub info: Vec<FrameInfo>,
+    /// Source file and line of each name in `names` (with `--lines`).
+    pub lines: Vec<Vec<(Option<String>, Option<u32>)>>,
 }
 
 /// A frame as perf script prints it: `addr sym+off (dso)`.
@@ -65,6 +67,7 @@ pub fn resolve(cfg: &ReportConfig, agg: &Aggregate, kallsyms: Option<Kallsyms>) 
     let mut unknown_frames = 0;
     let mut kernel_names = rustc_hash::FxHashSet::default();
     let mut info = Vec::with_capacity(agg.frames.len());
+    let mut src_lines = Vec::with_capacity(agg.frames.len());
     for (_, key) in agg.frames.iter() {
         let (symbolized, fallback, suffix) = match *key {
             FrameKey::Kernel { addr, ret } => {
@@ -139,6 +142,16 @@ pub fn resolve(cfg: &ReportConfig, agg: &Aggregate, kallsyms: Option<Kallsyms>) 
             .rev()
             .map(|f| format!("{}{suffix}", frame_text(cfg, f, &fallback)))
             .collect();
+        let mut where_: Vec<(Option<String>, Option<u32>)> = symbolized
+            .frames
+            .iter()
+            .rev()
+            .map(|f| (f.file.clone(), f.line))
+            .collect();
+        if where_.is_empty() {
+            where_.push((None, None));
+        }
+        src_lines.push(where_);
         if list.is_empty() {
             list.push(format!("{fallback}{suffix}"));
         } else if symbolized.unknown.is_some() {
@@ -180,6 +193,7 @@ pub fn resolve(cfg: &ReportConfig, agg: &Aggregate, kallsyms: Option<Kallsyms>) 
         kernel_hidden: sym.kernel_hidden(),
         kernel_names,
         info,
+        lines: src_lines,
         symbolize: sym.stats(),
     }
 }

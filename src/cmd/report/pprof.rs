@@ -260,12 +260,24 @@ pub fn build(
         // Inline frames: pprof wants the innermost first; names are outermost first.
         let mut lines = Vec::new();
         for (k, name) in res.names[id as usize].iter().enumerate().rev() {
-            let file_name = if k + 1 == res.names[id as usize].len() {
-                info.dso.clone()
-            } else {
-                String::new()
+            let (src, line) = res
+                .lines
+                .get(id as usize)
+                .and_then(|l| l.get(k))
+                .cloned()
+                .unwrap_or((None, None));
+            // The source file under --lines, else the module for the outermost frame.
+            let file_name = match src {
+                Some(f) => f,
+                None if k + 1 == res.names[id as usize].len() => info.dso.clone(),
+                None => String::new(),
             };
-            let fkey = (name.clone(), file_name.clone());
+            // Under --lines the report's names carry ` (file:line)`; pprof has fields for that.
+            let name = match (cfg.lines, name.rsplit_once(" (")) {
+                (true, Some((plain, rest))) if rest.ends_with(')') => plain,
+                _ => name.as_str(),
+            };
+            let fkey = (name.to_string(), file_name.clone());
             let next = p.function.len() as u64 + 1;
             let fid = *functions.entry(fkey).or_insert_with(|| {
                 p.function.push(Function {
@@ -279,7 +291,7 @@ pub fn build(
             });
             lines.push(Line {
                 function_id: fid,
-                line: 0,
+                line: line.map_or(0, i64::from),
             });
         }
         p.location.push(Location {
