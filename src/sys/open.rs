@@ -63,6 +63,8 @@ pub struct FeatureState {
     pub no_sample_id_all: bool,
     /// `PERF_FORMAT_LOST` (6.0+): no per-event count of dropped records to read at the end.
     pub no_format_lost: bool,
+    /// `PERF_SAMPLE_DATA_PAGE_SIZE` (5.11+): faults weigh the base page size.
+    pub no_data_page_size: bool,
 }
 
 impl FeatureState {
@@ -84,12 +86,16 @@ impl FeatureState {
         if self.no_format_lost {
             out.push("per-event lost counts (PERF_FORMAT_LOST)");
         }
+        if self.no_data_page_size {
+            out.push("data page sizes (PERF_SAMPLE_DATA_PAGE_SIZE)");
+        }
         out
     }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Feature {
+    DataPageSize,
     FormatLost,
     Clockid,
     Mmap2,
@@ -98,7 +104,8 @@ enum Feature {
 }
 
 /// The order features are dropped in on EINVAL, newest first.
-const LADDER: [Feature; 5] = [
+const LADDER: [Feature; 6] = [
+    Feature::DataPageSize,
     Feature::FormatLost,
     Feature::Clockid,
     Feature::Mmap2,
@@ -109,6 +116,7 @@ const LADDER: [Feature; 5] = [
 /// Whether the attr (or the open flags) asks for the feature.
 fn requested(feature: Feature, attr: &perf_event_attr, features: &FeatureState) -> bool {
     match feature {
+        Feature::DataPageSize => attr.sample_type & DATA_PAGE_SIZE != 0,
         Feature::FormatLost => attr.read_format & FORMAT_LOST != 0,
         Feature::Clockid => attr.use_clockid() != 0,
         Feature::Mmap2 => attr.mmap2() != 0 || attr.comm_exec() != 0,
@@ -119,6 +127,7 @@ fn requested(feature: Feature, attr: &perf_event_attr, features: &FeatureState) 
 
 fn mark_missing(feature: Feature, features: &mut FeatureState) {
     match feature {
+        Feature::DataPageSize => features.no_data_page_size = true,
         Feature::FormatLost => features.no_format_lost = true,
         Feature::Clockid => features.no_clockid = true,
         Feature::Mmap2 => features.no_mmap2 = true,
@@ -131,6 +140,9 @@ fn mark_missing(feature: Feature, features: &mut FeatureState) {
 fn apply_missing(attr: &mut perf_event_attr, features: &FeatureState) {
     if features.no_format_lost {
         attr.read_format &= !FORMAT_LOST;
+    }
+    if features.no_data_page_size {
+        attr.sample_type &= !DATA_PAGE_SIZE;
     }
     if features.no_clockid {
         attr.set_use_clockid(0);
@@ -145,6 +157,8 @@ fn apply_missing(attr: &mut perf_event_attr, features: &FeatureState) {
         attr.set_sample_id_all(0);
     }
 }
+
+const DATA_PAGE_SIZE: u64 = b::PERF_SAMPLE_DATA_PAGE_SIZE as u64;
 
 /// `PERF_FORMAT_LOST`: `read()` returns the records the kernel dropped for the event.
 pub const FORMAT_LOST: u64 = 1 << 4;

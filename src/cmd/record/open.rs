@@ -147,7 +147,9 @@ pub fn attr_config(
         sample_type |= PERF_SAMPLE_RAW;
     }
     if is_fault_event(&ev.spec) {
-        // The fault address: which mapping grew.
+        // The fault address: which mapping grew. (PERF_SAMPLE_DATA_PAGE_SIZE would be
+        // useless here: the kernel walks the page tables before the fault maps the page,
+        // so a transparent huge page fault reports 4 KiB.)
         sample_type |= PERF_SAMPLE_ADDR;
     }
     let (mut regs_user, mut stack_user) = (0, 0);

@@ -98,6 +98,21 @@ pub enum Weigher {
     None,
 }
 
+/// The default huge page size (`Hugepagesize` in /proc/meminfo), 2 MiB if unreadable.
+fn huge_page_size() -> u64 {
+    static SIZE: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *SIZE.get_or_init(|| {
+        std::fs::read_to_string("/proc/meminfo")
+            .ok()
+            .and_then(|t| {
+                t.lines()
+                    .find_map(|l| l.strip_prefix("Hugepagesize:"))
+                    .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+            })
+            .map_or(2 << 20, |kb| kb * 1024)
+    })
+}
+
 /// The weigher of each event, from its name and its tracepoint format.
 pub fn weighers(file: &PerfDataFile, names: &[String]) -> Vec<Weigher> {
     let formats: Vec<EventFormat> = file
@@ -767,7 +782,22 @@ impl Reader<'_> {
     fn weigh(&mut self, ev: usize, pid: u32, s: &Sample<'_>) -> u64 {
         let raw = s.raw.unwrap_or(&[]);
         match self.weighers.get(ev) {
-            Some(Weigher::Fixed(n)) => *n,
+            // A fault in a hugetlbfs mapping maps a huge page; the kernel's data page size,
+            // where a file has it, is taken as is; otherwise a base page.
+            Some(Weigher::Fixed(n)) => {
+                let hugetlb = s
+                    .addr
+                    .and_then(|a| self.agg.maps.mapping_of(pid, a))
+                    .is_some_and(|(m, _, _)| {
+                        let p = &self.agg.maps.module(m).path;
+                        p.starts_with(b"/anon_hugepage") || p.starts_with(b"/dev/hugepages")
+                    });
+                match s.data_page_size.filter(|&p| p > 0) {
+                    Some(p) => p,
+                    None if hugetlb => huge_page_size(),
+                    None => *n,
+                }
+            }
             Some(Weigher::Field(f)) => f.read(raw).unwrap_or(0),
             Some(Weigher::PageOrder(f)) => f
                 .read(raw)
