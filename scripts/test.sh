@@ -8,6 +8,7 @@ need=()
 command -v cc >/dev/null 2>&1 || need+=(gcc libc6-dev)
 command -v perf >/dev/null 2>&1 || need+=(linux-perf)
 command -v go >/dev/null 2>&1 || need+=(golang-go)
+command -v python3 >/dev/null 2>&1 || need+=(python3)
 [ -d /usr/lib/debug/.build-id ] || need+=(libc6-dbg)
 if [ ${#need[@]} -gt 0 ]; then
     if [ "$(id -u)" = 0 ]; then

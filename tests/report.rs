@@ -412,6 +412,20 @@ fn flame_graphs_name_the_chain_and_draw_kernel_frames_apart() {
     report_ok(&["-i", path, "--flamegraph", svg_path.to_str().unwrap()]);
     let svg = std::fs::read_to_string(&svg_path).unwrap();
     assert!(svg.starts_with("<?xml"), "{}", &svg[..100.min(svg.len())]);
+    // Well-formed XML, by Python's parser.
+    let xml = Command::new("python3")
+        .args([
+            "-c",
+            "import sys, xml.etree.ElementTree as E; E.parse(sys.argv[1])",
+        ])
+        .arg(&svg_path)
+        .output()
+        .expect("run python3");
+    assert!(
+        xml.status.success(),
+        "not well-formed XML: {}",
+        stderr(&xml)
+    );
     // Default count name, title and subtitle from the recording.
     assert!(
         svg.contains("<title>touch_pages (300 pages, "),
@@ -694,6 +708,18 @@ fn pprof_profiles_open_in_go_tool_pprof() {
     let raw = pprof(&["-raw"]);
     assert!(raw.contains("page-faults/count page-faults/bytes"), "{raw}");
     assert!(raw.contains("comm:[pagefault-nofp]"), "{raw}");
+    // The executable is the first mapping, with its build-id.
+    let exe = fixture("pagefault", Variant::NoFp);
+    let id: String = memperf::buildid::file_build_id(&exe)
+        .unwrap()
+        .expect("the fixture has a build-id")
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    assert!(
+        raw.contains(&format!("1: 0x0/0x0/0x0 {} {id}", exe.display())),
+        "{raw}"
+    );
     let leaf = |text: &str| -> Vec<String> {
         text.lines()
             .filter(|l| l.trim_end().ends_with(" touch_pages"))
