@@ -748,3 +748,52 @@ fn pprof_profiles_open_in_go_tool_pprof() {
         "{lines}"
     );
 }
+
+#[test]
+fn kmem_byte_weights_agree_with_perf_script() {
+    if !require_perf("kmem weights") || !require_perf_tool("kmem weights") {
+        return;
+    }
+    let dir = scratch();
+    let out = dir.path().join("kmem.data");
+    let o = memperf()
+        .args([
+            "record",
+            "-q",
+            "-e",
+            "kmem:kmalloc,kmem:mm_page_alloc",
+            "-o",
+        ])
+        .arg(&out)
+        .args(["--", "sh", "-c", "ls -R /usr/lib > /dev/null"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let path = out.to_str().unwrap();
+    // perf decodes each payload with the tracepoint's print format: sum the fields there.
+    let perf = Command::new("perf")
+        .args(["script", "-i", path])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&perf.stdout);
+    let field_sum = |name: &str, f: &dyn Fn(u64) -> u64| -> u64 {
+        text.split_whitespace()
+            .filter_map(|w| w.strip_prefix(name))
+            .filter_map(|v| v.parse::<u64>().ok())
+            .map(f)
+            .sum()
+    };
+    let kmalloc = field_sum("bytes_alloc=", &|v| v);
+    let pages = field_sum("order=", &|o| 4096 << o);
+    assert!(kmalloc > 0 && pages > 0, "kmalloc {kmalloc}, pages {pages}");
+    let ours = |event: &str| -> u64 {
+        folded(&report_ok(&[
+            "--folded", "--weight", "bytes", "--event", event, "-i", path,
+        ]))
+        .iter()
+        .map(|(_, n)| n)
+        .sum()
+    };
+    assert_eq!(ours("kmem:kmalloc"), kmalloc);
+    assert_eq!(ours("kmem:mm_page_alloc"), pages);
+}
