@@ -20,6 +20,12 @@ if [ ${#need[@]} -gt 0 ]; then
     fi
 fi
 
+# inferno's perf collapser, for the memperf script round trip.
+if ! command -v inferno-collapse-perf >/dev/null 2>&1; then
+    echo "test.sh: installing inferno (cargo install --locked inferno)"
+    cargo install --quiet --locked inferno
+fi
+
 cargo fmt --check
 cargo clippy --all-targets --quiet -- -D warnings
 cargo test --all-targets

@@ -624,10 +624,15 @@ fn script_output_folds_like_the_report() {
         frames.extend(s.frames.iter().rev().cloned());
         *from_script.entry(frames.join(";")).or_insert(0) += 1;
     }
+    // Stacks of named frames fold the same (unnamed ones are compared through inferno, which
+    // names them after their module, in the test below).
     let from_report: BTreeMap<String, u64> = folded(&report_ok(&["--folded", "-i", path]))
         .into_iter()
+        .filter(|(s, _)| !s.contains('['))
         .collect();
+    from_script.retain(|s, _| !s.contains('['));
     assert_eq!(from_script, from_report);
+    assert!(from_report.values().sum::<u64>() >= 300);
     assert!(samples.iter().all(|s| s.event == "page-faults"));
     let first = samples.iter().find(|s| s.has_frame("touch_pages")).unwrap();
     assert!(
@@ -796,4 +801,85 @@ fn kmem_byte_weights_agree_with_perf_script() {
     };
     assert_eq!(ours("kmem:kmalloc"), kmalloc);
     assert_eq!(ours("kmem:mm_page_alloc"), pages);
+}
+
+/// Runs `memperf script ARGS | inferno-collapse-perf` and returns the folded lines, sorted.
+fn script_through_inferno(args: &[&str]) -> Option<Vec<String>> {
+    let have = Command::new("inferno-collapse-perf")
+        .arg("--help")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !have {
+        assert!(
+            std::env::var("MEMPERF_REQUIRE_PERF").as_deref() != Ok("1"),
+            "inferno-collapse-perf is required (scripts/test.sh installs it with cargo)"
+        );
+        eprintln!("skipping: inferno-collapse-perf is not installed");
+        return None;
+    }
+    let mut all = vec!["script", "-q"];
+    all.extend_from_slice(args);
+    let script = run_memperf(&all);
+    assert!(script.status.success(), "{}", stderr(&script));
+    let mut child = Command::new("inferno-collapse-perf")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Write;
+        let mut stdin = child.stdin.take().unwrap();
+        stdin.write_all(&script.stdout).unwrap();
+    }
+    let o = child.wait_with_output().unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let mut lines: Vec<String> = String::from_utf8(o.stdout)
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect();
+    lines.sort();
+    Some(lines)
+}
+
+#[test]
+fn inferno_folds_memperf_script_into_the_reports_stacks() {
+    if !require_perf("memperf script | inferno") {
+        return;
+    }
+    let dir = scratch();
+    let faults = dir.path().join("pf.data");
+    record(
+        &faults,
+        &["-e", "page-faults"],
+        &fixture("pagefault", Variant::NoFp),
+        &["300"],
+    );
+    let mmaps = dir.path().join("mmap.data");
+    record(
+        &mmaps,
+        &["-e", "syscalls:sys_enter_mmap"],
+        &fixture("mmap", Variant::NoFp),
+        &["40"],
+    );
+    for (file, fields) in [
+        (&faults, None),
+        // For tracepoints the payload fields are left out, as they must be with perf.
+        (&mmaps, Some("comm,tid,time,event,ip,sym,dso")),
+    ] {
+        let path = file.to_str().unwrap();
+        let mut args = vec!["-i", path];
+        if let Some(f) = fields {
+            args.extend(["-F", f]);
+        }
+        let Some(inferno) = script_through_inferno(&args) else {
+            return;
+        };
+        let mut ours: Vec<String> = report_ok(&["--folded", "-i", path])
+            .lines()
+            .map(str::to_string)
+            .collect();
+        ours.sort();
+        assert_eq!(inferno, ours, "{path}");
+    }
 }

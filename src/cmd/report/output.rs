@@ -85,10 +85,12 @@ pub fn resolve(cfg: &ReportConfig, agg: &Aggregate, kallsyms: Option<Kallsyms>) 
                 ret,
             } => {
                 let m = agg.maps.module(module);
+                // No symbol: the module's name in brackets, as FlameGraph's and inferno's
+                // collapsers name such frames, or module+offset under --addrs.
                 let fallback = if cfg.addrs {
                     format!("{}+{offset:#x}", m.basename())
                 } else {
-                    "[unknown]".to_string()
+                    format!("[{}]", m.basename())
                 };
                 let s = match m.kind() {
                     ModuleKind::File => sym.symbolize(
