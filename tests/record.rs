@@ -38,7 +38,7 @@ fn page_faults_dwarf_stacks_name_the_whole_chain_in_both_builds() {
         assert_eq!(
             chain_count(&samples, &PF_CHAIN),
             N as usize,
-            "{variant:?}: samples with the full chain; first sample: {:?}",
+            "{variant:?}: samples with the full chain; first sample: {:?}; memperf said: {err}",
             samples.first()
         );
         assert_eq!(
@@ -246,6 +246,8 @@ fn attach_to_a_process_catches_every_thread_including_new_ones() {
     if !require_perf("attach with -p") || !require_perf_tool("attach with -p") {
         return;
     }
+    // A recorder of its own beside the other tests' would starve them (see recording_turn).
+    let _turn = recording_turn();
     const T: usize = 3;
     const K: usize = 150;
     let dir = scratch();
@@ -327,6 +329,8 @@ fn sigint_leaves_a_complete_file() {
     if !require_perf("SIGINT handling") || !require_perf_tool("SIGINT handling") {
         return;
     }
+    // A recorder of its own beside the other tests' would starve them (see recording_turn).
+    let _turn = recording_turn();
     let dir = scratch();
     let out = dir.path().join("int.data");
     let mut rec = memperf()
@@ -472,6 +476,8 @@ fn a_full_disk_is_a_clear_error() {
     if !require_perf("write errors") {
         return;
     }
+    // A recorder of its own beside the other tests' would starve them (see recording_turn).
+    let _turn = recording_turn();
     // A 100 KiB file-size limit stands in for a full disk: writes past it fail with EFBIG
     // (SIGXFSZ is ignored so that the write returns the error instead of killing memperf).
     let dir = scratch();

@@ -70,7 +70,9 @@ fn record_and_fold(fixture_name: &str, event: &str, n: u32, needle: &str) -> Str
     let dir = scratch();
     let out = dir.path().join("r.data");
     let prog = fixture(fixture_name, Variant::NoFp);
-    record(&out, &["-e", event], &prog, &[&n.to_string()]);
+    let o = record(&out, &["-e", event], &prog, &[&n.to_string()]);
+    let err = stderr(&o);
+    assert!(err.contains("lost 0 events"), "{err}");
     let text = report_ok(&["--folded", "--event", event, "-i", out.to_str().unwrap()]);
     let mut lines: Vec<&str> = text.lines().filter(|l| l.contains(needle)).collect();
     lines.sort_unstable();
@@ -134,6 +136,7 @@ fn memperf_chain_stacks(text: &str) -> BTreeMap<String, u64> {
 }
 
 fn perf_record(out: &Path, opts: &[&str], prog: &Path, n: u32) {
+    let _turn = recording_turn();
     let o = Command::new("perf")
         .args([
             "record",
@@ -554,24 +557,26 @@ fn byte_weights_of_faults_brk_and_mmap() {
     let dir = scratch();
     let weigh = |fixture_name: &str, event: &str, n: u32, needle: &str| -> (u64, String) {
         let out = dir.path().join(format!("{fixture_name}.data"));
-        record(
+        let o = record(
             &out,
             &["-e", event],
             &fixture(fixture_name, Variant::NoFp),
             &[&n.to_string()],
         );
         let path = out.to_str().unwrap();
-        let bytes: u64 = folded(&report_ok(&["--folded", "--weight", "bytes", "-i", path]))
+        let lines = report_ok(&["--folded", "--weight", "bytes", "-i", path]);
+        let bytes: u64 = folded(&lines)
             .iter()
             .filter(|(s, _)| s.contains(needle))
             .map(|(_, n)| n)
             .sum();
-        (bytes, report_ok(&["--weight", "bytes", "-i", path]))
+        let text = report_ok(&["--weight", "bytes", "-i", path]);
+        (bytes, format!("{}\n{text}\n{lines}", stderr(&o)))
     };
     let page = 4096;
     // A page per fault.
-    let (pf, _) = weigh("pagefault", "page-faults", 300, CHAIN_ROOT_FIRST);
-    assert_eq!(pf, 300 * page);
+    let (pf, text) = weigh("pagefault", "page-faults", 300, CHAIN_ROOT_FIRST);
+    assert_eq!(pf, 300 * page, "{text}");
     // mmap: the fixture maps 1, 2, ... N pages.
     let (mm, _) = weigh("mmap", "syscalls:sys_enter_mmap", 40, "map_regions");
     assert_eq!(mm, 40 * 41 / 2 * page);
@@ -761,6 +766,7 @@ fn kmem_byte_weights_agree_with_perf_script() {
     }
     let dir = scratch();
     let out = dir.path().join("kmem.data");
+    let turn = recording_turn();
     let o = memperf()
         .args([
             "record",
@@ -773,6 +779,7 @@ fn kmem_byte_weights_agree_with_perf_script() {
         .args(["--", "sh", "-c", "ls -R /usr/lib > /dev/null"])
         .output()
         .unwrap();
+    drop(turn);
     assert!(o.status.success(), "{}", stderr(&o));
     let path = out.to_str().unwrap();
     // perf decodes each payload with the tracepoint's print format: sum the fields there.

@@ -395,7 +395,13 @@ impl Unwinders {
             Some((maj, min, ino)) if ino != 0 => ElfKey::DevIno(maj, min, ino),
             _ => ElfKey::Path(path.to_path_buf()),
         };
-        let info = self.elf_cache.get(key, &resolve_path(ev.pid, path));
+        let in_root = resolve_path(ev.pid, path);
+        let mut info = self.elf_cache.get(key.clone(), &in_root);
+        if info.is_err() && in_root != path {
+            // The process exited between finding /proc/PID/root and reading through it
+            // (short-lived commands do): the file is still where it was mapped from.
+            info = self.elf_cache.get(key, path);
+        }
         self.stats.elf_cache_hits = self.elf_cache.hits;
         self.stats.elf_cache_misses = self.elf_cache.misses;
         let info = match info {

@@ -110,8 +110,17 @@ pub fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
+/// One recording at a time per test binary: on a 2-CPU machine, parallel tests that each
+/// run a fault-heavy workload and a recorder starve the recorders, whose rings then overflow
+/// (the losses are reported, but the tests want exact counts). Hold the guard while recording.
+pub fn recording_turn() -> std::sync::MutexGuard<'static, ()> {
+    static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+    ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// `memperf record ... -o OUT -- PROGRAM ARGS`; asserts success.
 pub fn record(out: &Path, opts: &[&str], program: &Path, args: &[&str]) -> Output {
+    let _turn = recording_turn();
     let o = memperf()
         .arg("record")
         .args(opts)
