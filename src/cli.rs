@@ -15,6 +15,8 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use crate::events::{self, EventSpec, Period};
 use crate::sys;
 
+pub mod leak;
+
 /// memperf: a memory profiler for Linux built on perf_event_open, without BPF.
 #[derive(Debug, Parser)]
 #[command(name = "memperf", version, about, long_about = None)]
@@ -36,6 +38,10 @@ pub enum Command {
     /// stackcollapse-perf.pl, inferno-collapse-perf and other perf-script readers.
     #[command(after_help = SCRIPT_EXAMPLES)]
     Script(ScriptArgs),
+    /// Outstanding allocations by stack, as BCC's memleak prints them, without BPF: user
+    /// allocators through uprobes (-p/-c), kernel allocators through kmem tracepoints.
+    #[command(after_help = leak::LEAK_EXAMPLES)]
+    Leak(leak::LeakArgs),
 }
 
 const SCRIPT_EXAMPLES: &str = "\

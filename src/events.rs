@@ -18,6 +18,14 @@ pub enum EventKind {
     Raw { config: u64 },
     /// `system:name`; the id comes from tracefs.
     Tracepoint { system: String, name: String },
+    /// A probe on the uprobe PMU (4.17+): `type_` from sysfs, `config` the return-probe bit,
+    /// `config1` a pointer to the path (kept alive by its creator), `config2` the file offset.
+    Uprobe {
+        type_: u32,
+        config: u64,
+        config1: u64,
+        config2: u64,
+    },
 }
 
 /// perf's `:u :k :p :pp :ppp` suffixes.
@@ -318,7 +326,7 @@ impl EventSpec {
     /// hardware counters.
     pub fn default_period(&self) -> Period {
         match self.kind {
-            EventKind::Tracepoint { .. } => Period::Count(1),
+            EventKind::Tracepoint { .. } | EventKind::Uprobe { .. } => Period::Count(1),
             EventKind::Hardware { .. } | EventKind::Raw { .. } => Period::Frequency(4000),
             EventKind::Software { config } => {
                 let clock = config == u64::from(b::PERF_COUNT_SW_CPU_CLOCK)

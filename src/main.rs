@@ -12,6 +12,7 @@ fn main() -> ExitCode {
         Command::Record(args) => args.into_config().and_then(memperf::cmd::record::run),
         Command::Report(args) => args.into_config().and_then(memperf::cmd::report::run),
         Command::Script(args) => args.into_config().and_then(memperf::cmd::report::run),
+        Command::Leak(args) => args.into_config().and_then(memperf::cmd::leak::run),
     };
     match result {
         Ok(code) => ExitCode::from(code.clamp(0, 255) as u8),

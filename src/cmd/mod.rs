@@ -1,4 +1,5 @@
 //! One module per subcommand.
 
+pub mod leak;
 pub mod record;
 pub mod report;

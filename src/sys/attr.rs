@@ -9,6 +9,9 @@ use crate::events::Period;
 pub struct AttrConfig {
     pub type_: u32,
     pub config: u64,
+    /// `config1`/`config2`: the uprobe PMU's path pointer and file offset.
+    pub config1: u64,
+    pub config2: u64,
     /// `Count(0)` means a counting (non-sampling) event.
     pub period: Period,
     pub sample_type: u64,
@@ -41,6 +44,8 @@ impl Default for AttrConfig {
         AttrConfig {
             type_: b::PERF_TYPE_SOFTWARE,
             config: 0,
+            config1: 0,
+            config2: 0,
             period: Period::Count(0),
             sample_type: 0,
             regs_user: 0,
@@ -110,6 +115,8 @@ pub fn build_attr(cfg: &AttrConfig) -> perf_event_attr {
         sample_stack_user: cfg.stack_user,
         ..perf_event_attr::default()
     };
+    attr.__bindgen_anon_3.config1 = cfg.config1;
+    attr.__bindgen_anon_4.config2 = cfg.config2;
     match cfg.period {
         Period::Count(n) => attr.sample_period = n,
         Period::Frequency(hz) => {

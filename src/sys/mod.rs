@@ -12,6 +12,7 @@ pub mod ring;
 #[cfg(test)]
 pub mod testutil;
 pub mod tracefs;
+pub mod uprobe;
 
 use std::io;
 
@@ -51,6 +52,42 @@ pub fn clock_monotonic_ns() -> u64 {
     let secs = u64::try_from(ts.tv_sec).unwrap_or(0);
     let nanos = u64::try_from(ts.tv_nsec).unwrap_or(0);
     secs.saturating_mul(1_000_000_000).saturating_add(nanos)
+}
+
+/// Local time of `secs` since the epoch (for memleak's `[HH:MM:SS]`); `tm` is left as it was
+/// if the conversion fails.
+pub fn localtime(secs: i64, tm: &mut libc::tm) {
+    let t: libc::time_t = secs;
+    // SAFETY: both pointers are valid for the call; localtime_r writes only to `tm`.
+    unsafe {
+        libc::localtime_r(&t, tm);
+    }
+}
+
+/// Reads one native-endian u64 at `addr` in process `pid` (process_vm_readv: the same
+/// permission as ptrace, which root and the process's own user without Yama restrictions have).
+pub fn read_process_u64(pid: u32, addr: u64) -> io::Result<u64> {
+    let mut buf = [0u8; 8];
+    let local = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: buf.len(),
+    };
+    let remote = libc::iovec {
+        iov_base: addr as *mut libc::c_void,
+        iov_len: buf.len(),
+    };
+    let pid = libc::pid_t::try_from(pid)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "pid out of range"))?;
+    // SAFETY: `local` points at `buf`, which is writable for its 8 bytes; the remote iovec is
+    // only read by the kernel, which checks it against the other process's address space.
+    let n = unsafe { libc::process_vm_readv(pid, &local, 1, &remote, 1, 0) };
+    if n == 8 {
+        Ok(u64::from_ne_bytes(buf))
+    } else if n < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Err(io::Error::new(io::ErrorKind::UnexpectedEof, "short read"))
+    }
 }
 
 /// The online CPUs, from `/sys/devices/system/cpu/online`.

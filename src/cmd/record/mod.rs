@@ -1,9 +1,9 @@
 //! `memperf record`: open events, drain the rings, unwind, write perf.data.
 
-mod drain;
-mod open;
+pub(crate) mod drain;
+pub(crate) mod open;
 mod summary;
-mod synth;
+pub(crate) mod synth;
 
 use std::io::Read;
 use std::os::fd::{AsFd, BorrowedFd};
@@ -33,15 +33,15 @@ use crate::unwind::{UnwindMode, Unwinders};
 pub use open::default_mmap_pages;
 
 /// Signals that end or shape a recording, set by handlers, read by the loop.
-struct SignalState {
+pub(crate) struct SignalState {
     interrupt: Arc<AtomicBool>,
     terminate: Arc<AtomicBool>,
-    wake: UnixStream,
+    pub(crate) wake: UnixStream,
     _wake_tx: UnixStream,
 }
 
 impl SignalState {
-    fn install() -> Result<SignalState> {
+    pub(crate) fn install() -> Result<SignalState> {
         let (rx, tx) = UnixStream::pair().context("failed to create the signal pipe")?;
         rx.set_nonblocking(true)
             .context("failed to set up the signal pipe")?;
@@ -69,13 +69,13 @@ impl SignalState {
         })
     }
 
-    fn drain_wakeups(&mut self) {
+    pub(crate) fn drain_wakeups(&mut self) {
         let mut buf = [0u8; 64];
         while matches!(self.wake.read(&mut buf), Ok(n) if n > 0) {}
     }
 
     /// The signal received since the last call, if any.
-    fn take(&self) -> Option<i32> {
+    pub(crate) fn take(&self) -> Option<i32> {
         if self.interrupt.swap(false, Ordering::SeqCst) {
             Some(libc::SIGINT)
         } else if self.terminate.swap(false, Ordering::SeqCst) {

@@ -33,11 +33,31 @@ const PERF_SAMPLE_STACK_USER: u64 = b::PERF_SAMPLE_STACK_USER as u64;
 const PERF_SAMPLE_TID: u64 = b::PERF_SAMPLE_TID as u64;
 const PERF_SAMPLE_TIME: u64 = b::PERF_SAMPLE_TIME as u64;
 
+/// How one event samples when it differs from the recording's defaults (memperf leak: entry
+/// probes copy the stack, return and free probes only registers).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sampling {
+    pub call_graph: CallGraph,
+    /// User registers sampled beside those unwinding needs (probe arguments, results).
+    pub regs: u64,
+    /// Kernel callchain only (PERF_SAMPLE_CALLCHAIN with exclude_callchain_user).
+    pub kernel_chain: bool,
+    /// The tracepoint payload (PERF_SAMPLE_RAW).
+    pub raw: bool,
+    pub period: Period,
+}
+
 /// An event resolved against this kernel, with the attr it is opened with.
 pub struct ResolvedEvent {
     pub spec: EventSpec,
     pub type_: u32,
     pub config: u64,
+    pub config1: u64,
+    pub config2: u64,
+    /// Overrides the recording's sampling for this event.
+    pub sampling: Option<Sampling>,
+    /// An in-kernel tracepoint filter (PERF_EVENT_IOC_SET_FILTER), set on every fd.
+    pub filter: Option<std::ffi::CString>,
     /// The attr as finally opened (after any fallback), for the file header.
     pub attr: Option<perf_event_attr>,
     pub ids: Vec<u64>,
@@ -63,7 +83,17 @@ pub fn resolve_events(specs: &[EventSpec]) -> Result<(Vec<ResolvedEvent>, Option
     let mut tracefs = None;
     let mut out = Vec::new();
     for spec in specs {
+        let (mut config1, mut config2) = (0, 0);
         let (type_, config) = match &spec.kind {
+            EventKind::Uprobe {
+                type_,
+                config,
+                config1: c1,
+                config2: c2,
+            } => {
+                (config1, config2) = (*c1, *c2);
+                (*type_, *config)
+            }
             EventKind::Software { config } => (PERF_TYPE_SOFTWARE, *config),
             EventKind::Hardware { config } => (PERF_TYPE_HARDWARE, *config),
             EventKind::Raw { config } => (PERF_TYPE_RAW, *config),
@@ -96,6 +126,10 @@ pub fn resolve_events(specs: &[EventSpec]) -> Result<(Vec<ResolvedEvent>, Option
             spec: spec.clone(),
             type_,
             config,
+            config1,
+            config2,
+            sampling: None,
+            filter: None,
             attr: None,
             ids: Vec::new(),
         });
@@ -143,6 +177,9 @@ pub fn attr_config(
         | PERF_SAMPLE_TIME
         | PERF_SAMPLE_CPU
         | PERF_SAMPLE_PERIOD;
+    if let Some(sampling) = &ev.sampling {
+        return sampled_attr_config(cfg, ev, sampling, sample_type, tracking, watermark);
+    }
     if ev.spec.is_tracepoint() {
         sample_type |= PERF_SAMPLE_RAW;
     }
@@ -176,6 +213,8 @@ pub fn attr_config(
     AttrConfig {
         type_: ev.type_,
         config: ev.config,
+        config1: ev.config1,
+        config2: ev.config2,
         period,
         sample_type,
         regs_user,
@@ -199,11 +238,72 @@ pub fn attr_config(
     }
 }
 
+/// The attr configuration of an event with its own sampling (see `Sampling`).
+fn sampled_attr_config(
+    cfg: &RecordConfig,
+    ev: &ResolvedEvent,
+    s: &Sampling,
+    mut sample_type: u64,
+    tracking: bool,
+    watermark: u32,
+) -> AttrConfig {
+    if s.raw {
+        sample_type |= PERF_SAMPLE_RAW;
+    }
+    let mut regs_user = s.regs;
+    let mut stack_user = 0;
+    let mut exclude_callchain_user = false;
+    match s.call_graph {
+        CallGraph::None => {}
+        CallGraph::Fp => sample_type |= PERF_SAMPLE_CALLCHAIN,
+        CallGraph::Dwarf { stack_bytes } => {
+            regs_user |= user_regs_mask_for_unwind();
+            stack_user = stack_bytes;
+        }
+    }
+    if s.kernel_chain {
+        sample_type |= PERF_SAMPLE_CALLCHAIN;
+        exclude_callchain_user = s.call_graph != CallGraph::Fp;
+    }
+    if regs_user != 0 {
+        sample_type |= PERF_SAMPLE_REGS_USER;
+    }
+    if stack_user != 0 {
+        sample_type |= PERF_SAMPLE_STACK_USER;
+    }
+    AttrConfig {
+        type_: ev.type_,
+        config: ev.config,
+        config1: ev.config1,
+        config2: ev.config2,
+        period: s.period,
+        sample_type,
+        regs_user,
+        stack_user,
+        exclude_callchain_user,
+        exclude_callchain_kernel: !s.kernel_chain && s.call_graph != CallGraph::Fp,
+        exclude_user: ev.spec.modifiers.exclude_user,
+        exclude_kernel: ev.spec.modifiers.exclude_kernel,
+        exclude_hv: ev.spec.modifiers.exclude_kernel,
+        precise_ip: 0,
+        inherit: matches!(cfg.target, Target::Pids(_) | Target::Command),
+        disabled: true,
+        enable_on_exec: cfg.target == Target::Command,
+        tracking,
+        mmap_data: false,
+        use_clockid: true,
+        sample_id_all: true,
+        wakeup_watermark: watermark,
+        read_format: FORMAT_LOST,
+    }
+}
+
 fn event_class(ev: &ResolvedEvent) -> EventClass {
     match ev.spec.kind {
         EventKind::Software { .. } => EventClass::Software,
         EventKind::Tracepoint { .. } => EventClass::Tracepoint,
         EventKind::Hardware { .. } | EventKind::Raw { .. } => EventClass::Hardware,
+        EventKind::Uprobe { .. } => EventClass::Uprobe,
     }
 }
 
@@ -309,6 +409,15 @@ pub fn open_all(
                     }
                     Err(errno) => return Err(open_error(errno, ev, pid, cpu, cfg, facts)),
                 };
+                if let Some(filter) = &ev.filter {
+                    crate::sys::open::ioc_set_filter(fd.as_fd(), filter).with_context(|| {
+                        format!(
+                            "failed to set the filter `{}` on event `{}`",
+                            filter.to_string_lossy(),
+                            ev.spec.name
+                        )
+                    })?;
+                }
                 let id = ioc_id(fd.as_fd()).with_context(|| {
                     format!("failed to read the id of event `{}`", ev.spec.name)
                 })?;

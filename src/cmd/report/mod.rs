@@ -3,9 +3,9 @@
 //! same framehop code as the recorder, and aggregates stacks of frame ids. Names are looked up
 //! once per unique frame at the end, then stacks are printed folded or as a text report.
 
-mod maps;
-mod output;
-mod pprof;
+pub(crate) mod maps;
+pub(crate) mod output;
+pub(crate) mod pprof;
 
 use std::io::IsTerminal;
 
@@ -55,7 +55,7 @@ pub enum FrameKey {
 }
 
 /// What stays "no stack frames" for an empty stack in the aggregation key.
-const EMPTY_STACK: StackId = u32::MAX;
+pub(crate) const EMPTY_STACK: StackId = u32::MAX;
 
 /// Everything counted while reading, for the header.
 #[derive(Debug, Default)]
@@ -257,7 +257,7 @@ pub fn run(cfg: ReportConfig) -> Result<i32> {
     if let Some(path) = &cfg.pprof {
         let profile = pprof::build(
             &cfg,
-            &file,
+            file.features.sample_time,
             &names,
             &weighers(&file, &names),
             &agg,

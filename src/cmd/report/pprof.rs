@@ -11,7 +11,6 @@ use prost::Message;
 use rustc_hash::FxHashMap;
 
 use crate::cli::ReportConfig;
-use crate::perfdata::PerfDataFile;
 use crate::stacks::FrameId;
 
 use super::output::Resolved;
@@ -171,7 +170,7 @@ fn short(name: &str) -> &str {
 /// Builds the profile: one sample type per event (count), plus bytes for events with a size.
 pub fn build(
     cfg: &ReportConfig,
-    file: &PerfDataFile,
+    sample_time: Option<(u64, u64)>,
     names: &[String],
     weighers: &[Weigher],
     agg: &Aggregate,
@@ -332,11 +331,7 @@ pub fn build(
             }],
         });
     }
-    if let Some((a, b)) = file
-        .features
-        .sample_time
-        .or(agg.stats.first_time.zip(agg.stats.last_time))
-    {
+    if let Some((a, b)) = sample_time.or(agg.stats.first_time.zip(agg.stats.last_time)) {
         p.duration_nanos = b.saturating_sub(a) as i64;
     }
     let note = format!(

@@ -1,0 +1,805 @@
+//! `memperf leak`: BCC's memleak without BPF.
+//!
+//! User mode places uprobes on the allocator's functions (tracefs `uprobe_events`, else the
+//! uprobe PMU) and opens them as ordinary sampled events through the recorder's own open
+//! path; kernel mode opens the kmem tracepoints. Samples go through the one session (online
+//! DWARF unwinding of entry-probe stacks, where the return address at the stack pointer keeps
+//! the immediate caller) into a handler that keeps the outstanding table in user space.
+
+mod output;
+mod probes;
+mod sink;
+mod table;
+
+use std::ffi::CString;
+use std::io::Write;
+use std::os::fd::{AsFd, BorrowedFd};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, anyhow, bail};
+use perf_event_open_sys::bindings as b;
+
+use crate::cli::leak::{LeakConfig, LeakTarget};
+use crate::cli::{CallGraph, Consume, RecordConfig, Target, UnwindWhen};
+use crate::cmd::record::{SignalState, drain, open, synth};
+use crate::events::{EventKind, EventSpec, Modifiers, Period};
+use crate::perfdata::tracing_data::{EventFormat, FieldFormat};
+use crate::record::ParseInfo;
+use crate::session::{Session, SessionEvent};
+use crate::sys::child::{GatedChild, RunningChild};
+use crate::sys::diagnose::SystemFacts;
+use crate::sys::open::{ioc_disable, ioc_enable};
+use crate::sys::tracefs::Tracefs;
+use crate::sys::uprobe::{PmuPath, ProbeDef, UprobeGroup, UprobePmu};
+use crate::sys::{self, poll};
+use crate::unwind::{UnwindMode, Unwinders};
+
+use sink::{KernelSize, LeakEvent, LeakSink, Role};
+use table::{KERNEL_PAGES, KERNEL_PERCPU, KERNEL_SLAB, Space, Table};
+
+const PERF_SAMPLE_CALLCHAIN: u64 = b::PERF_SAMPLE_CALLCHAIN as u64;
+const PERF_SAMPLE_STACK_USER: u64 = b::PERF_SAMPLE_STACK_USER as u64;
+
+const fn reg(r: u32) -> u64 {
+    1u64 << r
+}
+/// Argument registers of an entry probe (DI, SI, DX) and the stack pointer (twin matching).
+const ENTRY_REGS: u64 = reg(b::PERF_REG_X86_DI)
+    | reg(b::PERF_REG_X86_SI)
+    | reg(b::PERF_REG_X86_DX)
+    | reg(b::PERF_REG_X86_SP);
+/// The result of a return probe.
+const RETURN_REGS: u64 = reg(b::PERF_REG_X86_AX);
+
+/// An event to open and what its samples mean.
+struct Planned {
+    spec: EventSpec,
+    role: Role,
+    sampling: open::Sampling,
+    filter: Option<CString>,
+}
+
+/// What the probes need kept alive until the events are closed.
+#[derive(Default)]
+struct ProbeHold {
+    group: Option<UprobeGroup>,
+    _pmu_paths: Vec<PmuPath>,
+}
+
+/// Runs `memperf leak`.
+pub fn run(cfg: LeakConfig) -> Result<i32> {
+    let facts = SystemFacts::read();
+    let (target, command) = match &cfg.target {
+        LeakTarget::Pid(pid) => {
+            if !crate::procfs::exists(*pid) {
+                bail!("no such process: {pid} (given to -p)");
+            }
+            (Target::Pids(vec![*pid]), None)
+        }
+        LeakTarget::Command(argv) => (Target::Command, Some(argv.clone())),
+        LeakTarget::System => (Target::SystemWide, None),
+    };
+    // Probes are created before the events are opened and removed after they are closed:
+    // `hold` is declared first so that it is dropped last, on every path out of here.
+    let mut hold = ProbeHold::default();
+    let (planned, tracefs) = if cfg.kernel {
+        (plan_kernel(&cfg)?, None)
+    } else {
+        let path = allocator_path(&cfg)?;
+        plan_user(&cfg, &path, &mut hold)?
+    };
+    let rcfg = RecordConfig {
+        events: planned.iter().map(|p| p.spec.clone()).collect(),
+        target: target.clone(),
+        cpus: sys::online_cpus().context("failed to list the online CPUs")?,
+        command,
+        period: None,
+        call_graph: cfg.call_graph,
+        unwind: UnwindWhen::Online,
+        user_only: !cfg.kernel,
+        mmap_pages: cfg.mmap_pages,
+        output: PathBuf::from("/dev/null"),
+        duration: None,
+        quiet: true,
+        consume: Consume::All,
+        cmdline: std::env::args().collect(),
+    };
+    let (mut events, tfs_for_tracepoints) = open::resolve_events(&rcfg.events)?;
+    for (ev, p) in events.iter_mut().zip(&planned) {
+        ev.sampling = Some(p.sampling.clone());
+        ev.filter = p.filter.clone();
+    }
+    let gated = match &rcfg.command {
+        Some(argv) => Some(GatedChild::spawn(argv).context("failed to start the command")?),
+        None => None,
+    };
+    let child_pid = gated.as_ref().map(|g| g.pid());
+    let mut signals = SignalState::install()?;
+    let mut opened = open::open_all(
+        &rcfg,
+        events,
+        tracefs.or(tfs_for_tracepoints),
+        child_pid,
+        &facts,
+    )?;
+
+    let mut sevents = Vec::new();
+    let mut levents = Vec::new();
+    for (ev, p) in opened.events.iter().zip(&planned) {
+        let attr = ev
+            .attr
+            .ok_or_else(|| anyhow!("event `{}` was never opened", ev.spec.name))?;
+        let out = out_attr(&attr);
+        let stack = attr.sample_type & (PERF_SAMPLE_STACK_USER | PERF_SAMPLE_CALLCHAIN) != 0;
+        sevents.push(SessionEvent {
+            name: ev.spec.name.clone(),
+            ring_info: ParseInfo::from_attr(&attr),
+            out_info: ParseInfo::from_attr(&out),
+        });
+        levents.push(LeakEvent {
+            role: p.role.clone(),
+            info: ParseInfo::from_attr(&out),
+            stack,
+        });
+    }
+    let dwarf = matches!(cfg.call_graph, CallGraph::Dwarf { .. }) && !cfg.kernel;
+    let mut session = Session::new(
+        sevents.clone(),
+        opened.ids.clone(),
+        dwarf.then(|| Unwinders::new(UnwindMode::Dwarf)),
+    );
+    let table = Table::new(cfg.max_entries, cfg.min_size, cfg.max_size);
+    let mut sink = LeakSink::new(
+        levents,
+        opened.ids.clone(),
+        sevents[0].ring_info,
+        table,
+        sys::read_process_u64,
+    );
+    if cfg.trace {
+        sink.trace = Some(Box::new(std::io::stdout()));
+    }
+    if let Target::Pids(pids) = &target {
+        let id = opened.events[0].ids.first().copied().unwrap_or(0);
+        synth::synthesize(pids, id, &sevents[0].ring_info, &mut session, &mut sink)
+            .context("failed to read the target's mappings")?;
+    }
+
+    // Start: the command's events enable themselves at its exec.
+    if target != Target::Command {
+        for ring in &opened.rings {
+            ioc_enable(ring.fd()).context("failed to enable an event")?;
+        }
+        for fd in &opened.fds {
+            ioc_enable(fd.as_fd()).context("failed to enable an event")?;
+        }
+    }
+    let header = match (&cfg.target, cfg.kernel) {
+        (LeakTarget::System, _) => "Attaching to kernel allocators, Ctrl+C to quit.".to_string(),
+        (_, true) => format!(
+            "Attaching to kernel allocators of pid {}, Ctrl+C to quit.",
+            child_pid.map_or_else(|| target_pid(&target), |p| p as u32)
+        ),
+        _ => format!(
+            "Attaching to pid {}, Ctrl+C to quit.",
+            child_pid.map_or_else(|| target_pid(&target), |p| p as u32)
+        ),
+    };
+    let mut child = match gated {
+        Some(g) => Some(g.release().context("failed to start the command")?),
+        None => None,
+    };
+    say(&cfg, &header)?;
+
+    let mut names = output::Names::default();
+    let mut dstats = drain::DrainStats::default();
+    let mut state = LoopState {
+        reports: 0,
+        last_report: Instant::now(),
+    };
+    let reason = trace_loop(
+        &cfg,
+        &target,
+        &mut opened.rings,
+        &mut session,
+        &mut sink,
+        &mut signals,
+        &mut child,
+        &mut dstats,
+        &mut names,
+        &mut state,
+    )?;
+    for ring in &opened.rings {
+        let _ = ioc_disable(ring.fd());
+    }
+    for fd in &opened.fds {
+        let _ = ioc_disable(fd.as_fd());
+    }
+    drain::round(
+        &mut opened.rings,
+        &mut session,
+        &mut sink,
+        None,
+        &mut dstats,
+    )?;
+    let mut lost = session.stats().lost + session.stats().lost_samples;
+    if opened.format_lost {
+        let mut counted = 0;
+        let owners = opened.rings.iter().map(|r| r.fd());
+        for fd in owners.chain(opened.fds.iter().map(|f| f.as_fd())) {
+            counted += sys::open::read_lost(fd).unwrap_or(0);
+        }
+        lost = lost.max(counted);
+    }
+    let now = now_ns(opened.clock_monotonic, &session);
+    let done = output::Completeness {
+        lost,
+        sample_rate: cfg.sample_rate,
+    };
+    // The final report: when tracing ended otherwise than by reaching the count.
+    if reason != Stop::Count && !cfg.folded {
+        let mut out = std::io::stdout().lock();
+        output::write_report(&mut out, &cfg, &sink, &mut names, now, &done)?;
+    }
+    drop(opened);
+    let removed = hold.group.as_mut().map(|g| g.remove_all());
+    if let Some(Err(e)) = removed {
+        eprintln!("memperf: warning: {e}");
+    }
+    write_profiles(&cfg, &mut sink, now, lost)?;
+    Ok(0)
+}
+
+fn target_pid(t: &Target) -> u32 {
+    match t {
+        Target::Pids(p) => p.first().copied().unwrap_or(0),
+        _ => 0,
+    }
+}
+
+/// Header lines go to standard output, as memleak's do, unless it carries folded stacks.
+fn say(cfg: &LeakConfig, line: &str) -> Result<()> {
+    if cfg.folded || cfg.pprof.as_deref() == Some(Path::new("-")) {
+        eprintln!("{line}");
+    } else {
+        let mut out = std::io::stdout().lock();
+        writeln!(out, "{line}")?;
+        out.flush()?;
+    }
+    Ok(())
+}
+
+fn write_profiles(cfg: &LeakConfig, sink: &mut LeakSink, now: u64, lost: u64) -> Result<()> {
+    if !cfg.folded && cfg.pprof.is_none() {
+        return Ok(());
+    }
+    use crate::cmd::report::{Weigher, output as report_output, pprof};
+    let older_ns = if cfg.combined_only {
+        0
+    } else {
+        cfg.older_ms.saturating_mul(1_000_000)
+    };
+    let mut agg = output::to_aggregate(sink, now, older_ns, lost);
+    let rcfg = report_config(cfg);
+    let kallsyms = if agg.kernel_frames {
+        std::fs::read_to_string("/proc/kallsyms")
+            .ok()
+            .map(|t| crate::symbolize::Kallsyms::from_text(&t))
+    } else {
+        None
+    };
+    let mut res = report_output::resolve(&rcfg, &agg, kallsyms);
+    if let Some(path) = &cfg.pprof {
+        let names = vec!["outstanding".to_string()];
+        let p = pprof::build(&rcfg, None, &names, &[Weigher::Fixed(1)], &agg, &res);
+        pprof::write(&p, path)?;
+    }
+    if cfg.folded {
+        // Folded stacks weigh outstanding bytes.
+        agg.counts = std::mem::take(&mut agg.bytes);
+        let mut out = std::io::stdout().lock();
+        report_output::write_folded(&rcfg, &agg, &mut res, &mut out)?;
+    }
+    Ok(())
+}
+
+/// The report configuration the shared printers take.
+fn report_config(cfg: &LeakConfig) -> crate::cli::ReportConfig {
+    use crate::cli::{Prefix, ReportConfig, StackSpace, Weight};
+    ReportConfig {
+        input: PathBuf::from("memperf leak"),
+        folded: cfg.folded,
+        event: None,
+        pids: None,
+        tids: None,
+        comms: None,
+        cpus: None,
+        time: (None, None),
+        space: StackSpace::All,
+        prefix: Prefix::Comm,
+        reverse: false,
+        addrs: false,
+        inline: false,
+        lines: false,
+        demangle: true,
+        kernel_annotate: false,
+        top: cfg.top,
+        quiet: true,
+        flamegraph: None,
+        by: None,
+        weight: Weight::Bytes,
+        pprof: cfg.pprof.clone(),
+        script: None,
+        timeline: None,
+    }
+}
+
+/// The time reports measure allocation age against: CLOCK_MONOTONIC, as the samples carry,
+/// or the newest sample's time on kernels without `use_clockid`.
+fn now_ns(monotonic: bool, session: &Session) -> u64 {
+    if monotonic {
+        sys::clock_monotonic_ns()
+    } else {
+        session.stats().last_time.unwrap_or(0)
+    }
+}
+
+/// Why tracing stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stop {
+    Count,
+    TargetExited,
+    Signal,
+}
+
+struct LoopState {
+    reports: u64,
+    last_report: Instant,
+}
+
+#[allow(clippy::too_many_arguments)]
+fn trace_loop(
+    cfg: &LeakConfig,
+    target: &Target,
+    rings: &mut [crate::sys::ring::RingBuffer],
+    session: &mut Session,
+    sink: &mut LeakSink,
+    signals: &mut SignalState,
+    child: &mut Option<RunningChild>,
+    dstats: &mut drain::DrainStats,
+    names: &mut output::Names,
+    state: &mut LoopState,
+) -> Result<Stop> {
+    let mut last_alive_check = Instant::now();
+    let clock_monotonic = true;
+    loop {
+        let next = state.last_report + cfg.interval;
+        let timeout = next
+            .saturating_duration_since(Instant::now())
+            .min(Duration::from_millis(100));
+        let mut fds: Vec<BorrowedFd<'_>> = vec![signals.wake.as_fd()];
+        fds.extend(rings.iter().map(|r| r.fd()));
+        poll::poll(&fds, timeout).context("failed to wait for events")?;
+        drop(fds);
+        signals.drain_wakeups();
+        let limit = sys::clock_monotonic_ns().saturating_sub(drain::HOLD_BACK_NS);
+        drain::round(rings, session, sink, Some(limit), dstats)?;
+        if Instant::now() >= next {
+            state.last_report = Instant::now();
+            state.reports += 1;
+            if !cfg.folded {
+                let done = output::Completeness {
+                    lost: session.stats().lost + session.stats().lost_samples,
+                    sample_rate: cfg.sample_rate,
+                };
+                let now = now_ns(clock_monotonic, session);
+                let mut out = std::io::stdout().lock();
+                output::write_report(&mut out, cfg, sink, names, now, &done)?;
+            }
+            if cfg.count.is_some_and(|c| state.reports >= c) {
+                if let Some(c) = child.as_ref() {
+                    let _ = c.kill(libc::SIGTERM);
+                }
+                return Ok(Stop::Count);
+            }
+        }
+        if let Some(sig) = signals.take() {
+            if let Some(c) = child.as_ref() {
+                let _ = c.kill(sig);
+            }
+            return Ok(Stop::Signal);
+        }
+        if let Some(c) = child.as_mut()
+            && c.try_wait()
+                .context("failed to wait for the command")?
+                .is_some()
+        {
+            return Ok(Stop::TargetExited);
+        }
+        if last_alive_check.elapsed() >= Duration::from_millis(200) {
+            last_alive_check = Instant::now();
+            if let Target::Pids(p) = target
+                && p.iter().all(|&pid| !crate::procfs::exists(pid))
+            {
+                return Ok(Stop::TargetExited);
+            }
+        }
+    }
+}
+
+/// The attr the handler parses samples with: after online unwinding, samples carry a
+/// callchain instead of the stack bytes, and keep their argument registers.
+fn out_attr(attr: &b::perf_event_attr) -> b::perf_event_attr {
+    let mut out = *attr;
+    if out.sample_type & PERF_SAMPLE_STACK_USER != 0 {
+        out.sample_type &= !PERF_SAMPLE_STACK_USER;
+        out.sample_type |= PERF_SAMPLE_CALLCHAIN;
+        out.sample_stack_user = 0;
+        out.set_exclude_callchain_user(0);
+    }
+    out.read_format = 0;
+    out
+}
+
+/// The allocator object of the target.
+fn allocator_path(cfg: &LeakConfig) -> Result<PathBuf> {
+    match &cfg.target {
+        LeakTarget::Pid(pid) => probes::for_process(*pid, cfg.obj.as_deref()),
+        LeakTarget::Command(argv) => {
+            let program = find_program(argv.first().map(Path::new).unwrap_or(Path::new("")))?;
+            probes::for_command(&program, cfg.obj.as_deref())
+        }
+        LeakTarget::System => bail!("no user allocator in kernel mode"),
+    }
+}
+
+/// The program `execvp` will run.
+fn find_program(name: &Path) -> Result<PathBuf> {
+    if name.as_os_str().as_encoded_bytes().contains(&b'/') {
+        if name.exists() {
+            return Ok(name.to_path_buf());
+        }
+        bail!(
+            "failed to start the command: `{}` not found",
+            name.display()
+        );
+    }
+    let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/bin:/bin".into());
+    std::env::split_paths(&path)
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+        .ok_or_else(|| {
+            anyhow!(
+                "failed to start the command: `{}` not found in PATH",
+                name.display()
+            )
+        })
+}
+
+/// The user-mode events: an entry (and where needed a return) probe per allocator function.
+fn plan_user(
+    cfg: &LeakConfig,
+    path: &Path,
+    hold: &mut ProbeHold,
+) -> Result<(Vec<Planned>, Option<Tracefs>)> {
+    let alloc = probes::load(path, &cfg.symbols_prefix)?;
+    if !alloc.missing.is_empty() {
+        eprintln!(
+            "memperf: `{}` has no {}; those are not traced",
+            path.display(),
+            alloc.missing.join(", ")
+        );
+    }
+    let tracefs = Tracefs::locate_or_mount().ok();
+    let via_tracefs = tracefs
+        .as_ref()
+        .filter(|t| UprobeGroup::writable(t))
+        .cloned();
+    if let Some(t) = &via_tracefs {
+        // Probes a killed run left behind would fire (and cost) for nothing.
+        if let Err(e) = crate::sys::uprobe::remove_stale(t) {
+            eprintln!("memperf: warning: stale probes of an earlier run remain: {e}");
+        }
+        hold.group = Some(UprobeGroup::new(t.clone()));
+    }
+    let pmu = if via_tracefs.is_none() {
+        Some(UprobePmu::read().ok_or_else(|| {
+            anyhow!(
+                "cannot place uprobes: tracefs uprobe_events is not writable (it needs root and \
+                 CONFIG_UPROBE_EVENTS) and this kernel has no uprobe PMU (4.17+)"
+            )
+        })?)
+    } else {
+        None
+    };
+    let stack_cg = cfg.call_graph;
+    let mut planned = Vec::new();
+    for site in &alloc.sites {
+        let d = site.def;
+        let mut probe = |suffix: &str, ret: bool, offset: u64| -> Result<EventSpec> {
+            let name = format!("{}{suffix}", d.symbol);
+            if let Some(group) = hold.group.as_mut() {
+                group
+                    .add(&ProbeDef {
+                        name: name.clone(),
+                        path: path.to_path_buf(),
+                        offset,
+                        ret,
+                        args: if ret {
+                            vec!["ret=$retval:x64".to_string()]
+                        } else {
+                            d.args.iter().map(|a| a.to_string()).collect()
+                        },
+                    })
+                    .with_context(|| format!("failed to place a uprobe on `{}`", d.symbol))?;
+                return Ok(EventSpec {
+                    name: format!("{}:{name}", group.name()),
+                    kind: EventKind::Tracepoint {
+                        system: group.name().to_string(),
+                        name,
+                    },
+                    modifiers: Modifiers::default(),
+                });
+            }
+            let pmu = pmu.ok_or_else(|| anyhow!("no uprobe PMU"))?;
+            let p = PmuPath::new(path)?;
+            let spec = EventSpec {
+                name: format!("uprobe:{name}"),
+                kind: EventKind::Uprobe {
+                    type_: pmu.type_,
+                    config: pmu.config(ret),
+                    config1: p.config1(),
+                    config2: offset,
+                },
+                modifiers: Modifiers::default(),
+            };
+            hold._pmu_paths.push(p);
+            Ok(spec)
+        };
+        let entry_stack = if cfg.sample_rate == 1 {
+            stack_cg
+        } else {
+            CallGraph::None
+        };
+        planned.push(Planned {
+            spec: probe("", false, site.probe)?,
+            role: sink::Role::Entry(d.func),
+            sampling: user_sampling(entry_stack, ENTRY_REGS, 1),
+            filter: None,
+        });
+        let allocates = !matches!(d.func, table::Func::Free | table::Func::Munmap);
+        if cfg.sample_rate > 1 && allocates {
+            // The twin event: same probe, one hit in N copies the stack.
+            let spec = planned
+                .last()
+                .map(|p: &Planned| p.spec.clone())
+                .ok_or_else(|| anyhow!("no entry event"))?;
+            planned.push(Planned {
+                spec,
+                role: sink::Role::Entry(d.func),
+                sampling: user_sampling(stack_cg, ENTRY_REGS, cfg.sample_rate),
+                filter: None,
+            });
+        }
+        if d.ret {
+            planned.push(Planned {
+                spec: probe("_ret", true, site.entry)?,
+                role: sink::Role::Return(d.func),
+                sampling: user_sampling(CallGraph::None, RETURN_REGS, 1),
+                filter: None,
+            });
+        }
+    }
+    Ok((planned, via_tracefs.or(tracefs)))
+}
+
+fn user_sampling(call_graph: CallGraph, regs: u64, period: u64) -> open::Sampling {
+    open::Sampling {
+        call_graph,
+        regs,
+        kernel_chain: false,
+        raw: false,
+        period: Period::Count(period),
+    }
+}
+
+/// One kernel allocator event: tracepoint, whether it must exist, its role's fields.
+struct KernelEventDef {
+    system: &'static str,
+    name: &'static str,
+    required: bool,
+    space: Space,
+    addr: &'static str,
+    /// Some for allocations: the size field, and whether it is a page order.
+    size: Option<(&'static str, bool)>,
+}
+
+const fn kdef(
+    system: &'static str,
+    name: &'static str,
+    required: bool,
+    space: Space,
+    addr: &'static str,
+    size: Option<(&'static str, bool)>,
+) -> KernelEventDef {
+    KernelEventDef {
+        system,
+        name,
+        required,
+        space,
+        addr,
+        size,
+    }
+}
+
+const KERNEL_EVENTS: &[KernelEventDef] = &[
+    kdef(
+        "kmem",
+        "kmalloc",
+        true,
+        KERNEL_SLAB,
+        "ptr",
+        Some(("bytes_alloc", false)),
+    ),
+    kdef(
+        "kmem",
+        "kmalloc_node",
+        false,
+        KERNEL_SLAB,
+        "ptr",
+        Some(("bytes_alloc", false)),
+    ),
+    kdef(
+        "kmem",
+        "kmem_cache_alloc",
+        true,
+        KERNEL_SLAB,
+        "ptr",
+        Some(("bytes_alloc", false)),
+    ),
+    kdef(
+        "kmem",
+        "kmem_cache_alloc_node",
+        false,
+        KERNEL_SLAB,
+        "ptr",
+        Some(("bytes_alloc", false)),
+    ),
+    kdef("kmem", "kfree", true, KERNEL_SLAB, "ptr", None),
+    kdef("kmem", "kmem_cache_free", true, KERNEL_SLAB, "ptr", None),
+    kdef(
+        "kmem",
+        "mm_page_alloc",
+        true,
+        KERNEL_PAGES,
+        "pfn",
+        Some(("order", true)),
+    ),
+    kdef("kmem", "mm_page_free", true, KERNEL_PAGES, "pfn", None),
+];
+
+const PERCPU_EVENTS: &[KernelEventDef] = &[
+    kdef(
+        "percpu",
+        "percpu_alloc_percpu",
+        true,
+        KERNEL_PERCPU,
+        "ptr",
+        Some(("bytes_alloc", false)),
+    ),
+    kdef(
+        "percpu",
+        "percpu_free_percpu",
+        true,
+        KERNEL_PERCPU,
+        "ptr",
+        None,
+    ),
+];
+
+/// The kernel-mode events, with their fields read from the tracepoint formats.
+fn plan_kernel(cfg: &LeakConfig) -> Result<Vec<Planned>> {
+    let tfs = Tracefs::locate_or_mount().context("failed to open the kmem tracepoints")?;
+    let mut planned = Vec::new();
+    let defs = KERNEL_EVENTS
+        .iter()
+        .chain(if cfg.percpu { PERCPU_EVENTS } else { &[] });
+    for d in defs {
+        let full = format!("{}:{}", d.system, d.name);
+        let format = match tfs.format(d.system, d.name) {
+            Ok(f) => f,
+            Err(_) if !d.required => continue,
+            Err(e) => bail!("failed to open tracepoint `{full}`: {e}"),
+        };
+        let text = String::from_utf8_lossy(&format);
+        let ef = EventFormat::parse(&text)
+            .ok_or_else(|| anyhow!("failed to parse the format of tracepoint `{full}`"))?;
+        let field = |name: &str| -> Result<FieldFormat> {
+            ef.field(name)
+                .cloned()
+                .ok_or_else(|| anyhow!("tracepoint `{full}` has no field `{name}`"))
+        };
+        let addr = field(d.addr)?;
+        let (role, filter, period) = match d.size {
+            Some((size_name, is_order)) => {
+                let f = field(size_name)?;
+                let filter = if is_order {
+                    None
+                } else {
+                    size_filter(size_name, cfg.min_size, cfg.max_size)
+                };
+                let size = if is_order {
+                    KernelSize::PageOrder(f)
+                } else {
+                    KernelSize::Field(f)
+                };
+                (
+                    Role::KernelAlloc {
+                        space: d.space,
+                        addr,
+                        size,
+                    },
+                    filter,
+                    cfg.sample_rate,
+                )
+            }
+            None => (
+                Role::KernelFree {
+                    space: d.space,
+                    addr,
+                },
+                None,
+                1,
+            ),
+        };
+        let alloc = matches!(role, Role::KernelAlloc { .. });
+        planned.push(Planned {
+            spec: EventSpec {
+                name: full,
+                kind: EventKind::Tracepoint {
+                    system: d.system.to_string(),
+                    name: d.name.to_string(),
+                },
+                modifiers: Modifiers::default(),
+            },
+            role,
+            sampling: open::Sampling {
+                call_graph: CallGraph::None,
+                regs: 0,
+                kernel_chain: alloc,
+                raw: true,
+                period: Period::Count(period),
+            },
+            filter,
+        });
+    }
+    Ok(planned)
+}
+
+/// `-z`/`-Z` as an in-kernel tracepoint filter on the size field.
+fn size_filter(field: &str, min: Option<u64>, max: Option<u64>) -> Option<CString> {
+    let text = match (min, max) {
+        (None, None) => return None,
+        (Some(lo), None) => format!("{field} >= {lo}"),
+        (None, Some(hi)) => format!("{field} <= {hi}"),
+        (Some(lo), Some(hi)) => format!("{field} >= {lo} && {field} <= {hi}"),
+    };
+    CString::new(text).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn size_filters_are_tracepoint_filter_expressions() {
+        assert_eq!(size_filter("bytes_alloc", None, None), None);
+        assert_eq!(
+            size_filter("bytes_alloc", Some(4096), Some(65536))
+                .as_deref()
+                .map(|c| c.to_string_lossy().into_owned()),
+            Some("bytes_alloc >= 4096 && bytes_alloc <= 65536".to_string())
+        );
+    }
+}

@@ -1,0 +1,307 @@
+//! memleak's report layout, and the folded and pprof outputs through the report's printers.
+
+use std::io::Write;
+
+use anyhow::Result;
+use rustc_hash::FxHashMap;
+
+use crate::cli::leak::{LeakConfig, LeakSort};
+use crate::cmd::report::FrameKey;
+use crate::cmd::report::maps::ModuleKind;
+use crate::stacks::{FrameId, StackId};
+use crate::symbolize::{Kallsyms, ModuleKey, SymbolizeOptions, Symbolizer};
+
+use super::sink::LeakSink;
+use super::table::{NO_STACK, UNSAMPLED};
+
+/// A frame as memleak prints it: `0x%016x\tsym+0xoff [module]`.
+#[derive(Debug, Clone)]
+struct FrameText {
+    addr: u64,
+    text: String,
+}
+
+/// Names frames once each, across reports.
+pub struct Names {
+    sym: Symbolizer,
+    cache: Vec<Option<FrameText>>,
+    kallsyms_loaded: bool,
+}
+
+impl Default for Names {
+    fn default() -> Self {
+        Names {
+            sym: Symbolizer::new(SymbolizeOptions {
+                inline: false,
+                lines: false,
+                demangle: true,
+            }),
+            cache: Vec::new(),
+            kallsyms_loaded: false,
+        }
+    }
+}
+
+impl Names {
+    fn frame(&mut self, sink: &LeakSink, id: FrameId) -> FrameText {
+        if let Some(Some(t)) = self.cache.get(id as usize) {
+            return t.clone();
+        }
+        let addr = sink.frame_addrs.get(id as usize).copied().unwrap_or(0);
+        let text = match sink.frames.get(id) {
+            Some(&FrameKey::Kernel { addr, ret }) => {
+                if !self.kallsyms_loaded {
+                    self.kallsyms_loaded = true;
+                    if let Ok(t) = std::fs::read_to_string("/proc/kallsyms") {
+                        self.sym.set_kallsyms(Kallsyms::from_text(&t));
+                    }
+                }
+                let s = self.sym.symbolize_kernel(addr, ret);
+                with_offset(s.frames.last(), "[kernel]")
+            }
+            Some(&FrameKey::User {
+                module,
+                offset,
+                ret,
+            }) => {
+                let m = sink.maps.module(module);
+                let tag = format!("[{}]", m.basename());
+                match m.kind() {
+                    ModuleKind::File => {
+                        let s = self.sym.symbolize(
+                            &ModuleKey {
+                                path: &m.path,
+                                build_id: m.build_id.as_deref(),
+                                pid: Some(sink.maps.module_pid(module)),
+                            },
+                            offset,
+                            ret,
+                        );
+                        with_offset(s.frames.last(), &tag)
+                    }
+                    _ => format!("{} {tag}", String::from_utf8_lossy(&m.path)),
+                }
+            }
+            Some(&FrameKey::Jit { pid, addr }) => match self.sym.symbolize_jit(pid, addr) {
+                Some(f) => with_offset(Some(&f), "[jit]"),
+                None => "[unknown]".to_string(),
+            },
+            None => "[unknown]".to_string(),
+        };
+        let t = FrameText { addr, text };
+        if self.cache.len() <= id as usize {
+            self.cache.resize(id as usize + 1, None);
+        }
+        self.cache[id as usize] = Some(t.clone());
+        t
+    }
+}
+
+/// `sym+0xoff [module]`, or `[unknown] [module]`.
+fn with_offset(f: Option<&crate::symbolize::Frame>, module: &str) -> String {
+    match f.and_then(|f| f.name.as_ref().map(|n| (n, f.sym_offset.unwrap_or(0)))) {
+        Some((name, off)) => format!("{name}+{off:#x} {module}"),
+        None => format!("[unknown] {module}"),
+    }
+}
+
+/// Outstanding (bytes, allocations) per stack, of allocations at least `older_ns` old.
+pub fn per_stack(sink: &LeakSink, now: u64, older_ns: u64) -> FxHashMap<StackId, (u64, u64)> {
+    let mut out: FxHashMap<StackId, (u64, u64)> = FxHashMap::default();
+    for (_, _, a) in sink.table.iter() {
+        if now.saturating_sub(a.time) < older_ns && a.time <= now {
+            continue;
+        }
+        let e = out.entry(a.stack).or_default();
+        e.0 += a.size;
+        e.1 += 1;
+    }
+    out
+}
+
+/// Counters and losses, printed with every report so that a reader knows how complete it is.
+pub struct Completeness {
+    pub lost: u64,
+    pub sample_rate: u64,
+}
+
+/// One memleak report: `[HH:MM:SS] Top N stacks with outstanding allocations:`, then the
+/// stacks in ascending order of size (the largest last, nearest the prompt), as BCC prints.
+pub fn write_report(
+    w: &mut dyn Write,
+    cfg: &LeakConfig,
+    sink: &LeakSink,
+    names: &mut Names,
+    now: u64,
+    done: &Completeness,
+) -> Result<()> {
+    let older_ns = if cfg.combined_only {
+        0
+    } else {
+        cfg.older_ms.saturating_mul(1_000_000)
+    };
+    if cfg.show_allocs {
+        let mut allocs: Vec<(u64, u64)> = sink
+            .table
+            .iter()
+            .filter(|(_, _, a)| now.saturating_sub(a.time) >= older_ns || a.time > now)
+            .map(|(_, addr, a)| (addr, a.size))
+            .collect();
+        allocs.sort_unstable();
+        for (addr, size) in allocs {
+            writeln!(w, "\taddr = {addr:x} size = {size}")?;
+        }
+    }
+    let mut stacks: Vec<(StackId, (u64, u64))> =
+        per_stack(sink, now, older_ns).into_iter().collect();
+    match cfg.sort {
+        LeakSort::Size => stacks.sort_unstable_by_key(|&(s, (b, n))| (b, n, s)),
+        LeakSort::Count => stacks.sort_unstable_by_key(|&(s, (b, n))| (n, b, s)),
+    }
+    let top = stacks.len().saturating_sub(cfg.top);
+    writeln!(
+        w,
+        "[{}] Top {} stacks with outstanding allocations:",
+        wall_clock(),
+        cfg.top
+    )?;
+    let mut ids = Vec::new();
+    for &(stack, (bytes, n)) in &stacks[top..] {
+        writeln!(w, "\t{bytes} bytes in {n} allocations from stack")?;
+        match stack {
+            UNSAMPLED => writeln!(
+                w,
+                "\t\t[stack not sampled: -s {} copies one stack in {}]",
+                done.sample_rate, done.sample_rate
+            )?,
+            NO_STACK => writeln!(w, "\t\t[no stack]")?,
+            _ => {
+                ids.clear();
+                sink.stacks.frames(stack, &mut ids);
+                // Leaf first, as memleak prints.
+                for &id in ids.iter().rev() {
+                    let f = names.frame(sink, id);
+                    writeln!(w, "\t\t{:#018x}\t{}", f.addr, f.text)?;
+                }
+            }
+        }
+    }
+    write_completeness(w, sink, done)?;
+    w.flush()?;
+    Ok(())
+}
+
+/// The lines that say how complete the table is; nothing when nothing is off.
+fn write_completeness(w: &mut dyn Write, sink: &LeakSink, done: &Completeness) -> Result<()> {
+    let s = &sink.table.stats;
+    if done.lost > 0 {
+        writeln!(
+            w,
+            "WARNING: {} events lost (ring buffer full): outstanding figures may be overstated \
+             (a lost free looks like a leak) or understated; use a larger -m or -s",
+            done.lost
+        )?;
+    }
+    if s.dropped_full > 0 {
+        writeln!(
+            w,
+            "WARNING: {} allocations not tracked: the table was full ({} entries, about {} KiB; \
+             raise --max-entries)",
+            s.dropped_full,
+            sink.table.len(),
+            sink.table.memory_bytes() / 1024
+        )?;
+    }
+    if sink.unread_results > 0 {
+        writeln!(
+            w,
+            "WARNING: {} posix_memalign results could not be read from the process",
+            sink.unread_results
+        )?;
+    }
+    Ok(())
+}
+
+/// HH:MM:SS of local time, as memleak's header shows it.
+fn wall_clock() -> String {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64);
+    let mut tm: libc::tm = libc_tm_zero();
+    crate::sys::localtime(now, &mut tm);
+    format!("{:02}:{:02}:{:02}", tm.tm_hour, tm.tm_min, tm.tm_sec)
+}
+
+fn libc_tm_zero() -> libc::tm {
+    libc::tm {
+        tm_sec: 0,
+        tm_min: 0,
+        tm_hour: 0,
+        tm_mday: 0,
+        tm_mon: 0,
+        tm_year: 0,
+        tm_wday: 0,
+        tm_yday: 0,
+        tm_isdst: 0,
+        tm_gmtoff: 0,
+        tm_zone: std::ptr::null(),
+    }
+}
+
+/// The outstanding bytes and allocations per (process, stack) as a report aggregate, so that
+/// the report's folded and pprof printers serve `memperf leak` too. Takes the sink's tables:
+/// call it once, at the end.
+pub fn to_aggregate(
+    sink: &mut LeakSink,
+    now: u64,
+    older_ns: u64,
+    lost: u64,
+) -> crate::cmd::report::Aggregate {
+    use crate::cmd::report::{Aggregate, EMPTY_STACK, ReadStats};
+    use crate::stacks::FrameTable;
+    let mut prefixes: FrameTable<String> = FrameTable::default();
+    let mut counts = FxHashMap::default();
+    let mut bytes = FxHashMap::default();
+    let mut per: FxHashMap<(u32, StackId), (u64, u64)> = FxHashMap::default();
+    for (space, _, a) in sink.table.iter() {
+        if now.saturating_sub(a.time) < older_ns && a.time <= now {
+            continue;
+        }
+        let e = per.entry((space, a.stack)).or_default();
+        e.0 += a.size;
+        e.1 += 1;
+    }
+    for ((space, stack), (b, n)) in per {
+        let mut prefix = sink.comm_of(space);
+        let stack = match stack {
+            UNSAMPLED => {
+                prefix.push_str(";[stack not sampled]");
+                EMPTY_STACK
+            }
+            NO_STACK => EMPTY_STACK,
+            s => s,
+        };
+        let p = prefixes.intern(&prefix);
+        *counts.entry((0, p, stack)).or_insert(0) += n;
+        *bytes.entry((0, p, stack)).or_insert(0) += b;
+    }
+    Aggregate {
+        frames: std::mem::take(&mut sink.frames),
+        stacks: std::mem::take(&mut sink.stacks),
+        prefixes,
+        counts,
+        maps: std::mem::take(&mut sink.maps),
+        stats: ReadStats {
+            samples: vec![0],
+            kept: vec![1],
+            lost,
+            ..ReadStats::default()
+        },
+        by: FxHashMap::default(),
+        timeline: std::collections::BTreeMap::new(),
+        sized: vec![true],
+        kernel_frames: sink.kernel_frames,
+        rows: Vec::new(),
+        bytes,
+    }
+}

@@ -1,0 +1,525 @@
+//! The outstanding-allocation table: what memleak keeps in BPF maps, kept in user space.
+//!
+//! Calls are matched per thread: an entry pushes a pending call, its return pops it. The
+//! result of an allocation becomes an outstanding entry keyed by (address space, address);
+//! a free removes it. Allocations the allocator makes while serving another call (glibc's
+//! mmap of a new heap inside malloc, munmap inside free) are recognised by the pending call
+//! beneath them and left out.
+
+use std::collections::BTreeMap;
+
+use rustc_hash::FxHashMap;
+
+use crate::stacks::StackId;
+
+/// A stack id for an allocation whose stack was not sampled (`-s N`).
+pub const UNSAMPLED: StackId = u32::MAX - 1;
+/// A stack id for an allocation with no stack at all (unwinding gave no frame).
+pub const NO_STACK: StackId = u32::MAX;
+
+/// What a probed function does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Func {
+    Malloc,
+    Calloc,
+    Realloc,
+    PosixMemalign,
+    AlignedAlloc,
+    Valloc,
+    Pvalloc,
+    Free,
+    Mmap,
+    Munmap,
+    Mremap,
+}
+
+impl Func {
+    /// Functions that serve the program's heap (their own mmaps are internal).
+    pub fn is_allocator(self) -> bool {
+        !matches!(self, Func::Mmap | Func::Munmap | Func::Mremap)
+    }
+
+    pub fn is_map_call(self) -> bool {
+        matches!(self, Func::Mmap | Func::Munmap | Func::Mremap)
+    }
+}
+
+/// Arguments of a call, from the entry probe's registers (DI, SI, DX).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Args {
+    pub a0: u64,
+    pub a1: u64,
+    pub a2: u64,
+}
+
+/// An address space: a process for user allocations, the kernel's for kernel ones.
+pub type Space = u32;
+/// Kernel slab objects (kmalloc, kmem_cache_alloc), by address.
+pub const KERNEL_SLAB: Space = u32::MAX;
+/// Kernel pages, by page frame number.
+pub const KERNEL_PAGES: Space = u32::MAX - 1;
+/// Per-CPU allocations, by address.
+pub const KERNEL_PERCPU: Space = u32::MAX - 2;
+
+/// One outstanding allocation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Alloc {
+    pub size: u64,
+    pub time: u64,
+    pub stack: StackId,
+}
+
+/// One entry sample.
+#[derive(Debug, Clone, Copy)]
+pub struct Entry {
+    pub tid: u32,
+    pub space: Space,
+    pub func: Func,
+    pub args: Args,
+    pub time: u64,
+    pub stack: StackId,
+    pub sp: u64,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Pending {
+    func: Func,
+    args: Args,
+    time: u64,
+    stack: StackId,
+    /// The stack pointer at entry: twin samples of one hit (`-s N`) share it.
+    sp: u64,
+    /// Made by the allocator while serving another call.
+    internal: bool,
+}
+
+/// Counters printed with every report.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct TableStats {
+    pub allocs: u64,
+    pub frees: u64,
+    /// Frees of addresses not in the table (allocated before tracing began, or lost).
+    pub unknown_frees: u64,
+    /// Returns with no matching entry (the entry was filtered or lost).
+    pub unmatched_returns: u64,
+    /// Entries left without a return (longjmp, lost return, thread exit).
+    pub abandoned_calls: u64,
+    pub failed_allocs: u64,
+    /// mmap/munmap/mremap calls made by the allocator itself, left out.
+    pub internal_calls: u64,
+    /// Allocations not kept because the table was full.
+    pub dropped_full: u64,
+    /// Allocations outside -z/-Z.
+    pub filtered: u64,
+    /// Entries dropped when their process exec'd.
+    pub reset_by_exec: u64,
+}
+
+/// Allocations in mapped regions are ranges (munmap may cut them); heap blocks are points.
+#[derive(Debug, Default)]
+pub struct Table {
+    points: FxHashMap<(Space, u64), Alloc>,
+    /// (space, start) → (end, alloc): mmap'd regions.
+    ranges: BTreeMap<(Space, u64), (u64, Alloc)>,
+    pending: FxHashMap<u32, Vec<Pending>>,
+    pub max_entries: usize,
+    pub min_size: Option<u64>,
+    pub max_size: Option<u64>,
+    pub stats: TableStats,
+}
+
+/// The result of matching a return.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Returned {
+    Alloc { size: u64, addr: u64 },
+    Ignored,
+}
+
+impl Table {
+    pub fn new(max_entries: usize, min_size: Option<u64>, max_size: Option<u64>) -> Table {
+        Table {
+            max_entries,
+            min_size,
+            max_size,
+            ..Table::default()
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.points.len() + self.ranges.len()
+    }
+
+    #[cfg(test)]
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Approximate bytes the table holds (entries and hash/tree overhead).
+    pub fn memory_bytes(&self) -> usize {
+        self.points.capacity() * (std::mem::size_of::<((Space, u64), Alloc)>() + 8)
+            + self.ranges.len() * (std::mem::size_of::<((Space, u64), (u64, Alloc))>() + 16)
+    }
+
+    fn in_range(&self, size: u64) -> bool {
+        self.min_size.is_none_or(|m| size >= m) && self.max_size.is_none_or(|m| size <= m)
+    }
+
+    /// A call entered. `e.stack` is the caller's stack (or UNSAMPLED / NO_STACK).
+    pub fn enter(&mut self, e: Entry) {
+        let Entry {
+            tid,
+            space,
+            func,
+            args,
+            time,
+            stack,
+            sp,
+        } = e;
+        let calls = self.pending.entry(tid).or_default();
+        if let Some(top) = calls.last_mut()
+            && top.func == func
+            && top.sp == sp
+            && sp != 0
+        {
+            // The twin sample of the same hit (regs-only and stack events on one probe).
+            if top.stack == UNSAMPLED || top.stack == NO_STACK {
+                top.stack = stack;
+            }
+            return;
+        }
+        let internal = func.is_map_call() && calls.iter().any(|c| c.func.is_allocator());
+        if calls.len() >= 64 {
+            // Returns never came (longjmp out of a hook): keep the table bounded.
+            calls.remove(0);
+            self.stats.abandoned_calls += 1;
+        }
+        calls.push(Pending {
+            func,
+            args,
+            time,
+            stack,
+            sp,
+            internal,
+        });
+        if func == Func::Free {
+            // free has no return probe: it completes at entry, unless the allocator calls it.
+            calls.pop();
+            self.free_point(space, args.a0);
+        } else if func == Func::Munmap {
+            calls.pop();
+            if internal {
+                self.stats.internal_calls += 1;
+            } else {
+                self.unmap(space, args.a0, args.a1);
+            }
+        }
+    }
+
+    /// A call returned on `tid` with `ret` (RAX); `space` is the process.
+    pub fn leave(&mut self, tid: u32, space: Space, func: Func, ret: u64) -> Returned {
+        let Some(calls) = self.pending.get_mut(&tid) else {
+            self.stats.unmatched_returns += 1;
+            return Returned::Ignored;
+        };
+        let Some(pos) = calls.iter().rposition(|c| c.func == func) else {
+            self.stats.unmatched_returns += 1;
+            return Returned::Ignored;
+        };
+        let abandoned = calls.len() - 1 - pos;
+        let call = calls[pos];
+        calls.truncate(pos);
+        self.stats.abandoned_calls += abandoned as u64;
+        if call.internal {
+            self.stats.internal_calls += 1;
+            return Returned::Ignored;
+        }
+        self.complete(space, call, ret)
+    }
+
+    /// posix_memalign's result is written through its first argument: the caller reads it.
+    pub fn pending_memptr(&self, tid: u32) -> Option<u64> {
+        self.pending
+            .get(&tid)?
+            .iter()
+            .rev()
+            .find(|c| c.func == Func::PosixMemalign)
+            .map(|c| c.args.a0)
+    }
+
+    fn complete(&mut self, space: Space, call: Pending, ret: u64) -> Returned {
+        let a = call.args;
+        let (size, addr) = match call.func {
+            Func::Malloc | Func::Valloc | Func::Pvalloc => (a.a0, ret),
+            Func::Calloc => (a.a0.saturating_mul(a.a1), ret),
+            Func::AlignedAlloc => (a.a1, ret),
+            Func::PosixMemalign => (a.a2, ret),
+            Func::Realloc => {
+                if a.a0 != 0 && (ret != 0 || a.a1 == 0) {
+                    self.free_point(space, a.a0);
+                }
+                (a.a1, ret)
+            }
+            Func::Mmap => {
+                if ret == u64::MAX {
+                    self.stats.failed_allocs += 1;
+                    return Returned::Ignored;
+                }
+                self.insert_range(space, ret, a.a1, call.time, call.stack);
+                return Returned::Alloc {
+                    size: a.a1,
+                    addr: ret,
+                };
+            }
+            Func::Mremap => {
+                if ret == u64::MAX {
+                    self.stats.failed_allocs += 1;
+                    return Returned::Ignored;
+                }
+                self.unmap(space, a.a0, a.a1);
+                self.insert_range(space, ret, a.a2, call.time, call.stack);
+                return Returned::Alloc {
+                    size: a.a2,
+                    addr: ret,
+                };
+            }
+            Func::Free | Func::Munmap => return Returned::Ignored,
+        };
+        if addr == 0 {
+            self.stats.failed_allocs += 1;
+            return Returned::Ignored;
+        }
+        self.insert_point(space, addr, size, call.time, call.stack);
+        Returned::Alloc { size, addr }
+    }
+
+    /// Records an allocation of `size` bytes at `addr` (kernel events, and user returns).
+    pub fn insert_point(&mut self, space: Space, addr: u64, size: u64, time: u64, stack: StackId) {
+        self.stats.allocs += 1;
+        if !self.in_range(size) {
+            self.stats.filtered += 1;
+            // A block reused at this address replaces what was there.
+            self.points.remove(&(space, addr));
+            return;
+        }
+        if self.len() >= self.max_entries && !self.points.contains_key(&(space, addr)) {
+            self.stats.dropped_full += 1;
+            return;
+        }
+        self.points
+            .insert((space, addr), Alloc { size, time, stack });
+    }
+
+    /// Frees the block at `addr`; NULL is not a free.
+    pub fn free_point(&mut self, space: Space, addr: u64) {
+        if addr == 0 {
+            return;
+        }
+        self.stats.frees += 1;
+        if self.points.remove(&(space, addr)).is_none() {
+            self.stats.unknown_frees += 1;
+        }
+    }
+
+    fn insert_range(&mut self, space: Space, start: u64, len: u64, time: u64, stack: StackId) {
+        self.stats.allocs += 1;
+        // A new mapping replaces whatever it overlaps (MAP_FIXED).
+        self.cut(space, start, start.saturating_add(len));
+        if !self.in_range(len) {
+            self.stats.filtered += 1;
+            return;
+        }
+        if self.len() >= self.max_entries {
+            self.stats.dropped_full += 1;
+            return;
+        }
+        let end = start.saturating_add(len);
+        self.ranges.insert(
+            (space, start),
+            (
+                end,
+                Alloc {
+                    size: len,
+                    time,
+                    stack,
+                },
+            ),
+        );
+    }
+
+    /// munmap: removes [addr, addr+len) from the mapped regions, cutting partial overlaps.
+    pub fn unmap(&mut self, space: Space, addr: u64, len: u64) {
+        self.stats.frees += 1;
+        if !self.cut(space, addr, addr.saturating_add(len)) {
+            self.stats.unknown_frees += 1;
+        }
+    }
+
+    /// Removes [start, end) from the ranges of `space`; whether anything overlapped.
+    fn cut(&mut self, space: Space, start: u64, end: u64) -> bool {
+        let overlapping: Vec<(u64, u64, Alloc)> = self
+            .ranges
+            .range((space, 0)..(space, end))
+            .filter(|(_, (e, _))| *e > start)
+            .map(|(&(_, s), &(e, a))| (s, e, a))
+            .collect();
+        for &(s, e, a) in &overlapping {
+            self.ranges.remove(&(space, s));
+            if s < start {
+                let size = start - s;
+                self.ranges.insert((space, s), (start, Alloc { size, ..a }));
+            }
+            if e > end {
+                let size = e - end;
+                self.ranges.insert((space, end), (e, Alloc { size, ..a }));
+            }
+        }
+        !overlapping.is_empty()
+    }
+
+    /// An exec replaced the process's image: nothing it allocated before survives.
+    pub fn reset_space(&mut self, space: Space) {
+        let before = self.len();
+        self.points.retain(|(s, _), _| *s != space);
+        self.ranges.retain(|(s, _), _| *s != space);
+        self.stats.reset_by_exec += (before - self.len()) as u64;
+    }
+
+    /// A thread exited: its pending calls will never return.
+    pub fn thread_exit(&mut self, tid: u32) {
+        if let Some(calls) = self.pending.remove(&tid) {
+            self.stats.abandoned_calls += calls.len() as u64;
+        }
+    }
+
+    /// The size of the outstanding block or region starting at `addr`.
+    pub fn size_of(&self, space: Space, addr: u64) -> Option<u64> {
+        self.points
+            .get(&(space, addr))
+            .map(|a| a.size)
+            .or_else(|| self.ranges.get(&(space, addr)).map(|(_, a)| a.size))
+    }
+
+    /// Every outstanding allocation: (space, address, alloc).
+    pub fn iter(&self) -> impl Iterator<Item = (Space, u64, &Alloc)> {
+        self.points
+            .iter()
+            .map(|(&(s, a), al)| (s, a, al))
+            .chain(self.ranges.iter().map(|(&(s, a), (_, al))| (s, a, al)))
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn args(a0: u64, a1: u64, a2: u64) -> Args {
+        Args { a0, a1, a2 }
+    }
+
+    fn e(func: Func, args: Args, time: u64, stack: StackId, sp: u64) -> Entry {
+        Entry {
+            tid: 7,
+            space: 1,
+            func,
+            args,
+            time,
+            stack,
+            sp,
+        }
+    }
+
+    fn outstanding(t: &Table) -> Vec<(u64, u64)> {
+        let mut v: Vec<(u64, u64)> = t.iter().map(|(_, a, al)| (a, al.size)).collect();
+        v.sort_unstable();
+        v
+    }
+
+    #[test]
+    fn malloc_then_free_cancels() {
+        let mut t = Table::new(100, None, None);
+        t.enter(e(Func::Malloc, args(32, 0, 0), 1, 5, 0x1000));
+        assert_eq!(
+            t.leave(7, 1, Func::Malloc, 0xa0),
+            Returned::Alloc {
+                size: 32,
+                addr: 0xa0
+            }
+        );
+        assert_eq!(outstanding(&t), vec![(0xa0, 32)]);
+        t.enter(e(Func::Free, args(0xa0, 0, 0), 2, 6, 0x1000));
+        assert!(t.is_empty());
+        assert_eq!(t.stats.frees, 1);
+        assert_eq!(t.stats.unknown_frees, 0);
+    }
+
+    #[test]
+    fn realloc_moves_and_calloc_multiplies() {
+        let mut t = Table::new(100, None, None);
+        t.enter(e(Func::Calloc, args(1024, 8, 0), 1, 5, 0x1000));
+        t.leave(7, 1, Func::Calloc, 0xa0);
+        t.enter(e(Func::Realloc, args(0xa0, 100_000, 0), 2, 6, 0x1000));
+        t.leave(7, 1, Func::Realloc, 0xb0);
+        assert_eq!(outstanding(&t), vec![(0xb0, 100_000)]);
+        // realloc(NULL, n) that calls malloc inside: one block, the outer call's.
+        t.enter(e(Func::Realloc, args(0, 64, 0), 3, 8, 0x2000));
+        t.enter(e(Func::Malloc, args(64, 0, 0), 3, 9, 0x1f00));
+        t.leave(7, 1, Func::Malloc, 0xc0);
+        t.leave(7, 1, Func::Realloc, 0xc0);
+        assert_eq!(outstanding(&t), vec![(0xb0, 100_000), (0xc0, 64)]);
+        assert_eq!(t.iter().find(|(_, a, _)| *a == 0xc0).unwrap().2.stack, 8);
+    }
+
+    #[test]
+    fn mmaps_inside_malloc_are_the_allocators_own() {
+        let mut t = Table::new(100, None, None);
+        t.enter(e(Func::Malloc, args(200_000, 0, 0), 1, 5, 0x1000));
+        t.enter(e(Func::Mmap, args(0, 1 << 30, 0), 1, 6, 0x0f00));
+        t.leave(7, 1, Func::Mmap, 0x7f00_0000_0000);
+        t.leave(7, 1, Func::Malloc, 0x7f00_0000_0010);
+        assert_eq!(outstanding(&t), vec![(0x7f00_0000_0010, 200_000)]);
+        assert_eq!(t.stats.internal_calls, 1);
+    }
+
+    #[test]
+    fn munmap_cuts_mapped_ranges() {
+        let mut t = Table::new(100, None, None);
+        t.enter(e(Func::Mmap, args(0, 0x4000, 0), 1, 5, 0x1000));
+        t.leave(7, 1, Func::Mmap, 0x10000);
+        t.enter(e(Func::Munmap, args(0x11000, 0x1000, 0), 2, 6, 0x1000));
+        assert_eq!(outstanding(&t), vec![(0x10000, 0x1000), (0x12000, 0x2000)]);
+        t.enter(e(Func::Mremap, args(0x12000, 0x2000, 0x8000), 3, 7, 0x1000));
+        t.leave(7, 1, Func::Mremap, 0x50000);
+        assert_eq!(outstanding(&t), vec![(0x10000, 0x1000), (0x50000, 0x8000)]);
+        // A failed mmap is no allocation.
+        t.enter(e(Func::Mmap, args(0, 0x1000, 0), 4, 5, 0x1000));
+        t.leave(7, 1, Func::Mmap, u64::MAX);
+        assert_eq!(t.stats.failed_allocs, 1);
+        assert_eq!(t.len(), 2);
+    }
+
+    #[test]
+    fn twin_samples_of_one_hit_merge() {
+        let mut t = Table::new(100, None, None);
+        t.enter(e(Func::Malloc, args(32, 0, 0), 1, UNSAMPLED, 0x1000));
+        t.enter(e(Func::Malloc, args(32, 0, 0), 1, 42, 0x1000));
+        t.leave(7, 1, Func::Malloc, 0xa0);
+        assert_eq!(t.iter().next().unwrap().2.stack, 42);
+        assert_eq!(t.stats.unmatched_returns, 0);
+    }
+
+    #[test]
+    fn size_filters_bounds_and_exec_reset() {
+        let mut t = Table::new(2, Some(16), Some(64));
+        for (i, size) in [8u64, 16, 64, 65, 32].into_iter().enumerate() {
+            t.enter(e(Func::Malloc, args(size, 0, 0), 1, 5, 0x1000 + i as u64));
+            t.leave(7, 1, Func::Malloc, 0x100 * (i as u64 + 1));
+        }
+        assert_eq!(outstanding(&t), vec![(0x200, 16), (0x300, 64)]);
+        assert_eq!(t.stats.filtered, 2);
+        assert_eq!(t.stats.dropped_full, 1);
+        t.reset_space(1);
+        assert!(t.is_empty());
+        assert_eq!(t.stats.reset_by_exec, 2);
+    }
+}
