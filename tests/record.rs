@@ -86,6 +86,27 @@ fn frame_pointer_mode_breaks_the_chain_without_frame_pointers() {
     );
 }
 
+/// A regression: the kernel samples every software event that carries PERF_SAMPLE_PERIOD,
+/// whatever sample_period says, so `-c 100` used to record every fault.
+#[test]
+fn a_fixed_period_samples_one_event_in_n() {
+    if !require_perf("-c PERIOD") || !require_perf_tool("-c PERIOD") {
+        return;
+    }
+    const N: u32 = 3000;
+    let (every, _) = record_faults(Variant::NoFp, N, &[]);
+    let (one_in_100, _) = record_faults(Variant::NoFp, N, &["-c", "100"]);
+    let expected = every.len() / 100;
+    assert!(
+        (expected.saturating_sub(1)..=expected + 1).contains(&one_in_100.len()),
+        "{} faults at period 1, {} samples at period 100",
+        every.len(),
+        one_in_100.len()
+    );
+    // Every sample is still a fault of the workload or of its start-up, with a full chain.
+    assert!(chain_count(&one_in_100, &PF_CHAIN) >= N as usize / 100 - 1);
+}
+
 #[test]
 fn offline_unwinding_keeps_raw_stacks_that_perf_unwinds() {
     if !require_perf("offline recording") || !require_perf_tool("offline recording") {

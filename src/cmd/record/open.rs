@@ -175,8 +175,7 @@ pub fn attr_config(
         | PERF_SAMPLE_IP
         | PERF_SAMPLE_TID
         | PERF_SAMPLE_TIME
-        | PERF_SAMPLE_CPU
-        | PERF_SAMPLE_PERIOD;
+        | PERF_SAMPLE_CPU;
     if let Some(sampling) = &ev.sampling {
         return sampled_attr_config(cfg, ev, sampling, sample_type, tracking, watermark);
     }
@@ -209,6 +208,12 @@ pub fn attr_config(
         }
     }
     let period = cfg.period.unwrap_or_else(|| ev.spec.default_period());
+    if matches!(period, Period::Frequency(_)) {
+        // Only a frequency makes the period vary. For a fixed period the bit would be wrong:
+        // the kernel samples every software and tracepoint event that carries
+        // PERF_SAMPLE_PERIOD, whatever sample_period says (perf_swevent_event).
+        sample_type |= PERF_SAMPLE_PERIOD;
+    }
     let inherit = matches!(cfg.target, Target::Pids(_) | Target::Command);
     AttrConfig {
         type_: ev.type_,
