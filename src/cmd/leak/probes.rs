@@ -108,7 +108,8 @@ pub struct Site {
     /// File offset of the function's first instruction (return probes go here).
     pub entry: u64,
     /// File offset of the entry probe: past a first instruction the kernel would
-    /// single-step, when that instruction leaves the arguments and the stack as they are.
+    /// single-step, when that instruction leaves the arguments and the stack as they are
+    /// and the function has no return probe.
     pub probe: u64,
 }
 
@@ -187,10 +188,14 @@ pub fn load(path: &Path, prefix: &str) -> Result<Allocator> {
             .ok()
             .and_then(|o| data.get(o..o.saturating_add(16)))
             .unwrap_or(&[]);
+        // A return probe replaces the return address at the function's first instruction:
+        // an entry probe further in would see the kernel's trampoline instead of the caller.
+        // So only functions without one (free, munmap) move their entry probe.
+        let skip = if d.ret { 0 } else { emulatable_skip(code) };
         sites.push(Site {
             def: *d,
             entry,
-            probe: entry + emulatable_skip(code),
+            probe: entry + skip,
         });
     }
     Ok(Allocator { sites, missing })
