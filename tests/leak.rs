@@ -269,6 +269,20 @@ fn kernel_mode_shows_kernel_stacks_and_kfree_cancels_kmalloc() {
         ctx[0].has("__x64_sys_eventfd2") || ctx[0].has("__do_sys_eventfd2"),
         "{out}"
     );
+    // -z as an in-kernel filter: the 64-byte contexts are no longer seen.
+    let o = run_memperf(&[
+        "leak", "--kernel", "-o", "0", "-z", "4096", "-c", &cmd, "1", "1",
+    ]);
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(o.status.success(), "{}\n{out}", stderr(&o));
+    let last = parse_reports(&out).pop().unwrap();
+    assert!(last.iter().all(|s| s.bytes >= 4096 * s.allocs), "{out}");
+    assert!(
+        !last
+            .iter()
+            .any(|s| s.has("do_eventfd") && s.frames[0].contains("kmalloc")),
+        "{out}"
+    );
 }
 
 #[test]
@@ -505,4 +519,51 @@ fn have_go() -> bool {
         eprintln!("skipping: go is not installed");
     }
     ok
+}
+
+#[test]
+fn the_uprobe_pmu_accounts_like_tracefs() {
+    if !require_perf("memperf leak --probe-via pmu") {
+        return;
+    }
+    let _turn = recording_turn();
+    let prog = fixture("allocs", Variant::Fp);
+    let o = run_memperf(&["leak", "--probe-via", "pmu", "-c", prog.to_str().unwrap()]);
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(o.status.success(), "{}\n{out}", stderr(&o));
+    assert!(
+        stderr(&o).contains("probing through the uprobe PMU"),
+        "{}",
+        stderr(&o)
+    );
+    for (func, bytes, allocs) in [("grow", 10_000, 1), ("aligned", 15_000, 5)] {
+        let s = stacks_naming(&out, func);
+        assert_eq!(s.len(), 1, "{func}: {out}");
+        assert_eq!((s[0].bytes, s[0].allocs), (bytes, allocs), "{func}: {out}");
+    }
+}
+
+#[test]
+fn lost_events_are_reported_with_every_report() {
+    if !require_perf("memperf leak losses") {
+        return;
+    }
+    let _turn = recording_turn();
+    // A one-page ring cannot hold one sample with an 8 KiB stack copy: everything is lost.
+    let prog = fixture("leak", Variant::NoFp);
+    let cmd = format!("{} 20 100", prog.display());
+    let o = run_memperf(&["leak", "-m", "1", "-c", &cmd]);
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(o.status.success(), "{}\n{out}", stderr(&o));
+    let warning = out
+        .lines()
+        .find(|l| l.starts_with("WARNING: ") && l.contains(" events lost (ring buffer full)"))
+        .unwrap_or_else(|| panic!("no loss warning in:\n{out}"));
+    let n: u64 = warning.split_whitespace().nth(1).unwrap().parse().unwrap();
+    assert!(n > 0, "{warning}");
+    assert!(
+        stderr(&o).contains(&format!("lost {n} events")),
+        "{}",
+        stderr(&o)
+    );
 }

@@ -38,6 +38,17 @@ PERMISSIONS:
     opens kmem tracepoints: root or CAP_PERFMON, and kernel stacks need kptr_restrict
     to allow reading /proc/kallsyms addresses (root).";
 
+/// How user probes are placed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ProbeVia {
+    /// tracefs uprobe_events where it is writable, else the uprobe PMU.
+    Auto,
+    /// tracefs uprobe_events (3.5+): one kernel consumer per probe, shared by every event.
+    Tracefs,
+    /// The uprobe PMU (4.17+): a consumer per opened event, for hosts without tracefs.
+    Pmu,
+}
+
 /// How the report is sorted (memleak --sort).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum LeakSort {
@@ -147,6 +158,11 @@ pub struct LeakArgs {
     #[arg(long = "max-entries", value_name = "N", default_value_t = 1_000_000)]
     pub max_entries: usize,
 
+    /// Where user probes are placed: tracefs uprobe_events (cheaper per hit) or the uprobe
+    /// PMU; by default tracefs when it is writable.
+    #[arg(long = "probe-via", value_enum, default_value = "auto")]
+    pub probe_via: ProbeVia,
+
     /// Ring buffer pages per CPU (a power of two).
     #[arg(short = 'm', long = "mmap-pages", value_name = "PAGES")]
     pub mmap_pages: Option<usize>,
@@ -192,6 +208,7 @@ pub struct LeakConfig {
     pub call_graph: CallGraph,
     pub max_entries: usize,
     pub mmap_pages: Option<usize>,
+    pub probe_via: ProbeVia,
     pub interval: Duration,
     pub count: Option<u64>,
 }
@@ -265,6 +282,7 @@ impl LeakArgs {
             call_graph,
             max_entries: self.max_entries,
             mmap_pages: self.mmap_pages,
+            probe_via: self.probe_via,
             interval: Duration::from_secs(self.interval),
             count: self.count,
         })

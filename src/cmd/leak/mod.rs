@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, anyhow, bail};
 use perf_event_open_sys::bindings as b;
 
-use crate::cli::leak::{LeakConfig, LeakTarget};
+use crate::cli::leak::{LeakConfig, LeakTarget, ProbeVia};
 use crate::cli::{CallGraph, Consume, RecordConfig, Target, UnwindWhen};
 use crate::cmd::record::{SignalState, drain, open, synth};
 use crate::events::{EventKind, EventSpec, Modifiers, Period};
@@ -247,8 +247,44 @@ pub fn run(cfg: LeakConfig) -> Result<i32> {
     if let Some(Err(e)) = removed {
         eprintln!("memperf: warning: {e}");
     }
+    summary(&sink, lost, dstats.corrupt_bytes);
     write_profiles(&cfg, &mut sink, now, lost)?;
     Ok(0)
+}
+
+/// The end-of-run summary on stderr: what was traced, what the table held, what was lost.
+fn summary(sink: &LeakSink, lost: u64, corrupt_bytes: u64) {
+    let s = &sink.table.stats;
+    eprintln!(
+        "memperf: traced {} allocations and {} frees ({} frees of blocks allocated before \
+         tracing began); {} outstanding at the end; the table held at most {} entries (about \
+         {} KiB now)",
+        s.allocs,
+        s.frees,
+        s.unknown_frees,
+        sink.table.len(),
+        s.peak_entries,
+        sink.table.memory_bytes() / 1024,
+    );
+    if s.internal_calls > 0 {
+        eprintln!(
+            "memperf: {} mmap/munmap/mremap calls made by the allocator itself were left out",
+            s.internal_calls
+        );
+    }
+    if lost > 0 || corrupt_bytes > 0 || sink.malformed > 0 {
+        eprintln!(
+            "memperf: lost {lost} events ({corrupt_bytes} bytes of unreadable ring data, {} \
+             malformed records): outstanding figures may be overstated; use a larger -m, or -s",
+            sink.malformed
+        );
+    }
+    if s.dropped_full > 0 {
+        eprintln!(
+            "memperf: {} allocations not tracked: the table was full (raise --max-entries)",
+            s.dropped_full
+        );
+    }
 }
 
 fn target_pid(t: &Target) -> u32 {
@@ -492,10 +528,25 @@ fn plan_user(
         );
     }
     let tracefs = Tracefs::locate_or_mount().ok();
-    let via_tracefs = tracefs
-        .as_ref()
-        .filter(|t| UprobeGroup::writable(t))
-        .cloned();
+    let via_tracefs = match cfg.probe_via {
+        ProbeVia::Pmu => None,
+        ProbeVia::Auto => tracefs
+            .as_ref()
+            .filter(|t| UprobeGroup::writable(t))
+            .cloned(),
+        ProbeVia::Tracefs => Some(
+            tracefs
+                .as_ref()
+                .filter(|t| UprobeGroup::writable(t))
+                .cloned()
+                .ok_or_else(|| {
+                    anyhow!(
+                        "--probe-via tracefs: uprobe_events is not writable here (it needs root, \
+                         tracefs and CONFIG_UPROBE_EVENTS)"
+                    )
+                })?,
+        ),
+    };
     if let Some(t) = &via_tracefs {
         // Probes a killed run left behind would fire (and cost) for nothing.
         if let Err(e) = crate::sys::uprobe::remove_stale(t) {
@@ -504,6 +555,10 @@ fn plan_user(
         hold.group = Some(UprobeGroup::new(t.clone()));
     }
     let pmu = if via_tracefs.is_none() {
+        eprintln!(
+            "memperf: probing through the uprobe PMU: threads and processes started after \
+             tracing begins are not traced (the kernel cannot inherit these events)"
+        );
         Some(UprobePmu::read().ok_or_else(|| {
             anyhow!(
                 "cannot place uprobes: tracefs uprobe_events is not writable (it needs root and \

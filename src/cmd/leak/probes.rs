@@ -267,6 +267,10 @@ pub fn for_command(program: &Path, obj: Option<&str>) -> Result<PathBuf> {
     }
     let data = std::fs::read(program)
         .with_context(|| format!("failed to read `{}`", program.display()))?;
+    if let Some(interp) = script_interpreter(&data) {
+        // A script: the kernel runs its interpreter, whose libc is the one to probe.
+        return for_command(&interp, obj);
+    }
     let file = object::File::parse(&*data)
         .map_err(|e| anyhow::anyhow!("`{}` is not an ELF program: {e}", program.display()))?;
     let needed = needed_libraries(&file);
@@ -316,6 +320,16 @@ pub fn for_command(program: &Path, obj: Option<&str>) -> Result<PathBuf> {
     )
 }
 
+/// The interpreter of a `#!` script (not followed further than one level by the caller's
+/// recursion: an interpreter that is itself a script is rare and the kernel allows it too).
+fn script_interpreter(data: &[u8]) -> Option<PathBuf> {
+    let line = data.strip_prefix(b"#!")?;
+    let end = line.iter().position(|&b| b == b'\n').unwrap_or(line.len());
+    let text = std::str::from_utf8(&line[..end]).ok()?;
+    let interp = text.split_whitespace().next()?;
+    Some(PathBuf::from(interp))
+}
+
 /// DT_NEEDED entries of a dynamically linked ELF program (64-bit little-endian).
 fn needed_libraries(file: &object::File<'_>) -> Vec<String> {
     use object::ObjectSection;
@@ -362,6 +376,20 @@ mod tests {
         // test %rdi,%rdi followed by a mov: not worth moving.
         assert_eq!(emulatable_skip(&[0x48, 0x85, 0xff, 0x48, 0x89, 0xf8]), 0);
         assert_eq!(emulatable_skip(&[]), 0);
+    }
+
+    #[test]
+    fn scripts_are_probed_through_their_interpreter() {
+        assert_eq!(
+            script_interpreter(b"#!/bin/sh -e\necho hi\n"),
+            Some(PathBuf::from("/bin/sh"))
+        );
+        assert_eq!(script_interpreter(b"\x7fELF"), None);
+        let libc = for_command(Path::new("/bin/sh"), None).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let script = dir.path().join("s.sh");
+        std::fs::write(&script, "#!/bin/sh\ntrue\n").unwrap();
+        assert_eq!(for_command(&script, None).unwrap(), libc);
     }
 
     #[test]

@@ -113,6 +113,8 @@ pub struct TableStats {
     pub filtered: u64,
     /// Entries dropped when their process exec'd.
     pub reset_by_exec: u64,
+    /// The most outstanding entries held at once.
+    pub peak_entries: u64,
 }
 
 /// Allocations in mapped regions are ranges (munmap may cut them); heap blocks are points.
@@ -307,6 +309,11 @@ impl Table {
         }
         self.points
             .insert((space, addr), Alloc { size, time, stack });
+        self.note_peak();
+    }
+
+    fn note_peak(&mut self) {
+        self.stats.peak_entries = self.stats.peak_entries.max(self.len() as u64);
     }
 
     /// Frees the block at `addr`; NULL is not a free.
@@ -344,6 +351,7 @@ impl Table {
                 },
             ),
         );
+        self.note_peak();
     }
 
     /// munmap: removes [addr, addr+len) from the mapped regions, cutting partial overlaps.

@@ -291,7 +291,10 @@ fn sampled_attr_config(
         exclude_kernel: ev.spec.modifiers.exclude_kernel,
         exclude_hv: ev.spec.modifiers.exclude_kernel,
         precise_ip: 0,
-        inherit: matches!(cfg.target, Target::Pids(_) | Target::Command),
+        // The kernel cannot inherit a uprobe PMU event: it would read the probe's path
+        // (config1) from the new task's memory, and fork fails with EFAULT.
+        inherit: matches!(cfg.target, Target::Pids(_) | Target::Command)
+            && !matches!(ev.spec.kind, EventKind::Uprobe { .. }),
         disabled: true,
         enable_on_exec: cfg.target == Target::Command,
         tracking,
