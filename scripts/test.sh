@@ -6,6 +6,8 @@ cd "$(dirname "$0")/.."
 
 need=()
 command -v cc >/dev/null 2>&1 || need+=(gcc libc6-dev)
+# libc.a, for the leak test that a statically linked program is refused clearly.
+command -v cc >/dev/null 2>&1 && [ "$(cc -print-file-name=libc.a)" = libc.a ] && need+=(libc6-dev)
 command -v perf >/dev/null 2>&1 || need+=(linux-perf)
 command -v go >/dev/null 2>&1 || need+=(golang-go)
 command -v python3 >/dev/null 2>&1 || need+=(python3)

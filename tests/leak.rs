@@ -505,22 +505,6 @@ fn folded_and_pprof_outputs_weigh_outstanding_bytes() {
     assert_eq!(leaf(&pprof(&["-top", "-sample_index=1"])), vec!["240kB"]);
 }
 
-/// Whether `go tool pprof` can run; CI installs golang-go, so it is required there.
-fn have_go() -> bool {
-    let ok = Command::new("go")
-        .arg("version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !ok {
-        assert!(
-            std::env::var("MEMPERF_REQUIRE_PERF").as_deref() != Ok("1"),
-            "go is required for the pprof round trip (scripts/test.sh installs golang-go)"
-        );
-        eprintln!("skipping: go is not installed");
-    }
-    ok
-}
-
 #[test]
 fn the_uprobe_pmu_accounts_like_tracefs() {
     if !require_perf("memperf leak --probe-via pmu") {

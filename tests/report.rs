@@ -674,22 +674,6 @@ fn script_output_folds_like_the_report() {
     );
 }
 
-/// Whether `go tool pprof` can run; CI installs golang-go, so it is required there.
-fn have_go() -> bool {
-    let ok = Command::new("go")
-        .arg("version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !ok {
-        assert!(
-            std::env::var("MEMPERF_REQUIRE_PERF").as_deref() != Ok("1"),
-            "go is required for the pprof round trip (scripts/test.sh installs golang-go)"
-        );
-        eprintln!("skipping: go is not installed");
-    }
-    ok
-}
-
 #[test]
 fn pprof_profiles_open_in_go_tool_pprof() {
     if !require_perf("pprof") || !have_go() {

@@ -234,3 +234,19 @@ pub fn summary_samples(stderr: &str) -> u64 {
         .and_then(|n| n.parse().ok())
         .unwrap_or_else(|| panic!("no summary line in: {stderr}"))
 }
+
+/// Whether `go tool pprof` can run; CI installs golang-go, so it is required there.
+pub fn have_go() -> bool {
+    let ok = Command::new("go")
+        .arg("version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        assert!(
+            std::env::var("MEMPERF_REQUIRE_PERF").as_deref() != Ok("1"),
+            "go is required for the pprof round trip (scripts/test.sh installs golang-go)"
+        );
+        eprintln!("skipping: go is not installed");
+    }
+    ok
+}
