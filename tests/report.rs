@@ -549,6 +549,85 @@ fn faults_by_mapping_file_comm_and_over_time() {
     );
 }
 
+/// `--by mapping` and `--by file` rows as (samples, label).
+fn by_rows(text: &str) -> Vec<(u64, String)> {
+    text.lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty() && !l.contains("samples"))
+        .map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f[0].parse().unwrap(), f[4..].join(" "))
+        })
+        .collect()
+}
+
+#[test]
+fn faults_by_mapping_name_the_file_the_heap_and_anonymous_memory() {
+    if !require_perf("report --by mapping of file, heap and anonymous memory") {
+        return;
+    }
+    // Distinct counts, so that no row can stand in for another.
+    const N: u64 = 37; // pages of a file mapping
+    const M: u64 = 23; // pages of the brk heap, grown once by sbrk: the kernel says //anon
+    const K: u64 = 41; // pages of an anonymous mmap
+    let dir = scratch();
+    let out = dir.path().join("maps.data");
+    let file = dir.path().join("mapped-file");
+    let o = record(
+        &out,
+        &["-e", "page-faults"],
+        &fixture("mappings", Variant::NoFp),
+        &[
+            &N.to_string(),
+            &M.to_string(),
+            &K.to_string(),
+            file.to_str().unwrap(),
+        ],
+    );
+    // "file N heap M anon K: FILE_ADDR HEAP_ADDR ANON_ADDR"
+    let said = String::from_utf8_lossy(&o.stdout).into_owned();
+    let addrs: Vec<&str> = said
+        .split(": ")
+        .nth(1)
+        .unwrap_or_else(|| panic!("fixture output: {said}"))
+        .split_whitespace()
+        .collect();
+    let (file_at, heap_at, anon_at) = (addrs[0], addrs[1], addrs[2]);
+    let path = out.to_str().unwrap();
+    let text = report_ok(&["--by", "mapping", "-i", path]);
+    let rows = by_rows(&text);
+    let count = |label: &str| -> Vec<u64> {
+        rows.iter()
+            .filter(|(_, l)| l == label)
+            .map(|(n, _)| *n)
+            .collect()
+    };
+    let page = 4096u64;
+    let range = |start: &str, pages: u64| {
+        let s = u64::from_str_radix(start.trim_start_matches("0x"), 16).unwrap();
+        format!("{s:#x}-{:#x}", s + pages * page)
+    };
+    let file_label = format!("{} {}", file.display(), range(file_at, N));
+    assert_eq!(count(&file_label), [N], "{file_label}\n{text}");
+    let heap_label = format!("[heap] {}", range(heap_at, M));
+    assert_eq!(count(&heap_label), [M], "{heap_label}\n{text}");
+    let anon_label = format!("//anon {}", range(anon_at, K));
+    assert_eq!(count(&anon_label), [K], "{anon_label}\n{text}");
+    // Bytes: a page each.
+    assert!(
+        text.lines().any(|l| l.ends_with(&heap_label)
+            && l.contains(&format!("{:.1} KiB", (M * page) as f64 / 1024.0))),
+        "{text}"
+    );
+
+    // Per file: the file and the heap alone; the mmap'd pages among all anonymous memory.
+    let text = report_ok(&["--by", "file", "-i", path]);
+    let rows = by_rows(&text);
+    let count = |label: &str| rows.iter().find(|(_, l)| l == label).map(|(n, _)| *n);
+    assert_eq!(count(&file.display().to_string()), Some(N), "{text}");
+    assert_eq!(count("[heap]"), Some(M), "{text}");
+    assert!(count("//anon").is_some_and(|n| n >= K), "{text}");
+}
+
 #[test]
 fn byte_weights_of_faults_brk_and_mmap() {
     if !require_perf("byte weights") {

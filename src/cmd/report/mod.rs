@@ -155,8 +155,8 @@ pub struct Aggregate {
     pub counts: FxHashMap<(usize, u32, StackId), u64>,
     pub maps: ProcessMaps,
     pub stats: ReadStats,
-    /// `--by`: (event, label) → samples.
-    pub by: FxHashMap<(usize, String), u64>,
+    /// `--by`: (event, label, mapping start) → samples and bytes.
+    pub by: FxHashMap<(usize, String, u64), ByRow>,
     /// `--timeline`: (interval index, event) → (samples, bytes).
     pub timeline: std::collections::BTreeMap<(u64, usize), (u64, u64)>,
     /// Which events have a byte weight (`--timeline`, `--by`).
@@ -166,6 +166,24 @@ pub struct Aggregate {
     pub rows: Vec<ScriptRow>,
     /// `--pprof`: bytes beside the counts, for events with a size.
     pub bytes: FxHashMap<(usize, u32, StackId), u64>,
+}
+
+/// What `--by` files a sample under.
+struct ByLabel {
+    name: String,
+    /// The mapping's bounds under `--by mapping`, else 0.
+    start: u64,
+    end: u64,
+}
+
+/// One row of `--by`.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct ByRow {
+    pub samples: u64,
+    /// Bytes for events with a size (see `--weight bytes`).
+    pub bytes: u64,
+    /// The largest end the mapping had, under `--by mapping`.
+    pub end: u64,
 }
 
 /// One sample kept for `memperf script`.
@@ -675,11 +693,7 @@ impl Reader<'_> {
         if let Some(interval) = self.cfg.timeline {
             let start = self.agg.stats.first_time.unwrap_or(0);
             let slot = s.time.unwrap_or(start).saturating_sub(start) / interval;
-            let bytes = if matches!(self.weighers.get(ev), Some(Weigher::None) | None) {
-                0
-            } else {
-                self.weigh(ev, pid, s)
-            };
+            let bytes = self.weigh_if_sized(ev, pid, s);
             let e = self.agg.timeline.entry((slot, ev)).or_insert((0, 0));
             e.0 += 1;
             e.1 += bytes;
@@ -687,7 +701,16 @@ impl Reader<'_> {
         }
         if let Some(by) = self.cfg.by {
             let label = self.by_label(by, pid, tid, s.addr);
-            *self.agg.by.entry((ev, label)).or_insert(0) += 1;
+            let bytes = self.weigh_if_sized(ev, pid, s);
+            // A mapping that grows (the heap) keeps one row, with its largest extent.
+            let row = self
+                .agg
+                .by
+                .entry((ev, label.name, label.start))
+                .or_default();
+            row.samples += 1;
+            row.bytes += bytes;
+            row.end = row.end.max(label.end);
             return;
         }
         self.leaf_first.clear();
@@ -778,6 +801,15 @@ impl Reader<'_> {
         *self.agg.counts.entry((ev, prefix, stack)).or_insert(0) += weight;
     }
 
+    /// A sample's size in bytes, 0 for events without a size.
+    fn weigh_if_sized(&mut self, ev: usize, pid: u32, s: &Sample<'_>) -> u64 {
+        if matches!(self.weighers.get(ev), Some(Weigher::None) | None) {
+            0
+        } else {
+            self.weigh(ev, pid, s)
+        }
+    }
+
     /// A sample's size in bytes under `--weight bytes`.
     fn weigh(&mut self, ev: usize, pid: u32, s: &Sample<'_>) -> u64 {
         let raw = s.raw.unwrap_or(&[]);
@@ -824,23 +856,30 @@ impl Reader<'_> {
         }
     }
 
-    /// Where a sample's data address lies, or who took it, for `--by`.
-    fn by_label(&self, by: ByKey, pid: u32, tid: u32, addr: Option<u64>) -> String {
+    /// Where a sample's data address lies, or who took it, for `--by`: the label, and for
+    /// `--by mapping` the mapping's bounds.
+    fn by_label(&self, by: ByKey, pid: u32, tid: u32, addr: Option<u64>) -> ByLabel {
+        let plain = |name: String| ByLabel {
+            name,
+            start: 0,
+            end: 0,
+        };
         match by {
-            ByKey::Comm => return self.comm_of(pid, tid),
-            ByKey::Pid => return format!("{} {pid}", self.comm_of(pid, tid)),
+            ByKey::Comm => return plain(self.comm_of(pid, tid)),
+            ByKey::Pid => return plain(format!("{} {pid}", self.comm_of(pid, tid))),
             ByKey::Mapping | ByKey::File => {}
         }
         let Some(addr) = addr else {
-            return "[no address recorded]".to_string();
+            return plain("[no address recorded]".to_string());
         };
         let Some((module, start, end)) = self.agg.maps.mapping_of(pid, addr) else {
-            return "[unmapped]".to_string();
+            return plain("[unmapped]".to_string());
         };
         let m = self.agg.maps.module(module);
         let path = String::from_utf8_lossy(&m.path);
         let huge = path.contains("anon_hugepage") || path.starts_with("/dev/hugepages");
         let name = match m.kind() {
+            _ if self.agg.maps.is_heap(pid, start) => "[heap]".to_string(),
             maps::ModuleKind::Anon if !huge => "//anon".to_string(),
             _ => path.into_owned(),
         };
@@ -850,8 +889,8 @@ impl Reader<'_> {
             name
         };
         match by {
-            ByKey::Mapping => format!("{name} {start:#x}-{end:#x}"),
-            _ => name,
+            ByKey::Mapping => ByLabel { name, start, end },
+            _ => plain(name),
         }
     }
 

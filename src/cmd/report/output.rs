@@ -14,7 +14,7 @@ use crate::symbolize::{
 };
 
 use super::maps::ModuleKind;
-use super::{Aggregate, EMPTY_STACK, FrameKey};
+use super::{Aggregate, ByRow, EMPTY_STACK, FrameKey};
 
 /// The names of every unique frame (outermost first; inline frames make several).
 pub struct Resolved {
@@ -486,15 +486,6 @@ pub fn write_flamegraph(
     Ok(())
 }
 
-/// Fault events weigh one page per sample; other events have no byte weight yet.
-fn bytes_per_sample(event: &str) -> Option<u64> {
-    matches!(
-        event,
-        "page-faults" | "faults" | "minor-faults" | "major-faults"
-    )
-    .then(|| crate::sys::page_size() as u64)
-}
-
 fn human_bytes(b: u64) -> String {
     const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
     let mut v = b as f64;
@@ -510,7 +501,7 @@ fn human_bytes(b: u64) -> String {
     }
 }
 
-/// `--by KEY`: samples (and bytes for fault events) per mapping, file, comm or pid.
+/// `--by KEY`: samples (and bytes for events with a size) per mapping, file, comm or pid.
 pub fn write_by(
     cfg: &ReportConfig,
     by: ByKey,
@@ -529,22 +520,33 @@ pub fn write_by(
         if total == 0 {
             continue;
         }
-        let mut rows: Vec<(&str, u64)> = agg
+        let mut rows: Vec<(String, ByRow)> = agg
             .by
             .iter()
-            .filter(|((ev, _), _)| *ev == i)
-            .map(|((_, label), &n)| (label.as_str(), n))
+            .filter(|((ev, _, _), _)| *ev == i)
+            .map(|((_, label, start), row)| {
+                let label = match by {
+                    ByKey::Mapping if row.end > 0 => format!("{label} {start:#x}-{:#x}", row.end),
+                    _ => label.clone(),
+                };
+                (label, *row)
+            })
             .collect();
-        rows.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(b.0)));
-        let per = bytes_per_sample(name);
+        rows.sort_by(|a, b| b.1.samples.cmp(&a.1.samples).then_with(|| a.0.cmp(&b.0)));
+        let sized = agg.sized.get(i).copied().unwrap_or(false);
         writeln!(
             out,
             "# {name} by {key} ({total} samples) in {}",
             cfg.input.display()
         )?;
         writeln!(out, "{:>12} {:>8} {:>12}  {key}", "samples", "%", "bytes")?;
-        for (label, n) in rows {
-            let bytes = per.map_or_else(|| "-".to_string(), |p| human_bytes(n * p));
+        for (label, row) in rows {
+            let n = row.samples;
+            let bytes = if sized {
+                human_bytes(row.bytes)
+            } else {
+                "-".to_string()
+            };
             writeln!(
                 out,
                 "{n:>12} {:>7.2}% {bytes:>12}  {label}",
