@@ -628,6 +628,24 @@ fn faults_by_mapping_name_the_file_the_heap_and_anonymous_memory() {
     assert!(count("//anon").is_some_and(|n| n >= K), "{text}");
 }
 
+/// The bytes of the folded lines that contain `needle`.
+fn grow_heap_bytes(folded_text: &str, needle: &str) -> u64 {
+    folded(folded_text)
+        .iter()
+        .filter(|(s, _)| s.contains(needle))
+        .map(|(_, n)| n)
+        .sum()
+}
+
+/// What the brk fixture says it grew the heap by.
+fn printed_heap_growth(text: &str) -> u64 {
+    text.lines()
+        .find_map(|l| l.strip_prefix("heap grew by "))
+        .and_then(|r| r.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no `heap grew by` line in: {text}"))
+}
+
 #[test]
 fn byte_weights_of_faults_brk_and_mmap() {
     if !require_perf("byte weights") {
@@ -644,13 +662,12 @@ fn byte_weights_of_faults_brk_and_mmap() {
         );
         let path = out.to_str().unwrap();
         let lines = report_ok(&["--folded", "--weight", "bytes", "-i", path]);
-        let bytes: u64 = folded(&lines)
-            .iter()
-            .filter(|(s, _)| s.contains(needle))
-            .map(|(_, n)| n)
-            .sum();
         let text = report_ok(&["--weight", "bytes", "-i", path]);
-        (bytes, format!("{}\n{text}\n{lines}", stderr(&o)))
+        let said = String::from_utf8_lossy(&o.stdout).into_owned();
+        (
+            grow_heap_bytes(&lines, needle),
+            format!("{said}{}\n{text}\n{lines}", stderr(&o)),
+        )
     };
     let page = 4096;
     // A page per fault.
@@ -659,14 +676,13 @@ fn byte_weights_of_faults_brk_and_mmap() {
     // mmap: the fixture maps 1, 2, ... N pages.
     let (mm, _) = weigh("mmap", "syscalls:sys_enter_mmap", 40, "map_regions");
     assert_eq!(mm, 40 * 41 / 2 * page);
-    // brk: N calls of sbrk(8192); the first one's starting break is unknown (weighs 0, and
-    // the header says so), every later one grows the break by 8192.
+    // brk: N calls of sbrk(8192) after libc's brk(0) query. The first growth is measured from
+    // the break the query returned, which the heap's MMAP2 record gives: the whole growth the
+    // workload itself prints, and no call of unknown weight.
     let (brk, text) = weigh("brk", "syscalls:sys_enter_brk", 64, "grow_heap");
-    assert_eq!(brk, 63 * 8192, "{text}");
-    assert!(
-        text.contains("1 brk calls with no earlier break weigh 0"),
-        "{text}"
-    );
+    assert_eq!(brk, printed_heap_growth(&text), "{text}");
+    assert_eq!(brk, 64 * 8192, "{text}");
+    assert!(!text.contains("no earlier break"), "{text}");
     assert!(text.contains("most bytes first"), "{text}");
 
     let out = dir.path().join("cpu.data");
@@ -683,6 +699,53 @@ fn byte_weights_of_faults_brk_and_mmap() {
         "{}",
         stderr(&o)
     );
+}
+
+/// perf records no heap MMAP2 without -d; with `sys_exit_brk` recorded beside
+/// `sys_enter_brk`, the break each `brk(0)` query returned weighs the growth after it.
+#[test]
+fn brk_growth_of_a_perf_recording_with_exit_events_is_whole() {
+    if !require_perf("perf brk weights") || !require_perf_tool("perf brk weights") {
+        return;
+    }
+    let dir = scratch();
+    let out = dir.path().join("perf-brk.data");
+    let o = {
+        let _turn = recording_turn();
+        Command::new("perf")
+            .args(["record", "-q", "-m", "4096", "--call-graph", "dwarf", "-o"])
+            .arg(&out)
+            .args([
+                "-e",
+                "syscalls:sys_enter_brk",
+                "-e",
+                "syscalls:sys_exit_brk",
+                "--",
+            ])
+            .arg(fixture("brk", Variant::NoFp))
+            .arg("64")
+            .output()
+            .expect("run perf record")
+    };
+    assert!(o.status.success(), "perf record: {}", stderr(&o));
+    let said = String::from_utf8_lossy(&o.stdout).into_owned();
+    let path = out.to_str().unwrap();
+    let args = [
+        "--weight",
+        "bytes",
+        "--event",
+        "syscalls:sys_enter_brk",
+        "-i",
+        path,
+    ];
+    let lines = report_ok(&[&["--folded"][..], &args].concat());
+    assert_eq!(
+        grow_heap_bytes(&lines, "grow_heap"),
+        printed_heap_growth(&said),
+        "{said}\n{lines}"
+    );
+    let text = report_ok(&args);
+    assert!(!text.contains("no earlier break"), "{text}");
 }
 
 #[test]

@@ -173,6 +173,11 @@ impl ProcessMaps {
         }
     }
 
+    /// Where the brk heap of `pid` starts, once a mapping showed it.
+    pub fn heap_start(&self, pid: u32) -> Option<u64> {
+        self.heaps.get(&pid).and_then(|h| h.heap_start)
+    }
+
     /// Whether the mapping of `pid` that starts at `start` is the brk heap.
     pub fn is_heap(&self, pid: u32, start: u64) -> bool {
         self.heaps

@@ -6,6 +6,7 @@
 mod maps;
 mod output;
 mod pprof;
+mod weigh;
 
 use std::io::IsTerminal;
 
@@ -21,6 +22,8 @@ use crate::stacks::{FrameId, FrameTable, StackId, StackTable};
 use crate::unwind::{MappingEvent, UnwindMode, Unwinders};
 
 use maps::ProcessMaps;
+use weigh::{BrkTracker, BrkWeight, Target, huge_page_size};
+pub use weigh::{Weigher, weighers};
 
 const SAMPLE_STACK_USER: u64 = b::PERF_SAMPLE_STACK_USER as u64;
 const SAMPLE_REGS_USER: u64 = b::PERF_SAMPLE_REGS_USER as u64;
@@ -81,69 +84,6 @@ pub struct ReadStats {
     /// starting break was unknown (weighed 0).
     pub brk_shrunk: u64,
     pub brk_unknown_base: u64,
-}
-
-/// How a sample of an event is weighed under `--weight bytes`.
-#[derive(Debug, Clone)]
-pub enum Weigher {
-    /// A fixed size per sample (a page per fault).
-    Fixed(u64),
-    /// The growth of the break since the process's previous brk.
-    BrkGrowth(FieldFormat),
-    /// A size field of the tracepoint (mmap len, kmalloc bytes_alloc).
-    Field(FieldFormat),
-    /// PAGE_SIZE << order.
-    PageOrder(FieldFormat),
-    /// No size known for this event.
-    None,
-}
-
-/// The default huge page size (`Hugepagesize` in /proc/meminfo), 2 MiB if unreadable.
-fn huge_page_size() -> u64 {
-    static SIZE: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
-    *SIZE.get_or_init(|| {
-        std::fs::read_to_string("/proc/meminfo")
-            .ok()
-            .and_then(|t| {
-                t.lines()
-                    .find_map(|l| l.strip_prefix("Hugepagesize:"))
-                    .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-            })
-            .map_or(2 << 20, |kb| kb * 1024)
-    })
-}
-
-/// The weigher of each event, from its name and its tracepoint format.
-pub fn weighers(file: &PerfDataFile, names: &[String]) -> Vec<Weigher> {
-    let formats: Vec<EventFormat> = file
-        .features
-        .tracing_data
-        .as_deref()
-        .map(parse_event_formats)
-        .unwrap_or_default();
-    let page = crate::sys::page_size() as u64;
-    names
-        .iter()
-        .zip(&file.events)
-        .map(|(name, desc)| {
-            let tp = desc.attr.type_ == b::PERF_TYPE_TRACEPOINT;
-            let format = formats.iter().find(|f| tp && f.id == desc.attr.config);
-            let field = |n: &str| format.and_then(|f| f.field(n)).cloned();
-            let short = name.rsplit(':').next().unwrap_or(name);
-            match short {
-                "page-faults" | "faults" | "minor-faults" | "major-faults" => Weigher::Fixed(page),
-                "sys_enter_brk" => field("brk").map_or(Weigher::None, Weigher::BrkGrowth),
-                "sys_enter_mmap" | "sys_enter_munmap" | "sys_enter_mremap" => field("len")
-                    .or_else(|| field("new_len"))
-                    .map_or(Weigher::None, Weigher::Field),
-                "kmalloc" | "kmem_cache_alloc" | "kmalloc_node" | "kmem_cache_alloc_node" => {
-                    field("bytes_alloc").map_or(Weigher::None, Weigher::Field)
-                }
-                "mm_page_alloc" => field("order").map_or(Weigher::None, Weigher::PageOrder),
-                _ => Weigher::None,
-            }
-        })
-        .collect()
 }
 
 /// The aggregated stacks of one file.
@@ -212,8 +152,9 @@ struct Reader<'c> {
     user_frames: Vec<u64>,
     event_filter: Option<usize>,
     weighers: Vec<Weigher>,
-    /// The last nonzero brk argument of each process.
-    last_brk: FxHashMap<u32, u64>,
+    brk: BrkTracker,
+    /// `syscalls:sys_exit_brk`, when the file has it: the break each brk call left.
+    exit_brk: Option<(usize, FieldFormat)>,
     /// (pid, address, is return address) → frame, valid until a mapping changes.
     frame_memo: FxHashMap<(u32, u64, bool), FrameId>,
 }
@@ -403,7 +344,8 @@ pub fn read(
         event_filter,
         frame_memo: FxHashMap::default(),
         weighers: weighers(file, &event_names(file)),
-        last_brk: FxHashMap::default(),
+        brk: BrkTracker::default(),
+        exit_brk: weigh::exit_brk_event(file, &event_names(file)),
     };
     r.agg.sized = r
         .weighers
@@ -444,6 +386,9 @@ pub fn read(
         });
     }
     r.flush_round(&mut round);
+    r.brk.finish();
+    r.agg.stats.brk_shrunk = r.brk.shrunk;
+    r.agg.stats.brk_unknown_base = r.brk.unknown_base;
     if let Some(p) = progress {
         p.finish_and_clear();
     }
@@ -562,6 +507,7 @@ impl Reader<'_> {
             } => {
                 if exec {
                     self.frame_memo.clear();
+                    self.brk.forget(pid);
                     self.agg.maps.exec(pid);
                     if let Some(u) = &mut self.unwinders {
                         u.handle_exec(pid);
@@ -589,10 +535,9 @@ impl Reader<'_> {
                     self.comms.insert(tid, c);
                 }
             }
-            Record::Exit { pid, tid, .. } => {
-                if pid == tid
-                    && let Some(u) = &mut self.unwinders
-                {
+            Record::Exit { pid, tid, .. } if pid == tid => {
+                self.brk.forget(pid);
+                if let Some(u) = &mut self.unwinders {
                     u.handle_exit(pid);
                 }
             }
@@ -626,6 +571,12 @@ impl Reader<'_> {
         }
         self.frame_memo.clear();
         self.agg.maps.map(pid, addr, len, pgoff, path, build_id);
+        if self.brk.is_pending(pid)
+            && let Some(start) = self.agg.maps.heap_start(pid)
+            && let Some((bytes, targets)) = self.brk.resolve(pid, start)
+        {
+            self.add_deferred(bytes, targets);
+        }
         if let Some(u) = &mut self.unwinders {
             u.handle_mmap(&MappingEvent {
                 pid,
@@ -685,6 +636,12 @@ impl Reader<'_> {
             self.agg.stats.first_time.get_or_insert(t);
             self.agg.stats.last_time = Some(t);
         }
+        if let Some((exit_ev, ret)) = &self.exit_brk
+            && *exit_ev == ev
+            && let Some(v) = ret.read(s.raw.unwrap_or(&[]))
+        {
+            self.brk.exited(s.pid.unwrap_or(0), v);
+        }
         if !self.keep(ev, s) {
             return;
         }
@@ -694,22 +651,25 @@ impl Reader<'_> {
             let start = self.agg.stats.first_time.unwrap_or(0);
             let slot = s.time.unwrap_or(start).saturating_sub(start) / interval;
             let bytes = self.weigh_if_sized(ev, pid, s);
+            if bytes.is_none() {
+                self.brk.defer(pid, Target::Timeline((slot, ev)));
+            }
             let e = self.agg.timeline.entry((slot, ev)).or_insert((0, 0));
             e.0 += 1;
-            e.1 += bytes;
+            e.1 += bytes.unwrap_or(0);
             return;
         }
         if let Some(by) = self.cfg.by {
             let label = self.by_label(by, pid, tid, s.addr);
             let bytes = self.weigh_if_sized(ev, pid, s);
+            let key = (ev, label.name, label.start);
+            if bytes.is_none() {
+                self.brk.defer(pid, Target::By(key.clone()));
+            }
             // A mapping that grows (the heap) keeps one row, with its largest extent.
-            let row = self
-                .agg
-                .by
-                .entry((ev, label.name, label.start))
-                .or_default();
+            let row = self.agg.by.entry(key).or_default();
             row.samples += 1;
-            row.bytes += bytes;
+            row.bytes += bytes.unwrap_or(0);
             row.end = row.end.max(label.end);
             return;
         }
@@ -790,30 +750,52 @@ impl Reader<'_> {
         if self.cfg.pprof.is_some() && !matches!(self.weighers.get(ev), Some(Weigher::None) | None)
         {
             let b = self.weigh(ev, pid, s);
-            *self.agg.bytes.entry((ev, prefix, stack)).or_insert(0) += b;
+            if b.is_none() {
+                self.brk.defer(pid, Target::Bytes((ev, prefix, stack)));
+            }
+            *self.agg.bytes.entry((ev, prefix, stack)).or_insert(0) += b.unwrap_or(0);
             *self.agg.counts.entry((ev, prefix, stack)).or_insert(0) += 1;
             return;
         }
         let weight = match self.cfg.weight {
             Weight::Count => 1,
-            Weight::Bytes => self.weigh(ev, pid, s),
+            Weight::Bytes => {
+                let b = self.weigh(ev, pid, s);
+                if b.is_none() {
+                    self.brk.defer(pid, Target::Counts((ev, prefix, stack)));
+                }
+                b.unwrap_or(0)
+            }
         };
         *self.agg.counts.entry((ev, prefix, stack)).or_insert(0) += weight;
     }
 
-    /// A sample's size in bytes, 0 for events without a size.
-    fn weigh_if_sized(&mut self, ev: usize, pid: u32, s: &Sample<'_>) -> u64 {
+    /// A sample's size in bytes, 0 for events without a size (see [`Self::weigh`]).
+    fn weigh_if_sized(&mut self, ev: usize, pid: u32, s: &Sample<'_>) -> Option<u64> {
         if matches!(self.weighers.get(ev), Some(Weigher::None) | None) {
-            0
+            Some(0)
         } else {
             self.weigh(ev, pid, s)
         }
     }
 
-    /// A sample's size in bytes under `--weight bytes`.
-    fn weigh(&mut self, ev: usize, pid: u32, s: &Sample<'_>) -> u64 {
+    /// Adds a brk call's weight, known only now, where its sample went.
+    fn add_deferred(&mut self, bytes: u64, targets: Vec<Target>) {
+        for t in targets {
+            match t {
+                Target::Counts(k) => *self.agg.counts.entry(k).or_insert(0) += bytes,
+                Target::Bytes(k) => *self.agg.bytes.entry(k).or_insert(0) += bytes,
+                Target::Timeline(k) => self.agg.timeline.entry(k).or_insert((0, 0)).1 += bytes,
+                Target::By(k) => self.agg.by.entry(k).or_default().bytes += bytes,
+            }
+        }
+    }
+
+    /// A sample's size in bytes under `--weight bytes`; `None` for a brk call whose weight
+    /// is known only once the heap it creates is mapped (the caller says where it goes).
+    fn weigh(&mut self, ev: usize, pid: u32, s: &Sample<'_>) -> Option<u64> {
         let raw = s.raw.unwrap_or(&[]);
-        match self.weighers.get(ev) {
+        let bytes = match self.weighers.get(ev) {
             // A fault in a hugetlbfs mapping maps a huge page; the kernel's data page size,
             // where a file has it, is taken as is; otherwise a base page.
             Some(Weigher::Fixed(n)) => {
@@ -836,24 +818,16 @@ impl Reader<'_> {
                 .filter(|&o| o < 32)
                 .map_or(0, |o| (crate::sys::page_size() as u64) << o),
             Some(Weigher::BrkGrowth(f)) => {
-                let Some(new) = f.read(raw).filter(|&v| v != 0) else {
-                    // brk(0) asks for the current break.
-                    return 0;
+                let new = f.read(raw).unwrap_or(0);
+                let heap_known = self.agg.maps.heap_start(pid).is_some();
+                return match self.brk.entered(pid, new, heap_known) {
+                    BrkWeight::Now(w) => Some(w),
+                    BrkWeight::Deferred => None,
                 };
-                match self.last_brk.insert(pid, new) {
-                    Some(prev) if new >= prev => new - prev,
-                    Some(prev) => {
-                        self.agg.stats.brk_shrunk += prev - new;
-                        0
-                    }
-                    None => {
-                        self.agg.stats.brk_unknown_base += 1;
-                        0
-                    }
-                }
             }
             Some(Weigher::None) | None => 0,
-        }
+        };
+        Some(bytes)
     }
 
     /// Where a sample's data address lies, or who took it, for `--by`: the label, and for
