@@ -1032,3 +1032,95 @@ fn inferno_folds_memperf_script_into_the_reports_stacks() {
         assert_eq!(inferno, ours, "{path}");
     }
 }
+
+/// `unwound X user stacks, Y truncated` from memperf record's summary.
+fn summary_unwound(err: &str) -> (u64, u64) {
+    let line = err
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("unwound "))
+        .unwrap_or_else(|| panic!("no unwound line in: {err}"));
+    let f: Vec<&str> = line.split([' ', ',']).filter(|w| !w.is_empty()).collect();
+    // "X user stacks Y truncated (P%)"
+    (f[0].parse().unwrap(), f[3].parse().unwrap())
+}
+
+#[test]
+fn every_output_says_what_was_lost_and_truncated_while_recording() {
+    if !require_perf("output headers") {
+        return;
+    }
+    let dir = scratch();
+    let out = dir.path().join("h.data");
+    let o = record(
+        &out,
+        &["-e", "page-faults"],
+        &fixture("pagefault", Variant::NoFp),
+        &["200"],
+    );
+    let (unwound, truncated) = summary_unwound(&stderr(&o));
+    assert!(unwound >= 200, "{}", stderr(&o));
+    // The recorder's counts are in the file, in memperf's own feature section.
+    let file = memperf::perfdata::PerfDataFile::open(&out).unwrap();
+    let stats = file.features.memperf_stats.clone().expect("memperf stats");
+    assert_eq!(
+        (stats.get("unwound"), stats.get("truncated")),
+        (Some(unwound), Some(truncated))
+    );
+    let path = out.to_str().unwrap();
+    let text = report_ok(&["-i", path]);
+    assert!(
+        text.contains(&format!(
+            "# user stacks unwound while recording: {unwound}, truncated: {truncated}"
+        )),
+        "{text}"
+    );
+    assert!(text.contains("# recorded 2"), "{text}");
+    let losses = format!(
+        "# lost 0 events in 0 LOST records, 0 lost samples, throttled 0 times; \
+         {truncated} of {unwound} user stacks truncated"
+    );
+    for args in [
+        &["--by", "file"][..],
+        &["--by", "mapping"],
+        &["--timeline", "1s"],
+    ] {
+        let text = report_ok(&[args, &["-i", path]].concat());
+        assert!(text.contains(&losses), "{args:?}: {losses}\n{text}");
+    }
+    let hostname = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
+    let svg = report_ok(&["-i", path, "--flamegraph", "-"]);
+    assert!(
+        svg.contains(&format!(
+            "throttled 0 times, {truncated} of {unwound} user stacks truncated; recorded 2"
+        )),
+        "{svg}"
+    );
+    assert!(
+        svg.contains(&format!(" UTC on {}; kernel frames", hostname.trim())),
+        "{svg}"
+    );
+    // pprof: the comments are strings of the profile's string table.
+    let pb = dir.path().join("h.pb.gz");
+    report_ok(&["-i", path, "--pprof", pb.to_str().unwrap()]);
+    let mut raw = Vec::new();
+    std::io::Read::read_to_end(
+        &mut flate2::read::GzDecoder::new(std::fs::File::open(&pb).unwrap()),
+        &mut raw,
+    )
+    .unwrap();
+    let raw = String::from_utf8_lossy(&raw);
+    assert!(raw.contains(&losses[2..]), "{losses}");
+    // perf's tools pass over memperf's feature section without a word.
+    if require_perf_tool("perf script of memperf stats") {
+        for args in [&["script"][..], &["report", "--stdio"]] {
+            let o = Command::new("perf")
+                .args(args)
+                .arg("-i")
+                .arg(&out)
+                .output()
+                .expect("run perf");
+            assert!(o.status.success(), "perf {args:?}: {}", stderr(&o));
+            assert_eq!(stderr(&o).trim(), "", "perf {args:?} said something");
+        }
+    }
+}

@@ -127,6 +127,29 @@ impl TruncCounts {
         self.no_process + self.stack_end + self.no_unwind_info + self.bad_frame + self.max_depth
     }
 
+    /// The counts by name, as stored in a recording's memperf feature section.
+    pub fn named(&self) -> [(&'static str, u64); 5] {
+        [
+            ("no_process", self.no_process),
+            ("stack_end", self.stack_end),
+            ("no_unwind_info", self.no_unwind_info),
+            ("bad_frame", self.bad_frame),
+            ("max_depth", self.max_depth),
+        ]
+    }
+
+    /// The inverse of [`Self::named`]; missing names count 0.
+    pub fn from_named(get: impl Fn(&str) -> Option<u64>) -> TruncCounts {
+        let g = |n| get(n).unwrap_or(0);
+        TruncCounts {
+            no_process: g("no_process"),
+            stack_end: g("stack_end"),
+            no_unwind_info: g("no_unwind_info"),
+            bad_frame: g("bad_frame"),
+            max_depth: g("max_depth"),
+        }
+    }
+
     fn count(&mut self, r: TruncReason) {
         let c = match r {
             TruncReason::NoProcess => &mut self.no_process,

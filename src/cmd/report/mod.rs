@@ -3,6 +3,7 @@
 //! same framehop code as the recorder, and aggregates stacks of frame ids. Names are looked up
 //! once per unique frame at the end, then stacks are printed folded or as a text report.
 
+mod header;
 mod maps;
 mod output;
 mod pprof;
@@ -73,6 +74,11 @@ pub struct ReadStats {
     /// User stacks unwound here (raw stacks of `--call-graph dwarf` files) and truncated.
     pub unwound: u64,
     pub truncated: u64,
+    pub truncated_reasons: crate::unwind::TruncCounts,
+    /// User stacks memperf unwound while recording and truncated (its feature section).
+    pub recorded_unwound: u64,
+    pub recorded_truncated: u64,
+    pub recorded_reasons: crate::unwind::TruncCounts,
     /// Records that could not be parsed.
     pub malformed: u64,
     /// Why the data section ended early, if it did.
@@ -396,6 +402,14 @@ pub fn read(
         let s = u.stats();
         r.agg.stats.unwound = s.samples;
         r.agg.stats.truncated = s.truncated.total();
+        r.agg.stats.truncated_reasons = s.truncated;
+    }
+    if let Some(m) = &file.features.memperf_stats {
+        let st = &mut r.agg.stats;
+        st.recorded_unwound = m.get("unwound").unwrap_or(0);
+        st.recorded_truncated = m.get("truncated").unwrap_or(0);
+        st.recorded_reasons =
+            crate::unwind::TruncCounts::from_named(|n| m.get(&format!("truncated.{n}")));
     }
     Ok(r.agg)
 }

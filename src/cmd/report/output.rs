@@ -250,6 +250,15 @@ pub fn write_folded(
     Ok(())
 }
 
+/// ` (3 stack end)`, or nothing when no reason was counted.
+fn reasons(r: &crate::unwind::TruncCounts) -> String {
+    if r.total() > 0 {
+        format!(" ({r})")
+    } else {
+        String::new()
+    }
+}
+
 /// The header and the top stacks of each event, most samples first.
 pub fn write_text(
     cfg: &ReportConfig,
@@ -264,8 +273,12 @@ pub fn write_text(
     if !file.features.cmdline.is_empty() {
         writeln!(out, "# recorded with: {}", file.features.cmdline.join(" "))?;
     }
-    if let (Some(host), Some(rel)) = (&file.features.hostname, &file.features.osrelease) {
-        writeln!(out, "# on {host}, Linux {rel}")?;
+    let when = super::header::recorded(&cfg.input, file);
+    match &file.features.osrelease {
+        Some(rel) if !when.is_empty() => writeln!(out, "# {when}, Linux {rel}")?,
+        Some(rel) => writeln!(out, "# Linux {rel}")?,
+        None if !when.is_empty() => writeln!(out, "# {when}")?,
+        None => {}
     }
     let (first, last) = file
         .features
@@ -291,11 +304,22 @@ pub fn write_text(
         "# lost: {} events in {} LOST records, {} lost samples; throttled {} times",
         st.lost, st.lost_records, st.lost_samples, st.throttled
     )?;
+    if st.recorded_unwound > 0 {
+        writeln!(
+            out,
+            "# user stacks unwound while recording: {}, truncated: {}{}",
+            st.recorded_unwound,
+            st.recorded_truncated,
+            reasons(&st.recorded_reasons)
+        )?;
+    }
     if st.unwound > 0 {
         writeln!(
             out,
-            "# user stacks unwound here: {}, truncated: {}",
-            st.unwound, st.truncated
+            "# user stacks unwound here: {}, truncated: {}{}",
+            st.unwound,
+            st.truncated,
+            reasons(&st.truncated_reasons)
         )?;
     }
     writeln!(
@@ -457,10 +481,17 @@ pub fn write_flamegraph(
         .clone()
         .unwrap_or_else(|| format!("{ev_name}: {command}"));
     opts.subtitle = Some(fg.subtitle.clone().unwrap_or_else(|| {
+        let t = super::header::truncation(st);
+        let truncated = if t.unwound > 0 {
+            format!(", {} of {} user stacks truncated", t.truncated, t.unwound)
+        } else {
+            String::new()
+        };
+        let when = super::header::recorded(&cfg.input, file);
         format!(
-            "memperf: {kept} samples of {ev_name}, {} lost, throttled {} times; kernel frames in orange",
+            "memperf: {kept} samples of {ev_name}, {} lost, throttled {} times{truncated}; {when}; kernel frames in orange",
             st.lost + st.lost_samples,
-            st.throttled
+            st.throttled,
         )
     }));
     opts.count_name = fg.countname.clone().unwrap_or_else(|| match cfg.weight {
@@ -539,6 +570,7 @@ pub fn write_by(
             "# {name} by {key} ({total} samples) in {}",
             cfg.input.display()
         )?;
+        writeln!(out, "# {}", super::header::losses(&agg.stats))?;
         writeln!(out, "{:>12} {:>8} {:>12}  {key}", "samples", "%", "bytes")?;
         for (label, row) in rows {
             let n = row.samples;
@@ -576,6 +608,7 @@ pub fn write_timeline(
         interval as f64 / 1e9,
         cfg.input.display()
     )?;
+    writeln!(out, "# {}", super::header::losses(&agg.stats))?;
     let mut header = format!("{:>10}", "start s");
     for &i in &shown {
         header.push_str(&format!(" {:>24}", names[i]));

@@ -339,12 +339,14 @@ pub fn build(
     {
         p.duration_nanos = b.saturating_sub(a) as i64;
     }
-    let note = format!(
-        "memperf report of {}; lost {} events",
-        cfg.input.display(),
-        agg.stats.lost + agg.stats.lost_samples
-    );
+    let note = format!("memperf report of {}", cfg.input.display());
     p.comment.push(strings.id(&note));
+    p.comment
+        .push(strings.id(&super::header::losses(&agg.stats)));
+    let when = super::header::recorded(&cfg.input, file);
+    if !when.is_empty() {
+        p.comment.push(strings.id(&when));
+    }
     p.string_table = strings.table;
     p
 }
