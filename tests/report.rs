@@ -1129,6 +1129,18 @@ fn every_output_says_what_was_lost_and_truncated_while_recording() {
         let text = report_ok(&[args, &["-i", path]].concat());
         assert!(text.contains(&losses), "{args:?}: {losses}\n{text}");
     }
+    // Folded stacks and script output have no header: one note on standard error.
+    for args in [&["report", "-q", "--folded"][..], &["script"]] {
+        let o = run_memperf(&[args, &["-i", path]].concat());
+        assert!(o.status.success(), "{args:?}: {}", stderr(&o));
+        let note = format!("memperf: note: {}", &losses[2..]);
+        assert_eq!(
+            stderr(&o).contains(&note),
+            truncated > 0,
+            "{args:?}: {}",
+            stderr(&o)
+        );
+    }
     let hostname = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
     let svg = report_ok(&["-i", path, "--flamegraph", "-"]);
     assert!(

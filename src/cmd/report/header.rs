@@ -59,6 +59,15 @@ pub fn losses(st: &ReadStats) -> String {
     s
 }
 
+/// Folded stacks and `memperf script` have no header: what was lost or truncated goes to
+/// standard error instead, in one line, when there is any.
+pub fn note_losses(st: &ReadStats) {
+    let lost = st.lost + st.lost_samples + st.throttled + st.malformed;
+    if lost > 0 || truncation(st).truncated > 0 {
+        eprintln!("memperf: note: {}", losses(st));
+    }
+}
+
 /// `recorded 2026-11-22 23:21:36 UTC on HOST`: the file's modification time, which is when
 /// the recorder finished it (perf report's "captured on" is the same), and the host.
 pub fn recorded(path: &Path, file: &PerfDataFile) -> String {

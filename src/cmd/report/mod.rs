@@ -242,6 +242,7 @@ pub fn run(cfg: ReportConfig) -> Result<i32> {
         let mut out = std::io::BufWriter::new(stdout.lock());
         output::write_script(fields, &file, &names, &formats, &agg, &resolved, &mut out)?;
         std::io::Write::flush(&mut out)?;
+        header::note_losses(&agg.stats);
         return Ok(0);
     }
     if cfg.by.is_some() || cfg.timeline.is_some() {
@@ -268,10 +269,11 @@ pub fn run(cfg: ReportConfig) -> Result<i32> {
         output::write_text(&cfg, &file, &names, &agg, &mut resolved, &mut out)?;
     }
     std::io::Write::flush(&mut out)?;
-    if let Some(e) = &agg.stats.read_error
-        && cfg.folded
-    {
-        eprintln!("memperf: warning: {e}; the report covers the records before it");
+    if cfg.folded {
+        if let Some(e) = &agg.stats.read_error {
+            eprintln!("memperf: warning: {e}; the report covers the records before it");
+        }
+        header::note_losses(&agg.stats);
     }
     Ok(0)
 }

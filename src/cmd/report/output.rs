@@ -487,9 +487,12 @@ pub fn write_flamegraph(
         } else {
             String::new()
         };
-        let when = super::header::recorded(&cfg.input, file);
+        let mut when = super::header::recorded(&cfg.input, file);
+        if !when.is_empty() {
+            when.push_str("; ");
+        }
         format!(
-            "memperf: {kept} samples of {ev_name}, {} lost, throttled {} times{truncated}; {when}; kernel frames in orange",
+            "memperf: {kept} samples of {ev_name}, {} lost, throttled {} times{truncated}; {when}kernel frames in orange",
             st.lost + st.lost_samples,
             st.throttled,
         )
