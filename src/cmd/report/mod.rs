@@ -3,6 +3,7 @@
 //! same framehop code as the recorder, and aggregates stacks of frame ids. Names are looked up
 //! once per unique frame at the end, then stacks are printed folded or as a text report.
 
+mod by;
 mod header;
 mod maps;
 mod output;
@@ -15,15 +16,16 @@ use anyhow::{Context, Result, bail};
 use perf_event_open_sys::bindings as b;
 use rustc_hash::FxHashMap;
 
-use crate::cli::{ByKey, Prefix, ReportConfig, StackSpace, Weight};
+use crate::cli::{Prefix, ReportConfig, StackSpace, Weight};
 use crate::perfdata::tracing_data::{EventFormat, FieldFormat, parse_event_formats};
 use crate::perfdata::{PerfDataError, PerfDataFile, RawFileRecord};
 use crate::record::{self, ParseInfo, Record, Sample};
 use crate::stacks::{FrameId, FrameTable, StackId, StackTable};
 use crate::unwind::{MappingEvent, UnwindMode, Unwinders};
 
+pub use by::ByRow;
 use maps::ProcessMaps;
-use weigh::{BrkTracker, BrkWeight, Target, huge_page_size};
+use weigh::{BrkTracker, Target};
 pub use weigh::{Weigher, weighers};
 
 const SAMPLE_STACK_USER: u64 = b::PERF_SAMPLE_STACK_USER as u64;
@@ -112,24 +114,6 @@ pub struct Aggregate {
     pub rows: Vec<ScriptRow>,
     /// `--pprof`: bytes beside the counts, for events with a size.
     pub bytes: FxHashMap<(usize, u32, StackId), u64>,
-}
-
-/// What `--by` files a sample under.
-struct ByLabel {
-    name: String,
-    /// The mapping's bounds under `--by mapping`, else 0.
-    start: u64,
-    end: u64,
-}
-
-/// One row of `--by`.
-#[derive(Debug, Default, Clone, Copy)]
-pub struct ByRow {
-    pub samples: u64,
-    /// Bytes for events with a size (see `--weight bytes`).
-    pub bytes: u64,
-    /// The largest end the mapping had, under `--by mapping`.
-    pub end: u64,
 }
 
 /// One sample kept for `memperf script`.
@@ -784,104 +768,6 @@ impl Reader<'_> {
             }
         };
         *self.agg.counts.entry((ev, prefix, stack)).or_insert(0) += weight;
-    }
-
-    /// A sample's size in bytes, 0 for events without a size (see [`Self::weigh`]).
-    fn weigh_if_sized(&mut self, ev: usize, pid: u32, s: &Sample<'_>) -> Option<u64> {
-        if matches!(self.weighers.get(ev), Some(Weigher::None) | None) {
-            Some(0)
-        } else {
-            self.weigh(ev, pid, s)
-        }
-    }
-
-    /// Adds a brk call's weight, known only now, where its sample went.
-    fn add_deferred(&mut self, bytes: u64, targets: Vec<Target>) {
-        for t in targets {
-            match t {
-                Target::Counts(k) => *self.agg.counts.entry(k).or_insert(0) += bytes,
-                Target::Bytes(k) => *self.agg.bytes.entry(k).or_insert(0) += bytes,
-                Target::Timeline(k) => self.agg.timeline.entry(k).or_insert((0, 0)).1 += bytes,
-                Target::By(k) => self.agg.by.entry(k).or_default().bytes += bytes,
-            }
-        }
-    }
-
-    /// A sample's size in bytes under `--weight bytes`; `None` for a brk call whose weight
-    /// is known only once the heap it creates is mapped (the caller says where it goes).
-    fn weigh(&mut self, ev: usize, pid: u32, s: &Sample<'_>) -> Option<u64> {
-        let raw = s.raw.unwrap_or(&[]);
-        let bytes = match self.weighers.get(ev) {
-            // A fault in a hugetlbfs mapping maps a huge page; the kernel's data page size,
-            // where a file has it, is taken as is; otherwise a base page.
-            Some(Weigher::Fixed(n)) => {
-                let hugetlb = s
-                    .addr
-                    .and_then(|a| self.agg.maps.mapping_of(pid, a))
-                    .is_some_and(|(m, _, _)| {
-                        let p = &self.agg.maps.module(m).path;
-                        p.starts_with(b"/anon_hugepage") || p.starts_with(b"/dev/hugepages")
-                    });
-                match s.data_page_size.filter(|&p| p > 0) {
-                    Some(p) => p,
-                    None if hugetlb => huge_page_size(),
-                    None => *n,
-                }
-            }
-            Some(Weigher::Field(f)) => f.read(raw).unwrap_or(0),
-            Some(Weigher::PageOrder(f)) => f
-                .read(raw)
-                .filter(|&o| o < 32)
-                .map_or(0, |o| (crate::sys::page_size() as u64) << o),
-            Some(Weigher::BrkGrowth(f)) => {
-                let new = f.read(raw).unwrap_or(0);
-                let heap_known = self.agg.maps.heap_start(pid).is_some();
-                return match self.brk.entered(pid, new, heap_known) {
-                    BrkWeight::Now(w) => Some(w),
-                    BrkWeight::Deferred => None,
-                };
-            }
-            Some(Weigher::None) | None => 0,
-        };
-        Some(bytes)
-    }
-
-    /// Where a sample's data address lies, or who took it, for `--by`: the label, and for
-    /// `--by mapping` the mapping's bounds.
-    fn by_label(&self, by: ByKey, pid: u32, tid: u32, addr: Option<u64>) -> ByLabel {
-        let plain = |name: String| ByLabel {
-            name,
-            start: 0,
-            end: 0,
-        };
-        match by {
-            ByKey::Comm => return plain(self.comm_of(pid, tid)),
-            ByKey::Pid => return plain(format!("{} {pid}", self.comm_of(pid, tid))),
-            ByKey::Mapping | ByKey::File => {}
-        }
-        let Some(addr) = addr else {
-            return plain("[no address recorded]".to_string());
-        };
-        let Some((module, start, end)) = self.agg.maps.mapping_of(pid, addr) else {
-            return plain("[unmapped]".to_string());
-        };
-        let m = self.agg.maps.module(module);
-        let path = String::from_utf8_lossy(&m.path);
-        let huge = path.contains("anon_hugepage") || path.starts_with("/dev/hugepages");
-        let name = match m.kind() {
-            _ if self.agg.maps.is_heap(pid, start) => "[heap]".to_string(),
-            maps::ModuleKind::Anon if !huge => "//anon".to_string(),
-            _ => path.into_owned(),
-        };
-        let name = if huge {
-            format!("{name} (huge pages)")
-        } else {
-            name
-        };
-        match by {
-            ByKey::Mapping => ByLabel { name, start, end },
-            _ => plain(name),
-        }
     }
 
     fn kernel_frame(&mut self, addr: u64, ret: bool) {

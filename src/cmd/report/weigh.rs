@@ -6,7 +6,10 @@ use rustc_hash::FxHashMap;
 
 use crate::perfdata::PerfDataFile;
 use crate::perfdata::tracing_data::{EventFormat, FieldFormat, parse_event_formats};
+use crate::record::Sample;
 use crate::stacks::StackId;
+
+use super::Reader;
 
 /// How a sample of an event is weighed under `--weight bytes`.
 #[derive(Debug, Clone)]
@@ -24,7 +27,7 @@ pub enum Weigher {
 }
 
 /// The default huge page size (`Hugepagesize` in /proc/meminfo), 2 MiB if unreadable.
-pub(super) fn huge_page_size() -> u64 {
+fn huge_page_size() -> u64 {
     static SIZE: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
     *SIZE.get_or_init(|| {
         std::fs::read_to_string("/proc/meminfo")
@@ -217,6 +220,68 @@ impl BrkTracker {
     pub fn finish(&mut self) {
         self.unknown_base += self.pending.len() as u64;
         self.pending.clear();
+    }
+}
+
+impl Reader<'_> {
+    /// A sample's size in bytes, 0 for events without a size (see [`Self::weigh`]).
+    pub(super) fn weigh_if_sized(&mut self, ev: usize, pid: u32, s: &Sample<'_>) -> Option<u64> {
+        if matches!(self.weighers.get(ev), Some(Weigher::None) | None) {
+            Some(0)
+        } else {
+            self.weigh(ev, pid, s)
+        }
+    }
+
+    /// Adds a brk call's weight, known only now, where its sample went.
+    pub(super) fn add_deferred(&mut self, bytes: u64, targets: Vec<Target>) {
+        for t in targets {
+            match t {
+                Target::Counts(k) => *self.agg.counts.entry(k).or_insert(0) += bytes,
+                Target::Bytes(k) => *self.agg.bytes.entry(k).or_insert(0) += bytes,
+                Target::Timeline(k) => self.agg.timeline.entry(k).or_insert((0, 0)).1 += bytes,
+                Target::By(k) => self.agg.by.entry(k).or_default().bytes += bytes,
+            }
+        }
+    }
+
+    /// A sample's size in bytes under `--weight bytes`; `None` for a brk call whose weight
+    /// is known only once the heap it creates is mapped (the caller says where it goes).
+    pub(super) fn weigh(&mut self, ev: usize, pid: u32, s: &Sample<'_>) -> Option<u64> {
+        let raw = s.raw.unwrap_or(&[]);
+        let bytes = match self.weighers.get(ev) {
+            // A fault in a hugetlbfs mapping maps a huge page; the kernel's data page size,
+            // where a file has it, is taken as is; otherwise a base page.
+            Some(Weigher::Fixed(n)) => {
+                let hugetlb = s
+                    .addr
+                    .and_then(|a| self.agg.maps.mapping_of(pid, a))
+                    .is_some_and(|(m, _, _)| {
+                        let p = &self.agg.maps.module(m).path;
+                        p.starts_with(b"/anon_hugepage") || p.starts_with(b"/dev/hugepages")
+                    });
+                match s.data_page_size.filter(|&p| p > 0) {
+                    Some(p) => p,
+                    None if hugetlb => huge_page_size(),
+                    None => *n,
+                }
+            }
+            Some(Weigher::Field(f)) => f.read(raw).unwrap_or(0),
+            Some(Weigher::PageOrder(f)) => f
+                .read(raw)
+                .filter(|&o| o < 32)
+                .map_or(0, |o| (crate::sys::page_size() as u64) << o),
+            Some(Weigher::BrkGrowth(f)) => {
+                let new = f.read(raw).unwrap_or(0);
+                let heap_known = self.agg.maps.heap_start(pid).is_some();
+                return match self.brk.entered(pid, new, heap_known) {
+                    BrkWeight::Now(w) => Some(w),
+                    BrkWeight::Deferred => None,
+                };
+            }
+            Some(Weigher::None) | None => 0,
+        };
+        Some(bytes)
     }
 }
 
