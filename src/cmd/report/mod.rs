@@ -17,7 +17,7 @@ use perf_event_open_sys::bindings as b;
 use rustc_hash::FxHashMap;
 
 use crate::cli::{Prefix, ReportConfig, StackSpace, Weight};
-use crate::perfdata::tracing_data::{EventFormat, FieldFormat, parse_event_formats};
+use crate::perfdata::tracing_data::FieldFormat;
 use crate::perfdata::{PerfDataError, PerfDataFile, RawFileRecord};
 use crate::record::{self, ParseInfo, Record, Sample};
 use crate::stacks::{FrameId, FrameTable, StackId, StackTable};
@@ -216,12 +216,7 @@ pub fn run(cfg: ReportConfig) -> Result<i32> {
         return Ok(0);
     }
     if let Some(fields) = &cfg.script {
-        let formats: Vec<EventFormat> = file
-            .features
-            .tracing_data
-            .as_deref()
-            .map(parse_event_formats)
-            .unwrap_or_default();
+        let formats = weigh::event_formats(&file);
         let stdout = std::io::stdout();
         let mut out = std::io::BufWriter::new(stdout.lock());
         output::write_script(fields, &file, &names, &formats, &agg, &resolved, &mut out)?;
@@ -308,6 +303,7 @@ pub fn read(
         .map(|e| (e.filename.as_bytes().to_vec(), e.build_id.clone()))
         .collect();
     let n = file.events.len();
+    let names = event_names(file);
     let mut r = Reader {
         cfg,
         infos,
@@ -335,9 +331,9 @@ pub fn read(
         user_frames: Vec::new(),
         event_filter,
         frame_memo: FxHashMap::default(),
-        weighers: weighers(file, &event_names(file)),
+        weighers: weighers(file, &names),
         brk: BrkTracker::default(),
-        exit_brk: weigh::exit_brk_event(file, &event_names(file)),
+        exit_brk: weigh::exit_brk_event(file, &names),
     };
     r.agg.sized = r
         .weighers

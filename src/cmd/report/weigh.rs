@@ -41,14 +41,18 @@ fn huge_page_size() -> u64 {
     })
 }
 
-/// The weigher of each event, from its name and its tracepoint format.
-pub fn weighers(file: &PerfDataFile, names: &[String]) -> Vec<Weigher> {
-    let formats: Vec<EventFormat> = file
-        .features
+/// The tracepoint formats stored in the file (its TRACING_DATA feature).
+pub fn event_formats(file: &PerfDataFile) -> Vec<EventFormat> {
+    file.features
         .tracing_data
         .as_deref()
         .map(parse_event_formats)
-        .unwrap_or_default();
+        .unwrap_or_default()
+}
+
+/// The weigher of each event, from its name and its tracepoint format.
+pub fn weighers(file: &PerfDataFile, names: &[String]) -> Vec<Weigher> {
+    let formats = event_formats(file);
     let page = crate::sys::page_size() as u64;
     names
         .iter()
@@ -77,12 +81,7 @@ pub fn weighers(file: &PerfDataFile, names: &[String]) -> Vec<Weigher> {
 /// The event whose samples tell the break a brk call left (`syscalls:sys_exit_brk`, whose
 /// `ret` is the new break, or the current one for a `brk(0)` query), with its `ret` field.
 pub fn exit_brk_event(file: &PerfDataFile, names: &[String]) -> Option<(usize, FieldFormat)> {
-    let formats: Vec<EventFormat> = file
-        .features
-        .tracing_data
-        .as_deref()
-        .map(parse_event_formats)
-        .unwrap_or_default();
+    let formats = event_formats(file);
     names
         .iter()
         .zip(&file.events)
