@@ -1164,6 +1164,10 @@ fn every_output_says_what_was_lost_and_truncated_while_recording() {
     .unwrap();
     let raw = String::from_utf8_lossy(&raw);
     assert!(raw.contains(&losses[2..]), "{losses}");
+    assert!(
+        raw.contains(&format!(" UTC on {}", hostname.trim())),
+        "{raw}"
+    );
     // perf's tools pass over memperf's feature section without a word.
     if require_perf_tool("perf script of memperf stats") {
         for args in [&["script"][..], &["report", "--stdio"]] {

@@ -204,7 +204,7 @@ pub fn run(cfg: ReportConfig) -> Result<i32> {
     let kallsyms = kallsyms.and_then(|h| h.join().ok().flatten());
     let mut resolved = output::resolve(&cfg, &agg, kallsyms);
     if let Some(path) = &cfg.pprof {
-        let profile = pprof::build(
+        let mut profile = pprof::build(
             &cfg,
             &file,
             &names,
@@ -212,6 +212,11 @@ pub fn run(cfg: ReportConfig) -> Result<i32> {
             &agg,
             &resolved,
         );
+        // When and where the file was recorded, beside what it lost.
+        let when = header::recorded(&cfg.input, &file);
+        if !when.is_empty() {
+            pprof::add_comment(&mut profile, &when);
+        }
         pprof::write(&profile, path)?;
         return Ok(0);
     }

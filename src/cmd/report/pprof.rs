@@ -343,12 +343,20 @@ pub fn build(
     p.comment.push(strings.id(&note));
     p.comment
         .push(strings.id(&super::header::losses(&agg.stats)));
-    let when = super::header::recorded(&cfg.input, file);
-    if !when.is_empty() {
-        p.comment.push(strings.id(&when));
-    }
     p.string_table = strings.table;
     p
+}
+
+/// Adds a comment line to a built profile (`go tool pprof -comments` shows them).
+pub fn add_comment(p: &mut Profile, text: &str) {
+    let id = match p.string_table.iter().position(|s| s == text) {
+        Some(i) => i,
+        None => {
+            p.string_table.push(text.to_string());
+            p.string_table.len() - 1
+        }
+    };
+    p.comment.push(id as i64);
 }
 
 /// Writes `profile` gzip-compressed to `path` (`-` for standard output).
