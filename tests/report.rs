@@ -726,6 +726,33 @@ fn byte_weights_of_faults_brk_and_mmap() {
     assert_eq!(brk, 64 * 8192, "{text}");
     assert!(!text.contains("no earlier break"), "{text}");
     assert!(text.contains("most bytes first"), "{text}");
+    // --timeline and --by weigh the same way, the first growth's deferred weight included:
+    // the whole run's growth (libc's malloc grows the heap too) in one interval, one process.
+    let brk_path = dir.path().join("brk.data");
+    let brk_path = brk_path.to_str().unwrap();
+    let all: u64 = folded(&report_ok(&[
+        "--folded", "--weight", "bytes", "-i", brk_path,
+    ]))
+    .iter()
+    .map(|(_, n)| n)
+    .sum();
+    let kib = format!("{:.1} KiB", all as f64 / 1024.0);
+    assert!(all > brk && all < 1 << 20, "{all}");
+    let tl = report_ok(&["--timeline", "60s", "-i", brk_path]);
+    let row: Vec<&str> = tl
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .nth(1)
+        .unwrap_or_else(|| panic!("{tl}"))
+        .split_whitespace()
+        .collect();
+    assert_eq!(format!("{} {}", row[2], row[3]), kib, "{tl}");
+    let by = report_ok(&["--by", "pid", "-i", brk_path]);
+    assert!(
+        by.lines()
+            .any(|l| l.contains(&kib) && l.contains("brk-nofp ")),
+        "{kib}\n{by}"
+    );
 
     let out = dir.path().join("cpu.data");
     record(

@@ -651,26 +651,20 @@ impl Reader<'_> {
         if let Some(interval) = self.cfg.timeline {
             let start = self.agg.stats.first_time.unwrap_or(0);
             let slot = s.time.unwrap_or(start).saturating_sub(start) / interval;
-            let bytes = self.weigh_if_sized(ev, pid, s);
-            if bytes.is_none() {
-                self.brk.defer(pid, Target::Timeline((slot, ev)));
-            }
+            let bytes = self.weigh_or_defer(ev, pid, s, || Target::Timeline((slot, ev)));
             let e = self.agg.timeline.entry((slot, ev)).or_insert((0, 0));
             e.0 += 1;
-            e.1 += bytes.unwrap_or(0);
+            e.1 += bytes;
             return;
         }
         if let Some(by) = self.cfg.by {
             let label = self.by_label(by, pid, tid, s.addr);
-            let bytes = self.weigh_if_sized(ev, pid, s);
             let key = (ev, label.name, label.start);
-            if bytes.is_none() {
-                self.brk.defer(pid, Target::By(key.clone()));
-            }
+            let bytes = self.weigh_or_defer(ev, pid, s, || Target::By(key.clone()));
             // A mapping that grows (the heap) keeps one row, with its largest extent.
             let row = self.agg.by.entry(key).or_default();
             row.samples += 1;
-            row.bytes += bytes.unwrap_or(0);
+            row.bytes += bytes;
             row.end = row.end.max(label.end);
             return;
         }
@@ -750,22 +744,15 @@ impl Reader<'_> {
         }
         if self.cfg.pprof.is_some() && !matches!(self.weighers.get(ev), Some(Weigher::None) | None)
         {
-            let b = self.weigh(ev, pid, s);
-            if b.is_none() {
-                self.brk.defer(pid, Target::Bytes((ev, prefix, stack)));
-            }
-            *self.agg.bytes.entry((ev, prefix, stack)).or_insert(0) += b.unwrap_or(0);
+            let b = self.weigh_or_defer(ev, pid, s, || Target::Bytes((ev, prefix, stack)));
+            *self.agg.bytes.entry((ev, prefix, stack)).or_insert(0) += b;
             *self.agg.counts.entry((ev, prefix, stack)).or_insert(0) += 1;
             return;
         }
         let weight = match self.cfg.weight {
             Weight::Count => 1,
             Weight::Bytes => {
-                let b = self.weigh(ev, pid, s);
-                if b.is_none() {
-                    self.brk.defer(pid, Target::Counts((ev, prefix, stack)));
-                }
-                b.unwrap_or(0)
+                self.weigh_or_defer(ev, pid, s, || Target::Counts((ev, prefix, stack)))
             }
         };
         *self.agg.counts.entry((ev, prefix, stack)).or_insert(0) += weight;

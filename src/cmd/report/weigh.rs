@@ -223,13 +223,23 @@ impl BrkTracker {
 }
 
 impl Reader<'_> {
-    /// A sample's size in bytes, 0 for events without a size (see [`Self::weigh`]).
-    pub(super) fn weigh_if_sized(&mut self, ev: usize, pid: u32, s: &Sample<'_>) -> Option<u64> {
+    /// A sample's size in bytes (0 for events without one). A brk call whose weight is
+    /// known only once the heap it creates is mapped counts 0 now; `target` says where its
+    /// weight goes then.
+    pub(super) fn weigh_or_defer(
+        &mut self,
+        ev: usize,
+        pid: u32,
+        s: &Sample<'_>,
+        target: impl FnOnce() -> Target,
+    ) -> u64 {
         if matches!(self.weighers.get(ev), Some(Weigher::None) | None) {
-            Some(0)
-        } else {
-            self.weigh(ev, pid, s)
+            return 0;
         }
+        self.weigh(ev, pid, s).unwrap_or_else(|| {
+            self.brk.defer(pid, target());
+            0
+        })
     }
 
     /// Adds a brk call's weight, known only now, where its sample went.
@@ -245,8 +255,8 @@ impl Reader<'_> {
     }
 
     /// A sample's size in bytes under `--weight bytes`; `None` for a brk call whose weight
-    /// is known only once the heap it creates is mapped (the caller says where it goes).
-    pub(super) fn weigh(&mut self, ev: usize, pid: u32, s: &Sample<'_>) -> Option<u64> {
+    /// is known only once the heap it creates is mapped ([`Self::weigh_or_defer`] defers it).
+    fn weigh(&mut self, ev: usize, pid: u32, s: &Sample<'_>) -> Option<u64> {
         let raw = s.raw.unwrap_or(&[]);
         let bytes = match self.weighers.get(ev) {
             // A fault in a hugetlbfs mapping maps a huge page; the kernel's data page size,
