@@ -70,7 +70,14 @@ fn record_and_fold(fixture_name: &str, event: &str, n: u32, needle: &str) -> Str
     let dir = scratch();
     let out = dir.path().join("r.data");
     let prog = fixture(fixture_name, Variant::NoFp);
-    let o = record(&out, &["-e", event], &prog, &[&n.to_string()]);
+    // 3000 dwarf samples are 25 MB: more than the default ring (16 MiB per CPU as root), so
+    // with the CPUs busy with other tests the recorder could fall behind and lose some. As
+    // root, a ring that holds the whole burst makes the count independent of scheduling.
+    let mut opts = vec!["-e", event];
+    if is_root() {
+        opts.extend(["-m", "16384"]);
+    }
+    let o = record(&out, &opts, &prog, &[&n.to_string()]);
     let err = stderr(&o);
     assert!(err.contains("lost 0 events"), "{err}");
     let text = report_ok(&["--folded", "--event", event, "-i", out.to_str().unwrap()]);
