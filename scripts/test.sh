@@ -11,7 +11,8 @@ command -v cc >/dev/null 2>&1 && [ "$(cc -print-file-name=libc.a)" = libc.a ] &&
 command -v perf >/dev/null 2>&1 || need+=(linux-perf)
 command -v go >/dev/null 2>&1 || need+=(golang-go)
 command -v python3 >/dev/null 2>&1 || need+=(python3)
-[ -d /usr/lib/debug/.build-id ] || need+=(libc6-dbg)
+# Another package's debug files can create /usr/lib/debug/.build-id: ask dpkg for glibc's.
+dpkg -s libc6-dbg >/dev/null 2>&1 || need+=(libc6-dbg)
 if [ ${#need[@]} -gt 0 ]; then
     if [ "$(id -u)" = 0 ]; then
         echo "test.sh: installing ${need[*]}"

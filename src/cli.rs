@@ -218,7 +218,8 @@ pub struct ReportArgs {
     #[arg(long)]
     pub reverse: bool,
 
-    /// Name frames that have no symbol `module+0xOFFSET` instead of `[unknown]`.
+    /// Name frames that have no symbol `module+0xOFFSET` (kernel ones
+    /// `[kernel.kallsyms]+0xADDR`, ones outside any module `0xADDR`) instead of `[module]`.
     #[arg(long)]
     pub addrs: bool,
 
@@ -238,13 +239,15 @@ pub struct ReportArgs {
     #[arg(long)]
     pub kernel_annotate: bool,
 
-    /// Instead of stacks, count samples by where the fault address lies (`mapping`: each
-    /// mapping, `file`: per file with //anon, [heap], [stack] together) or by `comm` / `pid`.
+    /// Instead of stacks, count samples (and bytes for events with a size, as `--weight
+    /// bytes` weighs them) by where the fault address lies (`mapping`: each mapping, the brk
+    /// heap as [heap]; `file`: per file, anonymous memory together as //anon, [heap] and
+    /// [stack] apart) or by `comm` / `pid`.
     #[arg(long, value_enum, value_name = "KEY", conflicts_with_all = ["folded", "flamegraph"])]
     pub by: Option<ByKey>,
 
-    /// Instead of stacks, counts (and bytes for fault events) per event per interval, e.g.
-    /// `1s`, `100ms`.
+    /// Instead of stacks, counts (and bytes for every event with a size, as `--weight bytes`
+    /// weighs them) per event per interval, e.g. `1s`, `100ms`.
     #[arg(long, value_name = "INTERVAL", conflicts_with_all = ["folded", "flamegraph", "by"])]
     pub timeline: Option<String>,
 

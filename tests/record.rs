@@ -65,6 +65,37 @@ fn page_faults_dwarf_stacks_name_the_whole_chain_in_both_builds() {
     }
 }
 
+/// The dynamic loader's `_start` has no CFI and frame pointers lead nowhere past it: the
+/// unwinder stopped there with an error, and most stacks of a short run (every one taken
+/// while the loader runs) were counted as truncated "bad frame" though they were whole.
+#[test]
+fn stacks_that_end_at_the_loaders_start_are_not_truncated() {
+    if !require_perf("loader stacks") {
+        return;
+    }
+    let dir = scratch();
+    let out = dir.path().join("ld.data");
+    let o = record(
+        &out,
+        &["-e", "page-faults"],
+        &fixture("pagefault", Variant::NoFp),
+        &["0"],
+    );
+    let err = stderr(&o);
+    assert!(err.contains("unwound "), "{err}");
+    assert!(!err.contains("bad frame"), "{err}");
+    let script = run_memperf(&["script", "-i", out.to_str().unwrap()]);
+    assert!(script.status.success(), "{}", stderr(&script));
+    let samples = parse_perf_script(&String::from_utf8_lossy(&script.stdout));
+    // Faults while the loader relocates and maps libc: their stacks end at its `_start`.
+    let rooted_in_loader_start = samples
+        .iter()
+        .filter(|s| s.frames.last().is_some_and(|f| f == "_start"))
+        .filter(|s| s.frames.iter().any(|f| f == "_dl_start"))
+        .count();
+    assert!(rooted_in_loader_start > 0, "{err}");
+}
+
 #[test]
 fn frame_pointer_mode_breaks_the_chain_without_frame_pointers() {
     if !require_perf("fp recording") || !require_perf_tool("fp recording") {

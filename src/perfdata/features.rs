@@ -16,6 +16,10 @@ pub const HEADER_CMDLINE: u32 = 11;
 pub const HEADER_EVENT_DESC: u32 = 12;
 pub const HEADER_SAMPLE_TIME: u32 = 21;
 pub const HEADER_CLOCKID: u32 = 23;
+/// memperf's own counts ([`MemperfStats`]). perf reads the feature bits below its
+/// `HEADER_LAST_FEATURE` (about 30) and passes over the table entries of higher ones, so the
+/// last of the 256 bits is one perf will not give a meaning of its own.
+pub const HEADER_MEMPERF_STATS: u32 = 255;
 
 /// perf's user record type for build-id entries.
 const PERF_RECORD_HEADER_BUILD_ID: u32 = 67;
@@ -47,6 +51,43 @@ pub struct Features {
     pub sample_time: Option<(u64, u64)>,
     /// What perf stores under HEADER_CLOCKID: the clock's resolution in ns.
     pub clockid: Option<u64>,
+    pub memperf_stats: Option<MemperfStats>,
+}
+
+/// Counts only memperf knows, such as the user stacks it unwound while recording and how
+/// many were truncated, by reason. Stored as `name value` lines in one perf header string,
+/// so that a reader keeps the names it knows and skips the others.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct MemperfStats {
+    pub counts: Vec<(String, u64)>,
+}
+
+impl MemperfStats {
+    pub fn get(&self, name: &str) -> Option<u64> {
+        self.counts.iter().find(|(n, _)| n == name).map(|&(_, v)| v)
+    }
+
+    fn encode(&self) -> Vec<u8> {
+        let text: String = self
+            .counts
+            .iter()
+            .map(|(n, v)| format!("{n} {v}\n"))
+            .collect();
+        let mut v = Vec::new();
+        put_string(&mut v, &text);
+        v
+    }
+
+    fn decode(text: &str) -> MemperfStats {
+        let counts = text
+            .lines()
+            .filter_map(|l| {
+                let (n, v) = l.split_once(' ')?;
+                Some((n.to_string(), v.trim().parse().ok()?))
+            })
+            .collect();
+        MemperfStats { counts }
+    }
 }
 
 /// One entry of the BUILD_ID feature.
@@ -75,6 +116,7 @@ pub struct ReadFeatures {
     pub event_names: Vec<String>,
     pub tracing_data: Option<Vec<u8>>,
     pub sample_time: Option<(u64, u64)>,
+    pub memperf_stats: Option<MemperfStats>,
     /// Feature bits that were set but whose section could not be decoded.
     pub undecodable: Vec<u32>,
 }
@@ -188,6 +230,9 @@ impl Features {
         if let Some(res) = self.clockid {
             out.push((HEADER_CLOCKID, res.to_ne_bytes().to_vec()));
         }
+        if let Some(m) = &self.memperf_stats {
+            out.push((HEADER_MEMPERF_STATS, m.encode()));
+        }
         out.sort_by_key(|&(bit, _)| bit);
         out
     }
@@ -280,6 +325,7 @@ impl ReadFeatures {
             HEADER_NRCPUS => self.nr_cpus = Some((s.u32()?, s.u32()?)),
             HEADER_TOTAL_MEM => self.total_mem_kb = Some(s.u64()?),
             HEADER_SAMPLE_TIME => self.sample_time = Some((s.u64()?, s.u64()?)),
+            HEADER_MEMPERF_STATS => self.memperf_stats = Some(MemperfStats::decode(&s.string()?)),
             HEADER_CMDLINE => {
                 let n = s.u32()?;
                 self.cmdline = (0..n).map(|_| s.string()).collect::<Option<_>>()?;

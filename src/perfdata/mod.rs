@@ -13,7 +13,7 @@ mod tests;
 pub mod tracing_data;
 mod writer;
 
-pub use features::{BuildIdEntry, Features, ReadFeatures};
+pub use features::{BuildIdEntry, Features, MemperfStats, ReadFeatures};
 pub use reader::{PerfDataFile, RawFileRecord, RecordIter};
 pub use tracing_data::{TracepointFormat, tracing_data};
 pub use writer::PerfDataWriter;

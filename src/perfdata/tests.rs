@@ -194,6 +194,9 @@ fn test_features() -> Features {
         }],
         sample_time: Some((2_000_000, 2_004_000)),
         clockid: Some(1),
+        memperf_stats: Some(MemperfStats {
+            counts: vec![("unwound".into(), 78), ("truncated.bad_frame".into(), 40)],
+        }),
         ..Features::from_system(vec!["memperf".into(), "record".into(), "true".into()])
     }
 }
@@ -214,6 +217,7 @@ fn written_file_reads_back() {
     assert_eq!(f.features.build_ids, features.build_ids);
     assert_eq!(f.features.sample_time, Some((2_000_000, 2_004_000)));
     assert_eq!(f.features.event_names, vec!["page-faults"]);
+    assert_eq!(f.features.memperf_stats, features.memperf_stats);
     assert!(f.features.undecodable.is_empty());
     let mut samples = 0;
     let mut comms = Vec::new();

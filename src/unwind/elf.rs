@@ -57,6 +57,8 @@ pub(crate) struct ElfInfo {
     pub build_id: Option<Vec<u8>>,
     /// The vaddr of the first PT_LOAD segment (0 for PIE executables and shared libraries).
     pub base_svma: u64,
+    /// `e_entry`: where the process (or, for the dynamic loader, the loader) starts; 0 if none.
+    pub entry_svma: u64,
     pub segments: Vec<LoadSegment>,
     text_svma: Option<Range<u64>>,
     got_svma: Option<Range<u64>>,
@@ -107,6 +109,7 @@ impl ElfInfo {
         Ok(ElfInfo {
             build_id: obj.build_id().ok().flatten().map(<[u8]>::to_vec),
             base_svma,
+            entry_svma: obj.entry(),
             segments,
             text_svma: svma_range(&obj, ".text"),
             got_svma: svma_range(&obj, ".got"),

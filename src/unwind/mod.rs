@@ -127,6 +127,29 @@ impl TruncCounts {
         self.no_process + self.stack_end + self.no_unwind_info + self.bad_frame + self.max_depth
     }
 
+    /// The counts by name, as stored in a recording's memperf feature section.
+    pub fn named(&self) -> [(&'static str, u64); 5] {
+        [
+            ("no_process", self.no_process),
+            ("stack_end", self.stack_end),
+            ("no_unwind_info", self.no_unwind_info),
+            ("bad_frame", self.bad_frame),
+            ("max_depth", self.max_depth),
+        ]
+    }
+
+    /// The inverse of [`Self::named`]; missing names count 0.
+    pub fn from_named(get: impl Fn(&str) -> Option<u64>) -> TruncCounts {
+        let g = |n| get(n).unwrap_or(0);
+        TruncCounts {
+            no_process: g("no_process"),
+            stack_end: g("stack_end"),
+            no_unwind_info: g("no_unwind_info"),
+            bad_frame: g("bad_frame"),
+            max_depth: g("max_depth"),
+        }
+    }
+
     fn count(&mut self, r: TruncReason) {
         let c = match r {
             TruncReason::NoProcess => &mut self.no_process,
@@ -201,6 +224,8 @@ struct ProcModule {
     bias: Option<u64>,
     /// Added to the framehop unwinder (the file loaded and has CFI).
     has_cfi: bool,
+    /// The file's entry point in the process (`e_entry` + bias), when it has one.
+    entry_avma: Option<u64>,
 }
 
 #[derive(Clone, Default)]
@@ -355,6 +380,7 @@ impl Unwinders {
             build_id: ev.build_id.map(Arc::from),
             bias: None,
             has_cfi: false,
+            entry_avma: None,
         };
         let fh_module = match path_kind(ev.path) {
             PathKind::Pseudo => {
@@ -422,6 +448,7 @@ impl Unwinders {
         }
         let bias = elf::compute_bias(&info.segments, ev.start, ev.len, ev.pgoff)?;
         module.bias = Some(bias);
+        module.entry_avma = (info.entry_svma != 0).then(|| info.entry_svma.wrapping_add(bias));
         if !info.has_unwind_info() {
             self.stats.modules_without_cfi += 1;
             return None;
@@ -538,9 +565,33 @@ fn dwarf_walk(
                 out.push(f.address());
             }
             Ok(None) => return UnwindOutcome::Complete,
+            Err(_) if in_entry_function(p, out) => return UnwindOutcome::Complete,
             Err(e) => return UnwindOutcome::Truncated(classify(p, out, stack, e)),
         }
     }
+}
+
+/// How far into a file's entry point function (`_start`) its call to the C start-up code may
+/// return: glibc's crt1 calls `__libc_start_main` 0x1b bytes in, the dynamic loader's
+/// `_start` calls `_dl_start` 3 bytes in, musl's `_start` calls `_start_c` about 0x10 in.
+const ENTRY_CALL_WINDOW: u64 = 64;
+
+/// Whether the last frame found is the entry point function of its file: the root of every
+/// stack, which nothing called. Stripped files often have no CFI for it (the dynamic loader
+/// has none), and frame pointers lead nowhere from there (the kernel starts a process with
+/// rbp 0), so the step past it fails; that is the end of the stack, not a truncation.
+fn in_entry_function(p: &Process, out: &[u64]) -> bool {
+    let [.., ra] = out else {
+        return false;
+    };
+    let addr = if out.len() == 1 {
+        *ra
+    } else {
+        ra.wrapping_sub(1)
+    };
+    p.module_index(addr)
+        .and_then(|i| p.modules[i].entry_avma)
+        .is_some_and(|entry| addr >= entry && addr - entry < ENTRY_CALL_WINDOW)
 }
 
 /// Why framehop stopped. framehop falls back to frame pointers for addresses outside every

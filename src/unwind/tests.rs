@@ -382,3 +382,47 @@ fn rule_cache_is_replaced_before_framehop_generations_wrap() {
     assert_eq!(u.module_changes, 0);
     assert_eq!(u.stats().modules_loaded, u64::from(remaps) + 1);
 }
+
+/// The dynamic loader's own mappings in this process: (path, load address).
+fn loader_of_this_process() -> (std::path::PathBuf, u64) {
+    let maps = std::fs::read("/proc/self/maps").unwrap();
+    let m = procfs::parse_maps(&maps)
+        .into_iter()
+        .find(|m| m.path.ends_with(b"ld-linux-x86-64.so.2") && m.pgoff == 0)
+        .expect("this test runs through the dynamic loader");
+    let path = std::path::PathBuf::from(String::from_utf8(m.path.clone()).unwrap());
+    (path, m.start)
+}
+
+#[test]
+fn a_stack_that_reaches_the_loaders_entry_point_is_complete() {
+    // ld.so's `_start` (its ELF entry point) has no CFI, and past it frame pointers lead
+    // nowhere (rbp is 0 from exec): that is the root of the stack, not a truncation.
+    let (loader, base) = loader_of_this_process();
+    let data = std::fs::read(&loader).unwrap();
+    let obj = object::File::parse(&*data).unwrap();
+    let entry = base + obj.entry();
+    // Any function of the loader's, sampled at its first instruction (CFA = rsp + 8), called
+    // from `_start` a few bytes in, as `_start` calls `_dl_start`.
+    let (_, func, _) = text_symbols(&loader, true)
+        .into_iter()
+        .find(|s| s.2 > 0)
+        .expect("a loader function");
+    let sp = 0x7fff_0000_0000u64;
+    let mut stack = (entry + 8).to_ne_bytes().to_vec(); // the return address into _start
+    stack.extend_from_slice(&1u64.to_ne_bytes()); // argc
+    stack.extend_from_slice(&[0u8; 64]);
+    let mut u = Unwinders::new(UnwindMode::Dwarf);
+    let me = std::process::id();
+    feed_maps(&mut u, me, &std::fs::read("/proc/self/maps").unwrap());
+    let regs = UserRegs {
+        ip: base + func,
+        sp,
+        bp: 0,
+    };
+    let mut frames = Vec::new();
+    let outcome = u.unwind(me, regs, &stack, &mut frames);
+    assert_eq!(frames, vec![base + func, entry + 8]);
+    assert_eq!(outcome, UnwindOutcome::Complete);
+    assert_eq!((u.stats().complete, u.stats().truncated.total()), (1, 0));
+}

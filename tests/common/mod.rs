@@ -97,6 +97,17 @@ pub fn require_perf_tool(what: &str) -> bool {
     ok
 }
 
+/// Whether the tests run as root (effective uid 0, from /proc/self/status).
+pub fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|t| {
+            let uids = t.lines().find_map(|l| l.strip_prefix("Uid:"))?.to_string();
+            uids.split_whitespace().nth(1).map(|e| e == "0")
+        })
+        .unwrap_or(false)
+}
+
 pub fn memperf() -> Command {
     Command::new(env!("CARGO_BIN_EXE_memperf"))
 }

@@ -18,7 +18,7 @@ use rustc_hash::FxHashMap;
 
 use crate::cli::{CallGraph, Consume, RecordConfig, Target, UnwindWhen};
 use crate::perfdata::{
-    BuildIdEntry, EventDesc, Features, PerfDataWriter, TracepointFormat, tracing_data,
+    BuildIdEntry, EventDesc, Features, MemperfStats, PerfDataWriter, TracepointFormat, tracing_data,
 };
 use crate::procfs;
 use crate::record::{self, ParseInfo};
@@ -453,5 +453,23 @@ fn build_features(cfg: &RecordConfig, opened: &open::Opened, session: &Session) 
         // HEADER_CLOCKID holds the clock resolution in ns: CLOCK_MONOTONIC ticks in ns.
         f.clockid = Some(1);
     }
+    f.memperf_stats = Some(memperf_stats(session));
     f
+}
+
+/// What only memperf knows about its recording: the user stacks it unwound while recording
+/// (their raw bytes are not in the file, so no reader can count these again) and how many
+/// were truncated, by reason.
+fn memperf_stats(session: &Session) -> MemperfStats {
+    let st = session.stats();
+    let mut counts = vec![
+        ("unwound".to_string(), st.unwound),
+        ("truncated".to_string(), st.truncated),
+    ];
+    if let Some(u) = session.unwinders() {
+        for (name, n) in u.stats().truncated.named() {
+            counts.push((format!("truncated.{name}"), n));
+        }
+    }
+    MemperfStats { counts }
 }

@@ -61,6 +61,8 @@ pub struct ProcessMaps {
     module_pids: Vec<u32>,
     module_ids: FxHashMap<ModuleInfo, u32>,
     by_pid: FxHashMap<u32, Vec<Mapping>>,
+    /// Where each process's brk heap is, as far as the mappings tell.
+    heaps: FxHashMap<u32, HeapInference>,
     /// Build-ids from the file's BUILD_ID feature, by path.
     feature_build_ids: FxHashMap<Vec<u8>, Vec<u8>>,
 }
@@ -115,6 +117,11 @@ impl ProcessMaps {
         }
         let end = start.saturating_add(len);
         let module = self.intern(pid, path, build_id);
+        let kind = self.modules[module as usize].kind();
+        self.heaps
+            .entry(pid)
+            .or_default()
+            .observe(module, kind, path, start, end);
         let maps = self.by_pid.entry(pid).or_default();
         let mut kept = Vec::with_capacity(maps.len() + 2);
         for m in maps.drain(..) {
@@ -150,6 +157,7 @@ impl ProcessMaps {
     /// exec: the old image is gone.
     pub fn exec(&mut self, pid: u32) {
         self.by_pid.remove(&pid);
+        self.heaps.remove(&pid);
     }
 
     /// fork: the child starts with the parent's mappings.
@@ -160,6 +168,21 @@ impl ProcessMaps {
         if let Some(m) = self.by_pid.get(&parent).cloned() {
             self.by_pid.insert(child, m);
         }
+        if let Some(h) = self.heaps.get(&parent).cloned() {
+            self.heaps.insert(child, h);
+        }
+    }
+
+    /// Where the brk heap of `pid` starts, once a mapping showed it.
+    pub fn heap_start(&self, pid: u32) -> Option<u64> {
+        self.heaps.get(&pid).and_then(|h| h.heap_start)
+    }
+
+    /// Whether the mapping of `pid` that starts at `start` is the brk heap.
+    pub fn is_heap(&self, pid: u32, start: u64) -> bool {
+        self.heaps
+            .get(&pid)
+            .is_some_and(|h| h.heap_start == Some(start))
     }
 
     /// The module and the bounds of the mapping holding `addr` in `pid`.
@@ -176,6 +199,72 @@ impl ProcessMaps {
         let i = maps.partition_point(|m| m.start <= addr);
         let m = maps.get(i.checked_sub(1)?)?;
         (addr < m.end).then(|| (m.module, addr - m.start + m.pgoff))
+    }
+}
+
+/// How far past the end of the executable's image the kernel may place the start of the
+/// brk heap: `arch_randomize_brk` picks a page within 1 GiB of it for 64-bit processes
+/// (32 MiB for 32-bit ones), on x86-64 and arm64 alike.
+const BRK_RANDOM_RANGE: u64 = 1 << 30;
+
+/// Finds a process's brk heap among its anonymous mappings.
+///
+/// The kernel names the heap `[heap]` in MMAP2 records only when the break was already above
+/// its start (`vma_is_initial_heap` against the old `mm->brk`), so the first growth after exec
+/// comes as `//anon`, and a heap grown once is `//anon` for good; `/proc/PID/maps`, read with
+/// the current break, names it `[heap]` in synthesized records. The rules, in order:
+/// 1. a mapping named `[heap]` starts the heap;
+/// 2. the executable is the first file mapped after exec; anonymous mappings that start right
+///    at its end before the loader finishes (`[vdso]` is mapped last) are its bss;
+/// 3. after that, the first anonymous mapping starting within [`BRK_RANDOM_RANGE`] past the end
+///    of the image, or at the bss start (the heap merged into the bss when brk is not
+///    randomized), is the heap: mmap places anonymous memory top-down from below the stack,
+///    far from the image, unless a program asks for an address there.
+#[derive(Debug, Clone, Default)]
+struct HeapInference {
+    heap_start: Option<u64>,
+    exe: Option<u32>,
+    image_end: u64,
+    bss_start: Option<u64>,
+    loader_done: bool,
+}
+
+impl HeapInference {
+    fn observe(&mut self, module: u32, kind: ModuleKind, path: &[u8], start: u64, end: u64) {
+        if path == b"[heap]" {
+            self.heap_start = Some(start);
+            return;
+        }
+        match kind {
+            ModuleKind::Pseudo => {
+                if path == b"[vdso]" && self.exe.is_some() {
+                    self.loader_done = true;
+                }
+            }
+            ModuleKind::File => match self.exe {
+                None => {
+                    self.exe = Some(module);
+                    self.image_end = end;
+                }
+                Some(exe) if exe == module => self.image_end = self.image_end.max(end),
+                Some(_) => {}
+            },
+            ModuleKind::Anon if self.exe.is_none() || self.heap_start.is_some() => {}
+            ModuleKind::Anon if !self.loader_done => {
+                if start == self.image_end {
+                    self.bss_start.get_or_insert(start);
+                    self.image_end = end;
+                }
+            }
+            ModuleKind::Anon => {
+                let past_image = start >= self.image_end
+                    && start - self.image_end < BRK_RANDOM_RANGE
+                    && path == b"//anon";
+                if past_image || self.bss_start == Some(start) {
+                    self.heap_start = Some(start);
+                }
+            }
+        }
     }
 }
 
@@ -201,6 +290,38 @@ mod tests {
         p.exec(1);
         assert_eq!(p.lookup(1, 0x2010), None);
         assert_eq!(p.lookup(2, 0x2010), Some((1, 0x5010)));
+    }
+
+    #[test]
+    fn the_first_brk_growth_is_the_heap_though_the_kernel_calls_it_anon() {
+        let mut p = ProcessMaps::default();
+        p.map(7, 0x5555_0000_0000, 0x5000, 0, b"/bin/a", None);
+        p.map(7, 0x5555_0000_5000, 0x2000, 0x4000, b"/bin/a", None);
+        // The loader's bss, right after the image, is not the heap.
+        p.map(7, 0x5555_0000_7000, 0x1000, 0, b"//anon", None);
+        p.map(7, 0x7f00_0000_0000, 0x20000, 0, b"/lib/ld.so", None);
+        // An anonymous mapping of the loader before [vdso]: not the heap either.
+        p.map(7, 0x5555_1000_0000, 0x1000, 0, b"//anon", None);
+        p.map(7, 0x7f00_0010_0000, 0x2000, 0, b"[vdso]", None);
+        // mmap'd memory near the stack is not the heap.
+        p.map(7, 0x7f00_0020_0000, 0x3000, 0, b"//anon", None);
+        assert!(!p.is_heap(7, 0x5555_0000_7000));
+        assert!(!p.is_heap(7, 0x5555_1000_0000));
+        assert!(!p.is_heap(7, 0x7f00_0020_0000));
+        // The first growth of the break, a randomized distance past the image.
+        p.map(7, 0x5555_2000_0000, 0x7000, 0, b"//anon", None);
+        assert!(p.is_heap(7, 0x5555_2000_0000));
+        // A later anonymous mapping in the same range is not.
+        p.map(7, 0x5555_3000_0000, 0x1000, 0, b"//anon", None);
+        assert!(!p.is_heap(7, 0x5555_3000_0000));
+        p.fork(8, 7);
+        assert!(p.is_heap(8, 0x5555_2000_0000));
+        p.exec(8);
+        assert!(!p.is_heap(8, 0x5555_2000_0000));
+
+        // Named by the kernel or by /proc/PID/maps.
+        p.map(9, 0x1000, 0x1000, 0, b"[heap]", None);
+        assert!(p.is_heap(9, 0x1000));
     }
 
     #[test]

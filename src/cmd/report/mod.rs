@@ -3,9 +3,12 @@
 //! same framehop code as the recorder, and aggregates stacks of frame ids. Names are looked up
 //! once per unique frame at the end, then stacks are printed folded or as a text report.
 
+mod by;
+mod header;
 pub(crate) mod maps;
 pub(crate) mod output;
 pub(crate) mod pprof;
+mod weigh;
 
 use std::io::IsTerminal;
 
@@ -13,14 +16,17 @@ use anyhow::{Context, Result, bail};
 use perf_event_open_sys::bindings as b;
 use rustc_hash::FxHashMap;
 
-use crate::cli::{ByKey, Prefix, ReportConfig, StackSpace, Weight};
-use crate::perfdata::tracing_data::{EventFormat, FieldFormat, parse_event_formats};
+use crate::cli::{Prefix, ReportConfig, StackSpace, Weight};
+use crate::perfdata::tracing_data::FieldFormat;
 use crate::perfdata::{PerfDataError, PerfDataFile, RawFileRecord};
 use crate::record::{self, ParseInfo, Record, Sample};
 use crate::stacks::{FrameId, FrameTable, StackId, StackTable};
 use crate::unwind::{MappingEvent, UnwindMode, Unwinders};
 
+pub use by::ByRow;
 use maps::ProcessMaps;
+use weigh::{BrkTracker, Target};
+pub use weigh::{Weigher, weighers};
 
 const SAMPLE_STACK_USER: u64 = b::PERF_SAMPLE_STACK_USER as u64;
 const SAMPLE_REGS_USER: u64 = b::PERF_SAMPLE_REGS_USER as u64;
@@ -70,6 +76,11 @@ pub struct ReadStats {
     /// User stacks unwound here (raw stacks of `--call-graph dwarf` files) and truncated.
     pub unwound: u64,
     pub truncated: u64,
+    pub truncated_reasons: crate::unwind::TruncCounts,
+    /// User stacks memperf unwound while recording and truncated (its feature section).
+    pub recorded_unwound: u64,
+    pub recorded_truncated: u64,
+    pub recorded_reasons: crate::unwind::TruncCounts,
     /// Records that could not be parsed.
     pub malformed: u64,
     /// Why the data section ended early, if it did.
@@ -83,69 +94,6 @@ pub struct ReadStats {
     pub brk_unknown_base: u64,
 }
 
-/// How a sample of an event is weighed under `--weight bytes`.
-#[derive(Debug, Clone)]
-pub enum Weigher {
-    /// A fixed size per sample (a page per fault).
-    Fixed(u64),
-    /// The growth of the break since the process's previous brk.
-    BrkGrowth(FieldFormat),
-    /// A size field of the tracepoint (mmap len, kmalloc bytes_alloc).
-    Field(FieldFormat),
-    /// PAGE_SIZE << order.
-    PageOrder(FieldFormat),
-    /// No size known for this event.
-    None,
-}
-
-/// The default huge page size (`Hugepagesize` in /proc/meminfo), 2 MiB if unreadable.
-fn huge_page_size() -> u64 {
-    static SIZE: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
-    *SIZE.get_or_init(|| {
-        std::fs::read_to_string("/proc/meminfo")
-            .ok()
-            .and_then(|t| {
-                t.lines()
-                    .find_map(|l| l.strip_prefix("Hugepagesize:"))
-                    .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-            })
-            .map_or(2 << 20, |kb| kb * 1024)
-    })
-}
-
-/// The weigher of each event, from its name and its tracepoint format.
-pub fn weighers(file: &PerfDataFile, names: &[String]) -> Vec<Weigher> {
-    let formats: Vec<EventFormat> = file
-        .features
-        .tracing_data
-        .as_deref()
-        .map(parse_event_formats)
-        .unwrap_or_default();
-    let page = crate::sys::page_size() as u64;
-    names
-        .iter()
-        .zip(&file.events)
-        .map(|(name, desc)| {
-            let tp = desc.attr.type_ == b::PERF_TYPE_TRACEPOINT;
-            let format = formats.iter().find(|f| tp && f.id == desc.attr.config);
-            let field = |n: &str| format.and_then(|f| f.field(n)).cloned();
-            let short = name.rsplit(':').next().unwrap_or(name);
-            match short {
-                "page-faults" | "faults" | "minor-faults" | "major-faults" => Weigher::Fixed(page),
-                "sys_enter_brk" => field("brk").map_or(Weigher::None, Weigher::BrkGrowth),
-                "sys_enter_mmap" | "sys_enter_munmap" | "sys_enter_mremap" => field("len")
-                    .or_else(|| field("new_len"))
-                    .map_or(Weigher::None, Weigher::Field),
-                "kmalloc" | "kmem_cache_alloc" | "kmalloc_node" | "kmem_cache_alloc_node" => {
-                    field("bytes_alloc").map_or(Weigher::None, Weigher::Field)
-                }
-                "mm_page_alloc" => field("order").map_or(Weigher::None, Weigher::PageOrder),
-                _ => Weigher::None,
-            }
-        })
-        .collect()
-}
-
 /// The aggregated stacks of one file.
 pub struct Aggregate {
     pub frames: FrameTable<FrameKey>,
@@ -155,8 +103,8 @@ pub struct Aggregate {
     pub counts: FxHashMap<(usize, u32, StackId), u64>,
     pub maps: ProcessMaps,
     pub stats: ReadStats,
-    /// `--by`: (event, label) → samples.
-    pub by: FxHashMap<(usize, String), u64>,
+    /// `--by`: (event, label, mapping start) → samples and bytes.
+    pub by: FxHashMap<(usize, String, u64), ByRow>,
     /// `--timeline`: (interval index, event) → (samples, bytes).
     pub timeline: std::collections::BTreeMap<(u64, usize), (u64, u64)>,
     /// Which events have a byte weight (`--timeline`, `--by`).
@@ -194,8 +142,9 @@ struct Reader<'c> {
     user_frames: Vec<u64>,
     event_filter: Option<usize>,
     weighers: Vec<Weigher>,
-    /// The last nonzero brk argument of each process.
-    last_brk: FxHashMap<u32, u64>,
+    brk: BrkTracker,
+    /// `syscalls:sys_exit_brk`, when the file has it: the break each brk call left.
+    exit_brk: Option<(usize, FieldFormat)>,
     /// (pid, address, is return address) → frame, valid until a mapping changes.
     frame_memo: FxHashMap<(u32, u64, bool), FrameId>,
 }
@@ -255,7 +204,7 @@ pub fn run(cfg: ReportConfig) -> Result<i32> {
     let kallsyms = kallsyms.and_then(|h| h.join().ok().flatten());
     let mut resolved = output::resolve(&cfg, &agg, kallsyms);
     if let Some(path) = &cfg.pprof {
-        let profile = pprof::build(
+        let mut profile = pprof::build(
             &cfg,
             file.features.sample_time,
             &names,
@@ -263,20 +212,21 @@ pub fn run(cfg: ReportConfig) -> Result<i32> {
             &agg,
             &resolved,
         );
+        // When and where the file was recorded, beside what it lost.
+        let when = header::recorded(&cfg.input, &file);
+        if !when.is_empty() {
+            pprof::add_comment(&mut profile, &when);
+        }
         pprof::write(&profile, path)?;
         return Ok(0);
     }
     if let Some(fields) = &cfg.script {
-        let formats: Vec<EventFormat> = file
-            .features
-            .tracing_data
-            .as_deref()
-            .map(parse_event_formats)
-            .unwrap_or_default();
+        let formats = weigh::event_formats(&file);
         let stdout = std::io::stdout();
         let mut out = std::io::BufWriter::new(stdout.lock());
         output::write_script(fields, &file, &names, &formats, &agg, &resolved, &mut out)?;
         std::io::Write::flush(&mut out)?;
+        header::note_losses(&agg.stats);
         return Ok(0);
     }
     if cfg.by.is_some() || cfg.timeline.is_some() {
@@ -303,10 +253,11 @@ pub fn run(cfg: ReportConfig) -> Result<i32> {
         output::write_text(&cfg, &file, &names, &agg, &mut resolved, &mut out)?;
     }
     std::io::Write::flush(&mut out)?;
-    if let Some(e) = &agg.stats.read_error
-        && cfg.folded
-    {
-        eprintln!("memperf: warning: {e}; the report covers the records before it");
+    if cfg.folded {
+        if let Some(e) = &agg.stats.read_error {
+            eprintln!("memperf: warning: {e}; the report covers the records before it");
+        }
+        header::note_losses(&agg.stats);
     }
     Ok(0)
 }
@@ -357,6 +308,7 @@ pub fn read(
         .map(|e| (e.filename.as_bytes().to_vec(), e.build_id.clone()))
         .collect();
     let n = file.events.len();
+    let names = event_names(file);
     let mut r = Reader {
         cfg,
         infos,
@@ -384,8 +336,9 @@ pub fn read(
         user_frames: Vec::new(),
         event_filter,
         frame_memo: FxHashMap::default(),
-        weighers: weighers(file, &event_names(file)),
-        last_brk: FxHashMap::default(),
+        weighers: weighers(file, &names),
+        brk: BrkTracker::default(),
+        exit_brk: weigh::exit_brk_event(file, &names),
     };
     r.agg.sized = r
         .weighers
@@ -426,6 +379,9 @@ pub fn read(
         });
     }
     r.flush_round(&mut round);
+    r.brk.finish();
+    r.agg.stats.brk_shrunk = r.brk.shrunk;
+    r.agg.stats.brk_unknown_base = r.brk.unknown_base;
     if let Some(p) = progress {
         p.finish_and_clear();
     }
@@ -433,6 +389,14 @@ pub fn read(
         let s = u.stats();
         r.agg.stats.unwound = s.samples;
         r.agg.stats.truncated = s.truncated.total();
+        r.agg.stats.truncated_reasons = s.truncated;
+    }
+    if let Some(m) = &file.features.memperf_stats {
+        let st = &mut r.agg.stats;
+        st.recorded_unwound = m.get("unwound").unwrap_or(0);
+        st.recorded_truncated = m.get("truncated").unwrap_or(0);
+        st.recorded_reasons =
+            crate::unwind::TruncCounts::from_named(|n| m.get(&format!("truncated.{n}")));
     }
     Ok(r.agg)
 }
@@ -544,6 +508,7 @@ impl Reader<'_> {
             } => {
                 if exec {
                     self.frame_memo.clear();
+                    self.brk.forget(pid);
                     self.agg.maps.exec(pid);
                     if let Some(u) = &mut self.unwinders {
                         u.handle_exec(pid);
@@ -571,10 +536,9 @@ impl Reader<'_> {
                     self.comms.insert(tid, c);
                 }
             }
-            Record::Exit { pid, tid, .. } => {
-                if pid == tid
-                    && let Some(u) = &mut self.unwinders
-                {
+            Record::Exit { pid, tid, .. } if pid == tid => {
+                self.brk.forget(pid);
+                if let Some(u) = &mut self.unwinders {
                     u.handle_exit(pid);
                 }
             }
@@ -608,6 +572,12 @@ impl Reader<'_> {
         }
         self.frame_memo.clear();
         self.agg.maps.map(pid, addr, len, pgoff, path, build_id);
+        if self.brk.is_pending(pid)
+            && let Some(start) = self.agg.maps.heap_start(pid)
+            && let Some((bytes, targets)) = self.brk.resolve(pid, start)
+        {
+            self.add_deferred(bytes, targets);
+        }
         if let Some(u) = &mut self.unwinders {
             u.handle_mmap(&MappingEvent {
                 pid,
@@ -667,6 +637,12 @@ impl Reader<'_> {
             self.agg.stats.first_time.get_or_insert(t);
             self.agg.stats.last_time = Some(t);
         }
+        if let Some((exit_ev, ret)) = &self.exit_brk
+            && *exit_ev == ev
+            && let Some(v) = ret.read(s.raw.unwrap_or(&[]))
+        {
+            self.brk.exited(s.pid.unwrap_or(0), v);
+        }
         if !self.keep(ev, s) {
             return;
         }
@@ -675,11 +651,7 @@ impl Reader<'_> {
         if let Some(interval) = self.cfg.timeline {
             let start = self.agg.stats.first_time.unwrap_or(0);
             let slot = s.time.unwrap_or(start).saturating_sub(start) / interval;
-            let bytes = if matches!(self.weighers.get(ev), Some(Weigher::None) | None) {
-                0
-            } else {
-                self.weigh(ev, pid, s)
-            };
+            let bytes = self.weigh_or_defer(ev, pid, s, || Target::Timeline((slot, ev)));
             let e = self.agg.timeline.entry((slot, ev)).or_insert((0, 0));
             e.0 += 1;
             e.1 += bytes;
@@ -687,7 +659,13 @@ impl Reader<'_> {
         }
         if let Some(by) = self.cfg.by {
             let label = self.by_label(by, pid, tid, s.addr);
-            *self.agg.by.entry((ev, label)).or_insert(0) += 1;
+            let key = (ev, label.name, label.start);
+            let bytes = self.weigh_or_defer(ev, pid, s, || Target::By(key.clone()));
+            // A mapping that grows (the heap) keeps one row, with its largest extent.
+            let row = self.agg.by.entry(key).or_default();
+            row.samples += 1;
+            row.bytes += bytes;
+            row.end = row.end.max(label.end);
             return;
         }
         self.leaf_first.clear();
@@ -766,93 +744,18 @@ impl Reader<'_> {
         }
         if self.cfg.pprof.is_some() && !matches!(self.weighers.get(ev), Some(Weigher::None) | None)
         {
-            let b = self.weigh(ev, pid, s);
+            let b = self.weigh_or_defer(ev, pid, s, || Target::Bytes((ev, prefix, stack)));
             *self.agg.bytes.entry((ev, prefix, stack)).or_insert(0) += b;
             *self.agg.counts.entry((ev, prefix, stack)).or_insert(0) += 1;
             return;
         }
         let weight = match self.cfg.weight {
             Weight::Count => 1,
-            Weight::Bytes => self.weigh(ev, pid, s),
+            Weight::Bytes => {
+                self.weigh_or_defer(ev, pid, s, || Target::Counts((ev, prefix, stack)))
+            }
         };
         *self.agg.counts.entry((ev, prefix, stack)).or_insert(0) += weight;
-    }
-
-    /// A sample's size in bytes under `--weight bytes`.
-    fn weigh(&mut self, ev: usize, pid: u32, s: &Sample<'_>) -> u64 {
-        let raw = s.raw.unwrap_or(&[]);
-        match self.weighers.get(ev) {
-            // A fault in a hugetlbfs mapping maps a huge page; the kernel's data page size,
-            // where a file has it, is taken as is; otherwise a base page.
-            Some(Weigher::Fixed(n)) => {
-                let hugetlb = s
-                    .addr
-                    .and_then(|a| self.agg.maps.mapping_of(pid, a))
-                    .is_some_and(|(m, _, _)| {
-                        let p = &self.agg.maps.module(m).path;
-                        p.starts_with(b"/anon_hugepage") || p.starts_with(b"/dev/hugepages")
-                    });
-                match s.data_page_size.filter(|&p| p > 0) {
-                    Some(p) => p,
-                    None if hugetlb => huge_page_size(),
-                    None => *n,
-                }
-            }
-            Some(Weigher::Field(f)) => f.read(raw).unwrap_or(0),
-            Some(Weigher::PageOrder(f)) => f
-                .read(raw)
-                .filter(|&o| o < 32)
-                .map_or(0, |o| (crate::sys::page_size() as u64) << o),
-            Some(Weigher::BrkGrowth(f)) => {
-                let Some(new) = f.read(raw).filter(|&v| v != 0) else {
-                    // brk(0) asks for the current break.
-                    return 0;
-                };
-                match self.last_brk.insert(pid, new) {
-                    Some(prev) if new >= prev => new - prev,
-                    Some(prev) => {
-                        self.agg.stats.brk_shrunk += prev - new;
-                        0
-                    }
-                    None => {
-                        self.agg.stats.brk_unknown_base += 1;
-                        0
-                    }
-                }
-            }
-            Some(Weigher::None) | None => 0,
-        }
-    }
-
-    /// Where a sample's data address lies, or who took it, for `--by`.
-    fn by_label(&self, by: ByKey, pid: u32, tid: u32, addr: Option<u64>) -> String {
-        match by {
-            ByKey::Comm => return self.comm_of(pid, tid),
-            ByKey::Pid => return format!("{} {pid}", self.comm_of(pid, tid)),
-            ByKey::Mapping | ByKey::File => {}
-        }
-        let Some(addr) = addr else {
-            return "[no address recorded]".to_string();
-        };
-        let Some((module, start, end)) = self.agg.maps.mapping_of(pid, addr) else {
-            return "[unmapped]".to_string();
-        };
-        let m = self.agg.maps.module(module);
-        let path = String::from_utf8_lossy(&m.path);
-        let huge = path.contains("anon_hugepage") || path.starts_with("/dev/hugepages");
-        let name = match m.kind() {
-            maps::ModuleKind::Anon if !huge => "//anon".to_string(),
-            _ => path.into_owned(),
-        };
-        let name = if huge {
-            format!("{name} (huge pages)")
-        } else {
-            name
-        };
-        match by {
-            ByKey::Mapping => format!("{name} {start:#x}-{end:#x}"),
-            _ => name,
-        }
     }
 
     fn kernel_frame(&mut self, addr: u64, ret: bool) {

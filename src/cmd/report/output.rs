@@ -14,7 +14,7 @@ use crate::symbolize::{
 };
 
 use super::maps::ModuleKind;
-use super::{Aggregate, EMPTY_STACK, FrameKey};
+use super::{Aggregate, ByRow, EMPTY_STACK, FrameKey};
 
 /// The names of every unique frame (outermost first; inline frames make several).
 pub struct Resolved {
@@ -250,6 +250,15 @@ pub fn write_folded(
     Ok(())
 }
 
+/// ` (3 stack end)`, or nothing when no reason was counted.
+fn reasons(r: &crate::unwind::TruncCounts) -> String {
+    if r.total() > 0 {
+        format!(" ({r})")
+    } else {
+        String::new()
+    }
+}
+
 /// The header and the top stacks of each event, most samples first.
 pub fn write_text(
     cfg: &ReportConfig,
@@ -264,8 +273,12 @@ pub fn write_text(
     if !file.features.cmdline.is_empty() {
         writeln!(out, "# recorded with: {}", file.features.cmdline.join(" "))?;
     }
-    if let (Some(host), Some(rel)) = (&file.features.hostname, &file.features.osrelease) {
-        writeln!(out, "# on {host}, Linux {rel}")?;
+    let when = super::header::recorded(&cfg.input, file);
+    match &file.features.osrelease {
+        Some(rel) if !when.is_empty() => writeln!(out, "# {when}, Linux {rel}")?,
+        Some(rel) => writeln!(out, "# Linux {rel}")?,
+        None if !when.is_empty() => writeln!(out, "# {when}")?,
+        None => {}
     }
     let (first, last) = file
         .features
@@ -291,11 +304,22 @@ pub fn write_text(
         "# lost: {} events in {} LOST records, {} lost samples; throttled {} times",
         st.lost, st.lost_records, st.lost_samples, st.throttled
     )?;
+    if st.recorded_unwound > 0 {
+        writeln!(
+            out,
+            "# user stacks unwound while recording: {}, truncated: {}{}",
+            st.recorded_unwound,
+            st.recorded_truncated,
+            reasons(&st.recorded_reasons)
+        )?;
+    }
     if st.unwound > 0 {
         writeln!(
             out,
-            "# user stacks unwound here: {}, truncated: {}",
-            st.unwound, st.truncated
+            "# user stacks unwound here: {}, truncated: {}{}",
+            st.unwound,
+            st.truncated,
+            reasons(&st.truncated_reasons)
         )?;
     }
     writeln!(
@@ -457,10 +481,20 @@ pub fn write_flamegraph(
         .clone()
         .unwrap_or_else(|| format!("{ev_name}: {command}"));
     opts.subtitle = Some(fg.subtitle.clone().unwrap_or_else(|| {
+        let t = super::header::truncation(st);
+        let truncated = if t.unwound > 0 {
+            format!(", {} of {} user stacks truncated", t.truncated, t.unwound)
+        } else {
+            String::new()
+        };
+        let mut when = super::header::recorded(&cfg.input, file);
+        if !when.is_empty() {
+            when.push_str("; ");
+        }
         format!(
-            "memperf: {kept} samples of {ev_name}, {} lost, throttled {} times; kernel frames in orange",
+            "memperf: {kept} samples of {ev_name}, {} lost, throttled {} times{truncated}; {when}kernel frames in orange",
             st.lost + st.lost_samples,
-            st.throttled
+            st.throttled,
         )
     }));
     opts.count_name = fg.countname.clone().unwrap_or_else(|| match cfg.weight {
@@ -486,15 +520,6 @@ pub fn write_flamegraph(
     Ok(())
 }
 
-/// Fault events weigh one page per sample; other events have no byte weight yet.
-fn bytes_per_sample(event: &str) -> Option<u64> {
-    matches!(
-        event,
-        "page-faults" | "faults" | "minor-faults" | "major-faults"
-    )
-    .then(|| crate::sys::page_size() as u64)
-}
-
 fn human_bytes(b: u64) -> String {
     const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
     let mut v = b as f64;
@@ -510,7 +535,7 @@ fn human_bytes(b: u64) -> String {
     }
 }
 
-/// `--by KEY`: samples (and bytes for fault events) per mapping, file, comm or pid.
+/// `--by KEY`: samples (and bytes for events with a size) per mapping, file, comm or pid.
 pub fn write_by(
     cfg: &ReportConfig,
     by: ByKey,
@@ -529,22 +554,34 @@ pub fn write_by(
         if total == 0 {
             continue;
         }
-        let mut rows: Vec<(&str, u64)> = agg
+        let mut rows: Vec<(String, ByRow)> = agg
             .by
             .iter()
-            .filter(|((ev, _), _)| *ev == i)
-            .map(|((_, label), &n)| (label.as_str(), n))
+            .filter(|((ev, _, _), _)| *ev == i)
+            .map(|((_, label, start), row)| {
+                let label = match by {
+                    ByKey::Mapping if row.end > 0 => format!("{label} {start:#x}-{:#x}", row.end),
+                    _ => label.clone(),
+                };
+                (label, *row)
+            })
             .collect();
-        rows.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(b.0)));
-        let per = bytes_per_sample(name);
+        rows.sort_by(|a, b| b.1.samples.cmp(&a.1.samples).then_with(|| a.0.cmp(&b.0)));
+        let sized = agg.sized.get(i).copied().unwrap_or(false);
         writeln!(
             out,
             "# {name} by {key} ({total} samples) in {}",
             cfg.input.display()
         )?;
+        writeln!(out, "# {}", super::header::losses(&agg.stats))?;
         writeln!(out, "{:>12} {:>8} {:>12}  {key}", "samples", "%", "bytes")?;
-        for (label, n) in rows {
-            let bytes = per.map_or_else(|| "-".to_string(), |p| human_bytes(n * p));
+        for (label, row) in rows {
+            let n = row.samples;
+            let bytes = if sized {
+                human_bytes(row.bytes)
+            } else {
+                "-".to_string()
+            };
             writeln!(
                 out,
                 "{n:>12} {:>7.2}% {bytes:>12}  {label}",
@@ -574,6 +611,7 @@ pub fn write_timeline(
         interval as f64 / 1e9,
         cfg.input.display()
     )?;
+    writeln!(out, "# {}", super::header::losses(&agg.stats))?;
     let mut header = format!("{:>10}", "start s");
     for &i in &shown {
         header.push_str(&format!(" {:>24}", names[i]));

@@ -334,14 +334,24 @@ pub fn build(
     if let Some((a, b)) = sample_time.or(agg.stats.first_time.zip(agg.stats.last_time)) {
         p.duration_nanos = b.saturating_sub(a) as i64;
     }
-    let note = format!(
-        "memperf report of {}; lost {} events",
-        cfg.input.display(),
-        agg.stats.lost + agg.stats.lost_samples
-    );
+    let note = format!("memperf report of {}", cfg.input.display());
     p.comment.push(strings.id(&note));
+    p.comment
+        .push(strings.id(&super::header::losses(&agg.stats)));
     p.string_table = strings.table;
     p
+}
+
+/// Adds a comment line to a built profile (`go tool pprof -comments` shows them).
+pub fn add_comment(p: &mut Profile, text: &str) {
+    let id = match p.string_table.iter().position(|s| s == text) {
+        Some(i) => i,
+        None => {
+            p.string_table.push(text.to_string());
+            p.string_table.len() - 1
+        }
+    };
+    p.comment.push(id as i64);
 }
 
 /// Writes `profile` gzip-compressed to `path` (`-` for standard output).

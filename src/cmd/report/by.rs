@@ -1,0 +1,64 @@
+//! `--by mapping|file|comm|pid`: what each sample is filed under.
+
+use crate::cli::ByKey;
+
+use super::Reader;
+use super::maps;
+
+/// What `--by` files a sample under.
+pub(super) struct ByLabel {
+    pub(super) name: String,
+    /// The mapping's bounds under `--by mapping`, else 0.
+    pub(super) start: u64,
+    pub(super) end: u64,
+}
+
+/// One row of `--by`.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct ByRow {
+    pub samples: u64,
+    /// Bytes for events with a size (see `--weight bytes`).
+    pub bytes: u64,
+    /// The largest end the mapping had, under `--by mapping`.
+    pub end: u64,
+}
+
+impl Reader<'_> {
+    /// Where a sample's data address lies, or who took it, for `--by`: the label, and for
+    /// `--by mapping` the mapping's bounds.
+    pub(super) fn by_label(&self, by: ByKey, pid: u32, tid: u32, addr: Option<u64>) -> ByLabel {
+        let plain = |name: String| ByLabel {
+            name,
+            start: 0,
+            end: 0,
+        };
+        match by {
+            ByKey::Comm => return plain(self.comm_of(pid, tid)),
+            ByKey::Pid => return plain(format!("{} {pid}", self.comm_of(pid, tid))),
+            ByKey::Mapping | ByKey::File => {}
+        }
+        let Some(addr) = addr else {
+            return plain("[no address recorded]".to_string());
+        };
+        let Some((module, start, end)) = self.agg.maps.mapping_of(pid, addr) else {
+            return plain("[unmapped]".to_string());
+        };
+        let m = self.agg.maps.module(module);
+        let path = String::from_utf8_lossy(&m.path);
+        let huge = path.contains("anon_hugepage") || path.starts_with("/dev/hugepages");
+        let name = match m.kind() {
+            _ if self.agg.maps.is_heap(pid, start) => "[heap]".to_string(),
+            maps::ModuleKind::Anon if !huge => "//anon".to_string(),
+            _ => path.into_owned(),
+        };
+        let name = if huge {
+            format!("{name} (huge pages)")
+        } else {
+            name
+        };
+        match by {
+            ByKey::Mapping => ByLabel { name, start, end },
+            _ => plain(name),
+        }
+    }
+}
