@@ -109,30 +109,10 @@ impl ScriptArgs {
             self.fields
         };
         Ok(ReportConfig {
-            input: self.input,
-            folded: false,
             event: self.event,
-            pids: None,
-            tids: None,
-            comms: None,
-            cpus: None,
-            time: (None, None),
-            space: StackSpace::All,
-            prefix: Prefix::Comm,
-            reverse: false,
-            addrs: false,
-            inline: false,
-            lines: false,
-            demangle: true,
-            kernel_annotate: false,
-            top: 0,
             quiet: self.quiet,
-            flamegraph: None,
-            by: None,
-            weight: Weight::Count,
-            pprof: None,
-            timeline: None,
             script: Some(fields),
+            ..ReportConfig::plain(self.input)
         })
     }
 }
@@ -399,6 +379,38 @@ pub struct ReportConfig {
     pub script: Option<Vec<ScriptField>>,
     /// Nanoseconds.
     pub timeline: Option<u64>,
+}
+
+impl ReportConfig {
+    /// Every stack of every event, named plainly: no filter, no annotation, no output file.
+    pub fn plain(input: PathBuf) -> ReportConfig {
+        ReportConfig {
+            input,
+            folded: false,
+            event: None,
+            pids: None,
+            tids: None,
+            comms: None,
+            cpus: None,
+            time: (None, None),
+            space: StackSpace::All,
+            prefix: Prefix::Comm,
+            reverse: false,
+            addrs: false,
+            inline: false,
+            lines: false,
+            demangle: true,
+            kernel_annotate: false,
+            top: 0,
+            quiet: true,
+            flamegraph: None,
+            by: None,
+            weight: Weight::Count,
+            pprof: None,
+            timeline: None,
+            script: None,
+        }
+    }
 }
 
 /// Parses `START,END` in seconds into nanoseconds.

@@ -342,32 +342,12 @@ fn write_profiles(cfg: &LeakConfig, sink: &mut LeakSink, now: u64, lost: u64) ->
 
 /// The report configuration the shared printers take.
 fn report_config(cfg: &LeakConfig) -> crate::cli::ReportConfig {
-    use crate::cli::{Prefix, ReportConfig, StackSpace, Weight};
-    ReportConfig {
-        input: PathBuf::from("memperf leak"),
+    crate::cli::ReportConfig {
         folded: cfg.folded,
-        event: None,
-        pids: None,
-        tids: None,
-        comms: None,
-        cpus: None,
-        time: (None, None),
-        space: StackSpace::All,
-        prefix: Prefix::Comm,
-        reverse: false,
-        addrs: false,
-        inline: false,
-        lines: false,
-        demangle: true,
-        kernel_annotate: false,
         top: cfg.top,
-        quiet: true,
-        flamegraph: None,
-        by: None,
-        weight: Weight::Bytes,
+        weight: crate::cli::Weight::Bytes,
         pprof: cfg.pprof.clone(),
-        script: None,
-        timeline: None,
+        ..crate::cli::ReportConfig::plain(PathBuf::from("memperf leak"))
     }
 }
 
