@@ -5,6 +5,9 @@
 #   alone                      the workload untraced
 #   floor                      the same three probes (malloc entry and return, free) counted
 #                              by `perf stat` through perf probe: the kernel's trap cost
+#   floor (3 probes sampled)   the same probes sampled on every hit by memperf record with a
+#                              consumer that only advances the ring: the kernel's cost of
+#                              exact accounting, below which no -s can go
 #   memperf leak               default: every allocation's stack copied and unwound
 #   memperf leak -s 100        exact accounting, one stack in 100
 #   memleak-bpfcc -p           BCC's memleak, where it runs (bpfcc-tools and kernel headers,
@@ -77,6 +80,11 @@ names = re.findall(r"(memperfbench:\S+)", subprocess.run(["perf", "probe", "-l"]
 if ok and len(names) == 3:
     configs["floor (perf stat, 3 probes)"] = lambda: run(
         ["perf", "stat", "-x,", "-e", ",".join(names), "--", prog, str(n)])
+    # The kernel's cost of sampling them (one small sample per hit, nothing done with it):
+    # what any tracer that matches every malloc with its free pays at least.
+    configs["floor (3 probes sampled)"] = lambda: run(
+        [memperf, "record", "-q", "-e", ",".join(names), "--call-graph", "none",
+         "--consume", "none", "-o", os.path.join(work, "floor.data"), "--", prog, str(n)])
 else:
     print("floor: perf probe could not place the probes; left out")
 
@@ -109,4 +117,6 @@ if "memleak-bpfcc" in cost:
     print(f"memperf leak / memleak        = {cost['memperf leak'] / cost['memleak-bpfcc']:.2f}   (goal <= 0.5)")
 if "memleak-bpfcc -s 100" in cost:
     print(f"memperf -s 100 / memleak -s 100 = {cost['memperf leak -s 100'] / cost['memleak-bpfcc -s 100']:.2f}   (goal <= 0.33)")
+if "memleak-bpfcc" in cost:
+    print(f"memperf -s 100 / memleak        = {cost['memperf leak -s 100'] / cost['memleak-bpfcc']:.2f}")
 PY

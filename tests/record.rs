@@ -136,6 +136,26 @@ fn a_fixed_period_samples_one_event_in_n() {
     );
     // Every sample is still a fault of the workload or of its start-up, with a full chain.
     assert!(chain_count(&one_in_100, &PF_CHAIN) >= N as usize / 100 - 1);
+    // memperf script prints the period each sample stands for, as perf script does.
+    let dir = scratch();
+    let out = dir.path().join("c100.data");
+    let prog = fixture("pagefault", Variant::NoFp);
+    record(&out, &["-e", "page-faults", "-c", "100"], &prog, &["300"]);
+    let o = run_memperf(&[
+        "script",
+        "-q",
+        "-F",
+        "period,event",
+        "-i",
+        out.to_str().unwrap(),
+    ]);
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success() && !text.is_empty(), "{}", stderr(&o));
+    assert!(
+        text.lines()
+            .all(|l| l.split_whitespace().next() == Some("100")),
+        "{text}"
+    );
 }
 
 #[test]

@@ -147,6 +147,9 @@ struct Reader<'c> {
     exit_brk: Option<(usize, FieldFormat)>,
     /// (pid, address, is return address) → frame, valid until a mapping changes.
     frame_memo: FxHashMap<(u32, u64, bool), FrameId>,
+    /// Each event's fixed sample period (not a frequency): the period of samples that do
+    /// not carry PERF_SAMPLE_PERIOD, as perf script prints it.
+    fixed_periods: Vec<Option<u64>>,
 }
 
 /// Runs `memperf report`.
@@ -336,6 +339,11 @@ pub fn read(
         user_frames: Vec::new(),
         event_filter,
         frame_memo: FxHashMap::default(),
+        fixed_periods: file
+            .events
+            .iter()
+            .map(|e| (e.attr.freq() == 0).then_some(e.attr.sample_period))
+            .collect(),
         weighers: weighers(file, &names),
         brk: BrkTracker::default(),
         exit_brk: weigh::exit_brk_event(file, &names),
@@ -735,7 +743,9 @@ impl Reader<'_> {
                 tid,
                 cpu: s.cpu,
                 time: s.time,
-                period: s.period,
+                period: s
+                    .period
+                    .or_else(|| self.fixed_periods.get(ev).copied().flatten()),
                 addr: s.addr,
                 raw: s.raw.map(<[u8]>::to_vec).unwrap_or_default(),
                 stack,
