@@ -11,6 +11,10 @@ use std::time::Duration;
 
 use common::*;
 
+/// Ring pages per CPU for the exact-count tests: 64 MiB holds a whole run's samples, so a
+/// reader starved by a busy machine cannot make the kernel drop events.
+const RING: &str = "16384";
+
 /// One stack of a memleak report: its totals and frame names (leaf first).
 #[derive(Debug, Clone)]
 struct LeakStack {
@@ -118,7 +122,7 @@ fn leak_command_reports_exactly_the_leaked_blocks_in_both_builds() {
     for variant in Variant::ALL {
         let prog = fixture("leak", variant);
         let cmd = format!("{} 100 1000", prog.display());
-        let o = run_memperf(&["leak", "-c", &cmd]);
+        let o = run_memperf(&["leak", "-m", RING, "-c", &cmd]);
         let out = String::from_utf8_lossy(&o.stdout).into_owned();
         assert!(o.status.success(), "{}\n{out}", stderr(&o));
         assert!(out.starts_with("Attaching to pid "), "{out}");
@@ -181,7 +185,7 @@ fn leak_attached_with_p_sees_what_happens_after_attach() {
             .unwrap();
         let pid = target.id().to_string();
         let mut leak = common::memperf()
-            .args(["leak", "-p", &pid])
+            .args(["leak", "-m", RING, "-p", &pid])
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
@@ -207,7 +211,7 @@ fn realloc_posix_memalign_mmap_munmap_and_mremap_are_accounted() {
     }
     let _turn = recording_turn();
     let prog = fixture("allocs", Variant::NoFp);
-    let o = run_memperf(&["leak", "-c", prog.to_str().unwrap()]);
+    let o = run_memperf(&["leak", "-m", RING, "-c", prog.to_str().unwrap()]);
     let out = String::from_utf8_lossy(&o.stdout).into_owned();
     assert!(o.status.success(), "{}\n{out}", stderr(&o));
     let page = 4096;
@@ -239,7 +243,9 @@ fn kernel_mode_shows_kernel_stacks_and_kfree_cancels_kmalloc() {
     let prog = fixture("kleak", Variant::NoFp);
     let cmd = format!("{} 200 50", prog.display());
     let mut leak = common::memperf()
-        .args(["leak", "--kernel", "-o", "0", "-c", &cmd, "1", "2"])
+        .args([
+            "leak", "-m", RING, "--kernel", "-o", "0", "-c", &cmd, "1", "2",
+        ])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -271,7 +277,7 @@ fn kernel_mode_shows_kernel_stacks_and_kfree_cancels_kmalloc() {
     );
     // -z as an in-kernel filter: the 64-byte contexts are no longer seen.
     let o = run_memperf(&[
-        "leak", "--kernel", "-o", "0", "-z", "4096", "-c", &cmd, "1", "1",
+        "leak", "-m", RING, "--kernel", "-o", "0", "-z", "4096", "-c", &cmd, "1", "1",
     ]);
     let out = String::from_utf8_lossy(&o.stdout).into_owned();
     assert!(o.status.success(), "{}\n{out}", stderr(&o));
@@ -398,7 +404,9 @@ fn trace_show_allocs_and_size_filters_print_what_memleak_prints() {
     let prog = fixture("leak", Variant::NoFp);
     let cmd = format!("{} 40 100", prog.display());
     // Only 8 KiB blocks: the leak, not stdio's buffer, the thread's stack or its TLS.
-    let out = leak_run(&["leak", "-t", "-a", "-z", "8192", "-Z", "8192", "-c", &cmd]);
+    let out = leak_run(&[
+        "leak", "-m", RING, "-t", "-a", "-z", "8192", "-Z", "8192", "-c", &cmd,
+    ]);
     let exited = out
         .lines()
         .filter(|l| l.contains("alloc exited, size = 8192, result = "))
@@ -414,7 +422,7 @@ fn trace_show_allocs_and_size_filters_print_what_memleak_prints() {
     assert_eq!(last.len(), 1, "only the 8 KiB stack passes -z/-Z:\n{out}");
     assert_eq!((last[0].bytes, last[0].allocs), (40 * 8192, 40));
     // --sort count -T 1: the stack with the most allocations, which is the leak.
-    let out = leak_run(&["leak", "--sort", "count", "-T", "1", "-c", &cmd]);
+    let out = leak_run(&["leak", "-m", RING, "--sort", "count", "-T", "1", "-c", &cmd]);
     let last = parse_reports(&out).pop().unwrap();
     assert_eq!(last.len(), 1, "{out}");
     assert_eq!(last[0].allocs, 40, "{out}");
@@ -437,8 +445,8 @@ fn sampled_stacks_keep_exact_totals() {
         last.iter()
             .fold((0, 0), |(b, n), s| (b + s.bytes, n + s.allocs))
     };
-    let all = leak_run(&["leak", "-T", "100", "-c", &cmd]);
-    let sampled = leak_run(&["leak", "-T", "100", "-s", "10", "-c", &cmd]);
+    let all = leak_run(&["leak", "-m", RING, "-T", "100", "-c", &cmd]);
+    let sampled = leak_run(&["leak", "-m", RING, "-T", "100", "-s", "10", "-c", &cmd]);
     // Every allocation and free is still matched: the outstanding totals are the same.
     assert_eq!(totals(&sampled), totals(&all), "{all}\n---\n{sampled}");
     // Some leaks carry their stack, the others are counted without one.
@@ -463,7 +471,7 @@ fn folded_and_pprof_outputs_weigh_outstanding_bytes() {
     let _turn = recording_turn();
     let prog = fixture("leak", Variant::NoFp);
     let cmd = format!("{} 30 100", prog.display());
-    let folded = leak_run(&["leak", "--folded", "-c", &cmd]);
+    let folded = leak_run(&["leak", "-m", RING, "--folded", "-c", &cmd]);
     let leak_lines: Vec<&str> = folded.lines().filter(|l| l.contains(";leaker ")).collect();
     assert_eq!(leak_lines.len(), 1, "{folded}");
     assert!(
@@ -481,7 +489,15 @@ fn folded_and_pprof_outputs_weigh_outstanding_bytes() {
     }
     let dir = scratch();
     let pb = dir.path().join("leak.pb.gz");
-    let o = run_memperf(&["leak", "--pprof", pb.to_str().unwrap(), "-c", &cmd]);
+    let o = run_memperf(&[
+        "leak",
+        "-m",
+        RING,
+        "--pprof",
+        pb.to_str().unwrap(),
+        "-c",
+        &cmd,
+    ]);
     assert!(o.status.success(), "{}", stderr(&o));
     let pprof = |args: &[&str]| -> String {
         let o = Command::new("go")
@@ -512,7 +528,15 @@ fn the_uprobe_pmu_accounts_like_tracefs() {
     }
     let _turn = recording_turn();
     let prog = fixture("allocs", Variant::Fp);
-    let o = run_memperf(&["leak", "--probe-via", "pmu", "-c", prog.to_str().unwrap()]);
+    let o = run_memperf(&[
+        "leak",
+        "-m",
+        RING,
+        "--probe-via",
+        "pmu",
+        "-c",
+        prog.to_str().unwrap(),
+    ]);
     let out = String::from_utf8_lossy(&o.stdout).into_owned();
     assert!(o.status.success(), "{}\n{out}", stderr(&o));
     assert!(
