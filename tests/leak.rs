@@ -575,3 +575,36 @@ fn lost_events_are_reported_with_every_report() {
         stderr(&o)
     );
 }
+
+#[test]
+fn probes_a_killed_run_left_are_removed_at_the_next_start() {
+    if !require_perf("memperf leak stale probes") {
+        return;
+    }
+    let _turn = recording_turn();
+    let root = ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"]
+        .into_iter()
+        .find(|r| std::path::Path::new(r).join("uprobe_events").exists())
+        .expect("tracefs with uprobe_events");
+    let events = std::path::Path::new(root).join("uprobe_events");
+    // A group named after a pid that cannot exist (above any pid_max), as SIGKILL leaves it.
+    let libc = std::fs::read_to_string("/proc/self/maps")
+        .unwrap()
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(5))
+        .find(|p| p.contains("/libc.so"))
+        .expect("this test links libc")
+        .to_string();
+    let stale = format!("p:memperf_999999999/stale {libc}:0x0\n");
+    std::fs::OpenOptions::new()
+        .append(true)
+        .open(&events)
+        .unwrap()
+        .write_all(stale.as_bytes())
+        .unwrap();
+    assert!(!leftover_probes(999_999_999).is_empty());
+    let prog = fixture("allocs", Variant::NoFp);
+    let o = run_memperf(&["leak", "-c", prog.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(leftover_probes(999_999_999), Vec::<String>::new());
+}
