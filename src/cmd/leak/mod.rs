@@ -51,6 +51,8 @@ const ENTRY_REGS: u64 = reg(b::PERF_REG_X86_DI)
     | reg(b::PERF_REG_X86_SP);
 /// The result of a return probe.
 const RETURN_REGS: u64 = reg(b::PERF_REG_X86_AX);
+/// The stack copied at posix_memalign's return, where its out-pointer usually points.
+const MEMPTR_STACK_BYTES: u32 = 1024;
 
 /// An event to open and what its samples mean.
 struct Planned {
@@ -130,7 +132,9 @@ pub fn run(cfg: LeakConfig) -> Result<i32> {
         let attr = ev
             .attr
             .ok_or_else(|| anyhow!("event `{}` was never opened", ev.spec.name))?;
-        let out = out_attr(&attr);
+        // The return of posix_memalign keeps its stack bytes for the handler to read.
+        let keep_stack = matches!(p.role, Role::Return(table::Func::PosixMemalign));
+        let out = out_attr(&attr, keep_stack);
         let stack = attr.sample_type & (PERF_SAMPLE_STACK_USER | PERF_SAMPLE_CALLCHAIN) != 0;
         sevents.push(SessionEvent {
             name: ev.spec.name.clone(),
@@ -266,6 +270,12 @@ fn summary(sink: &LeakSink, lost: u64, corrupt_bytes: u64) {
         s.peak_entries,
         sink.table.memory_bytes() / 1024,
     );
+    if sink.results_from_stack > 0 {
+        eprintln!(
+            "memperf: {} posix_memalign results read from the stack copied at the return",
+            sink.results_from_stack
+        );
+    }
     if s.internal_calls > 0 {
         eprintln!(
             "memperf: {} mmap/munmap/mremap calls made by the allocator itself were left out",
@@ -446,9 +456,9 @@ fn trace_loop(
 
 /// The attr the handler parses samples with: after online unwinding, samples carry a
 /// callchain instead of the stack bytes, and keep their argument registers.
-fn out_attr(attr: &b::perf_event_attr) -> b::perf_event_attr {
+fn out_attr(attr: &b::perf_event_attr, keep_stack: bool) -> b::perf_event_attr {
     let mut out = *attr;
-    if out.sample_type & PERF_SAMPLE_STACK_USER != 0 {
+    if out.sample_type & PERF_SAMPLE_STACK_USER != 0 && !keep_stack {
         out.sample_type &= !PERF_SAMPLE_STACK_USER;
         out.sample_type |= PERF_SAMPLE_CALLCHAIN;
         out.sample_stack_user = 0;
@@ -618,10 +628,20 @@ fn plan_user(
             });
         }
         if d.ret {
+            // posix_memalign's result is stored through its first argument, most often a
+            // variable in the caller's frame: a small copy of the stack at the return holds
+            // it as it was then.
+            let cg = if d.func == table::Func::PosixMemalign {
+                CallGraph::Dwarf {
+                    stack_bytes: MEMPTR_STACK_BYTES,
+                }
+            } else {
+                CallGraph::None
+            };
             planned.push(Planned {
                 spec: probe("_ret", true, site.entry)?,
                 role: sink::Role::Return(d.func),
-                sampling: user_sampling(CallGraph::None, RETURN_REGS, 1),
+                sampling: user_sampling(cg, RETURN_REGS, 1),
                 filter: None,
             });
         }

@@ -75,6 +75,8 @@ pub struct LeakSink {
     pub malformed: u64,
     /// Reads of posix_memalign's result that failed.
     pub unread_results: u64,
+    /// posix_memalign results read from the stack copied at the return.
+    pub results_from_stack: u64,
     /// `-t`: every call as it is seen.
     pub trace: Option<Box<dyn Write>>,
     read_mem: MemReader,
@@ -103,6 +105,7 @@ impl LeakSink {
             unmapped_frames: 0,
             malformed: 0,
             unread_results: 0,
+            results_from_stack: 0,
             trace: None,
             read_mem,
             leaf_first: Vec::with_capacity(128),
@@ -216,7 +219,7 @@ impl LeakSink {
                     .and_then(|r| r.get(b::PERF_REG_X86_AX))
                     .unwrap_or(0);
                 if func == Func::PosixMemalign {
-                    ret = self.memalign_result(pid, tid, ret);
+                    ret = self.memalign_result(pid, tid, ret, &s);
                 }
                 let out = self.table.leave(tid, pid, func, ret);
                 if let (Some(w), super::table::Returned::Alloc { size, addr }) =
@@ -257,14 +260,25 @@ impl LeakSink {
         }
     }
 
-    /// posix_memalign returns 0 and stores the block through its first argument.
-    fn memalign_result(&mut self, pid: u32, tid: u32, rax: u64) -> u64 {
+    /// posix_memalign returns 0 and stores the block through its first argument: read it
+    /// from the stack copied at the return when it points there (a local variable, as it
+    /// was at the return), else from the process now.
+    fn memalign_result(&mut self, pid: u32, tid: u32, rax: u64, s: &Sample<'_>) -> u64 {
         if rax != 0 {
             return 0;
         }
         let Some(memptr) = self.table.pending_memptr(tid) else {
             return 0;
         };
+        let sp = s.regs_user.as_ref().and_then(|r| r.get(b::PERF_REG_X86_SP));
+        if let (Some(sp), Some(stack)) = (sp, &s.stack_user)
+            && let Some(off) = memptr.checked_sub(sp).and_then(|o| usize::try_from(o).ok())
+            && let Some(bytes) = stack.data.get(off..off.saturating_add(8))
+            && let Ok(word) = <[u8; 8]>::try_from(bytes)
+        {
+            self.results_from_stack += 1;
+            return u64::from_le_bytes(word);
+        }
         match (self.read_mem)(pid, memptr) {
             Ok(p) => p,
             Err(_) => {
