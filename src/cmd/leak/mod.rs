@@ -201,6 +201,7 @@ pub fn run(cfg: LeakConfig) -> Result<i32> {
     let mut state = LoopState {
         reports: 0,
         last_report: Instant::now(),
+        clock_monotonic: opened.clock_monotonic,
     };
     let reason = trace_loop(
         &cfg,
@@ -232,7 +233,7 @@ pub fn run(cfg: LeakConfig) -> Result<i32> {
         let mut counted = 0;
         let owners = opened.rings.iter().map(|r| r.fd());
         for fd in owners.chain(opened.fds.iter().map(|f| f.as_fd())) {
-            counted += sys::open::read_lost(fd).unwrap_or(0);
+            counted += sys::open::read_lost(fd).context("failed to read an event's lost count")?;
         }
         lost = lost.max(counted);
     }
@@ -382,6 +383,8 @@ enum Stop {
 struct LoopState {
     reports: u64,
     last_report: Instant,
+    /// Whether sample times are CLOCK_MONOTONIC (use_clockid; 4.1+).
+    clock_monotonic: bool,
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -398,7 +401,6 @@ fn trace_loop(
     state: &mut LoopState,
 ) -> Result<Stop> {
     let mut last_alive_check = Instant::now();
-    let clock_monotonic = true;
     loop {
         let next = state.last_report + cfg.interval;
         let timeout = next
@@ -419,7 +421,7 @@ fn trace_loop(
                     lost: session.stats().lost + session.stats().lost_samples,
                     sample_rate: cfg.sample_rate,
                 };
-                let now = now_ns(clock_monotonic, session);
+                let now = now_ns(state.clock_monotonic, session);
                 let mut out = std::io::stdout().lock();
                 output::write_report(&mut out, cfg, sink, names, now, &done)?;
             }
