@@ -91,22 +91,7 @@ pub fn run(cfg: LeakConfig) -> Result<i32> {
         let path = allocator_path(&cfg)?;
         plan_user(&cfg, &path, &mut hold)?
     };
-    let rcfg = RecordConfig {
-        events: planned.iter().map(|p| p.spec.clone()).collect(),
-        target: target.clone(),
-        cpus: sys::online_cpus().context("failed to list the online CPUs")?,
-        command,
-        period: None,
-        call_graph: cfg.call_graph,
-        unwind: UnwindWhen::Online,
-        user_only: !cfg.kernel,
-        mmap_pages: cfg.mmap_pages,
-        output: PathBuf::from("/dev/null"),
-        duration: None,
-        quiet: true,
-        consume: Consume::All,
-        cmdline: std::env::args().collect(),
-    };
+    let rcfg = record_config(&cfg, &planned, &target, command)?;
     let (mut events, tfs_for_tracepoints) = open::resolve_events(&rcfg.events)?;
     for (ev, p) in events.iter_mut().zip(&planned) {
         ev.sampling = Some(p.sampling.clone());
@@ -126,47 +111,14 @@ pub fn run(cfg: LeakConfig) -> Result<i32> {
         &facts,
     )?;
 
-    let mut sevents = Vec::new();
-    let mut levents = Vec::new();
-    for (ev, p) in opened.events.iter().zip(&planned) {
-        let attr = ev
-            .attr
-            .ok_or_else(|| anyhow!("event `{}` was never opened", ev.spec.name))?;
-        // The return of posix_memalign keeps its stack bytes for the handler to read.
-        let keep_stack = matches!(p.role, Role::Return(table::Func::PosixMemalign));
-        let out = out_attr(&attr, keep_stack);
-        let stack = attr.sample_type & (PERF_SAMPLE_STACK_USER | PERF_SAMPLE_CALLCHAIN) != 0;
-        sevents.push(SessionEvent {
-            name: ev.spec.name.clone(),
-            ring_info: ParseInfo::from_attr(&attr),
-            out_info: ParseInfo::from_attr(&out),
-        });
-        levents.push(LeakEvent {
-            role: p.role.clone(),
-            info: ParseInfo::from_attr(&out),
-            stack,
-        });
-    }
-    let dwarf = matches!(cfg.call_graph, CallGraph::Dwarf { .. }) && !cfg.kernel;
-    let mut session = Session::new(
-        sevents.clone(),
-        opened.ids.clone(),
-        dwarf.then(|| Unwinders::new(UnwindMode::Dwarf)),
-    );
-    let table = Table::new(cfg.max_entries, cfg.min_size, cfg.max_size);
-    let mut sink = LeakSink::new(
-        levents,
-        opened.ids.clone(),
-        sevents[0].ring_info,
-        table,
-        sys::read_process_u64,
-    );
+    let (mut session, mut sink) = handler(&cfg, &opened, &planned)?;
     if cfg.trace {
         sink.trace = Some(Box::new(std::io::stdout()));
     }
     if let Target::Pids(pids) = &target {
         let id = opened.events[0].ids.first().copied().unwrap_or(0);
-        synth::synthesize(pids, id, &sevents[0].ring_info, &mut session, &mut sink)
+        let side = *session.side_info();
+        synth::synthesize(pids, id, &side, &mut session, &mut sink)
             .context("failed to read the target's mappings")?;
     }
 
@@ -179,17 +131,7 @@ pub fn run(cfg: LeakConfig) -> Result<i32> {
             ioc_enable(fd.as_fd()).context("failed to enable an event")?;
         }
     }
-    let header = match (&cfg.target, cfg.kernel) {
-        (LeakTarget::System, _) => "Attaching to kernel allocators, Ctrl+C to quit.".to_string(),
-        (_, true) => format!(
-            "Attaching to kernel allocators of pid {}, Ctrl+C to quit.",
-            child_pid.map_or_else(|| target_pid(&target), |p| p as u32)
-        ),
-        _ => format!(
-            "Attaching to pid {}, Ctrl+C to quit.",
-            child_pid.map_or_else(|| target_pid(&target), |p| p as u32)
-        ),
-    };
+    let header = header_line(&cfg, &target, child_pid);
     let mut child = match gated {
         Some(g) => Some(g.release().context("failed to start the command")?),
         None => None,
@@ -215,28 +157,7 @@ pub fn run(cfg: LeakConfig) -> Result<i32> {
         &mut names,
         &mut state,
     )?;
-    for ring in &opened.rings {
-        let _ = ioc_disable(ring.fd());
-    }
-    for fd in &opened.fds {
-        let _ = ioc_disable(fd.as_fd());
-    }
-    drain::round(
-        &mut opened.rings,
-        &mut session,
-        &mut sink,
-        None,
-        &mut dstats,
-    )?;
-    let mut lost = session.stats().lost + session.stats().lost_samples;
-    if opened.format_lost {
-        let mut counted = 0;
-        let owners = opened.rings.iter().map(|r| r.fd());
-        for fd in owners.chain(opened.fds.iter().map(|f| f.as_fd())) {
-            counted += sys::open::read_lost(fd).context("failed to read an event's lost count")?;
-        }
-        lost = lost.max(counted);
-    }
+    let lost = stop(&mut opened, &mut session, &mut sink, &mut dstats)?;
     let now = now_ns(opened.clock_monotonic, &session);
     let done = output::Completeness {
         lost,
@@ -255,6 +176,113 @@ pub fn run(cfg: LeakConfig) -> Result<i32> {
     summary(&sink, lost, dstats.corrupt_bytes);
     write_profiles(&cfg, &mut sink, now, lost)?;
     Ok(0)
+}
+
+/// The recording the leak events are opened as: the recorder's targets, rings and
+/// online unwinding, with each event's own sampling.
+fn record_config(
+    cfg: &LeakConfig,
+    planned: &[Planned],
+    target: &Target,
+    command: Option<Vec<std::ffi::OsString>>,
+) -> Result<RecordConfig> {
+    Ok(RecordConfig {
+        events: planned.iter().map(|p| p.spec.clone()).collect(),
+        target: target.clone(),
+        cpus: sys::online_cpus().context("failed to list the online CPUs")?,
+        command,
+        period: None,
+        call_graph: cfg.call_graph,
+        unwind: UnwindWhen::Online,
+        user_only: !cfg.kernel,
+        mmap_pages: cfg.mmap_pages,
+        output: PathBuf::from("/dev/null"),
+        duration: None,
+        quiet: true,
+        consume: Consume::All,
+        cmdline: std::env::args().collect(),
+    })
+}
+
+/// The session (online unwinding) and the leak handler for the opened events.
+fn handler(
+    cfg: &LeakConfig,
+    opened: &open::Opened,
+    planned: &[Planned],
+) -> Result<(Session, LeakSink)> {
+    let mut sevents = Vec::new();
+    let mut levents = Vec::new();
+    for (ev, p) in opened.events.iter().zip(planned) {
+        let attr = ev
+            .attr
+            .ok_or_else(|| anyhow!("event `{}` was never opened", ev.spec.name))?;
+        // The return of posix_memalign keeps its stack bytes for the handler to read.
+        let keep_stack = matches!(p.role, Role::Return(table::Func::PosixMemalign));
+        let out = out_attr(&attr, keep_stack);
+        let stack = attr.sample_type & (PERF_SAMPLE_STACK_USER | PERF_SAMPLE_CALLCHAIN) != 0;
+        sevents.push(SessionEvent {
+            name: ev.spec.name.clone(),
+            ring_info: ParseInfo::from_attr(&attr),
+            out_info: ParseInfo::from_attr(&out),
+        });
+        levents.push(LeakEvent {
+            role: p.role.clone(),
+            info: ParseInfo::from_attr(&out),
+            stack,
+        });
+    }
+    let dwarf = matches!(cfg.call_graph, CallGraph::Dwarf { .. }) && !cfg.kernel;
+    let session = Session::new(
+        sevents.clone(),
+        opened.ids.clone(),
+        dwarf.then(|| Unwinders::new(UnwindMode::Dwarf)),
+    );
+    let table = Table::new(cfg.max_entries, cfg.min_size, cfg.max_size);
+    let sink = LeakSink::new(
+        levents,
+        opened.ids.clone(),
+        sevents[0].ring_info,
+        table,
+        sys::read_process_u64,
+    );
+    Ok((session, sink))
+}
+
+/// memleak's first line.
+fn header_line(cfg: &LeakConfig, target: &Target, child_pid: Option<i32>) -> String {
+    let pid = child_pid.map_or_else(|| target_pid(target), |p| p as u32);
+    match (&cfg.target, cfg.kernel) {
+        (LeakTarget::System, _) => "Attaching to kernel allocators, Ctrl+C to quit.".to_string(),
+        (_, true) => format!("Attaching to kernel allocators of pid {pid}, Ctrl+C to quit."),
+        _ => format!("Attaching to pid {pid}, Ctrl+C to quit."),
+    }
+}
+
+/// Disables the events, takes what is left in the rings, and counts every loss (the LOST
+/// records, and what the kernel counted but had no room to report).
+fn stop(
+    opened: &mut open::Opened,
+    session: &mut Session,
+    sink: &mut LeakSink,
+    dstats: &mut drain::DrainStats,
+) -> Result<u64> {
+    for ring in &opened.rings {
+        let _ = ioc_disable(ring.fd());
+    }
+    for fd in &opened.fds {
+        let _ = ioc_disable(fd.as_fd());
+    }
+    drain::round(&mut opened.rings, session, sink, None, dstats)?;
+    let mut lost = session.stats().lost + session.stats().lost_samples;
+    if opened.format_lost {
+        let mut counted = 0;
+        let owners = opened.rings.iter().map(|r| r.fd());
+        for fd in owners.chain(opened.fds.iter().map(|f| f.as_fd())) {
+            counted += sys::open::read_lost(fd).context("failed to read an event's lost count")?;
+        }
+        lost = lost.max(counted);
+    }
+    Ok(lost)
 }
 
 /// The end-of-run summary on stderr: what was traced, what the table held, what was lost.
