@@ -6,6 +6,7 @@
 //! DWARF unwinding of entry-probe stacks, where the return address at the stack pointer keeps
 //! the immediate caller) into a handler that keeps the outstanding table in user space.
 
+mod kernel;
 mod output;
 mod probes;
 mod sink;
@@ -24,7 +25,6 @@ use crate::cli::leak::{LeakConfig, LeakTarget, ProbeVia};
 use crate::cli::{CallGraph, Consume, RecordConfig, Target, UnwindWhen};
 use crate::cmd::record::{SignalState, drain, open, synth};
 use crate::events::{EventKind, EventSpec, Modifiers, Period};
-use crate::perfdata::tracing_data::{EventFormat, FieldFormat};
 use crate::record::ParseInfo;
 use crate::session::{Session, SessionEvent};
 use crate::sys::child::{GatedChild, RunningChild};
@@ -35,8 +35,8 @@ use crate::sys::uprobe::{PmuPath, ProbeDef, UprobeGroup, UprobePmu};
 use crate::sys::{self, poll};
 use crate::unwind::{UnwindMode, Unwinders};
 
-use sink::{KernelSize, LeakEvent, LeakSink, Role};
-use table::{KERNEL_PAGES, KERNEL_PERCPU, KERNEL_SLAB, Space, Table};
+use sink::{LeakEvent, LeakSink, Role};
+use table::Table;
 
 const PERF_SAMPLE_CALLCHAIN: u64 = b::PERF_SAMPLE_CALLCHAIN as u64;
 const PERF_SAMPLE_STACK_USER: u64 = b::PERF_SAMPLE_STACK_USER as u64;
@@ -86,7 +86,7 @@ pub fn run(cfg: LeakConfig) -> Result<i32> {
     // `hold` is declared first so that it is dropped last, on every path out of here.
     let mut hold = ProbeHold::default();
     let (planned, tracefs) = if cfg.kernel {
-        (plan_kernel(&cfg)?, None)
+        (kernel::plan(&cfg)?, None)
     } else {
         let path = allocator_path(&cfg)?;
         plan_user(&cfg, &path, &mut hold)?
@@ -686,205 +686,5 @@ fn user_sampling(call_graph: CallGraph, regs: u64, period: u64) -> open::Samplin
         kernel_chain: false,
         raw: false,
         period: Period::Count(period),
-    }
-}
-
-/// One kernel allocator event: tracepoint, whether it must exist, its role's fields.
-struct KernelEventDef {
-    system: &'static str,
-    name: &'static str,
-    required: bool,
-    space: Space,
-    addr: &'static str,
-    /// Some for allocations: the size field, and whether it is a page order.
-    size: Option<(&'static str, bool)>,
-}
-
-const fn kdef(
-    system: &'static str,
-    name: &'static str,
-    required: bool,
-    space: Space,
-    addr: &'static str,
-    size: Option<(&'static str, bool)>,
-) -> KernelEventDef {
-    KernelEventDef {
-        system,
-        name,
-        required,
-        space,
-        addr,
-        size,
-    }
-}
-
-const KERNEL_EVENTS: &[KernelEventDef] = &[
-    kdef(
-        "kmem",
-        "kmalloc",
-        true,
-        KERNEL_SLAB,
-        "ptr",
-        Some(("bytes_alloc", false)),
-    ),
-    kdef(
-        "kmem",
-        "kmalloc_node",
-        false,
-        KERNEL_SLAB,
-        "ptr",
-        Some(("bytes_alloc", false)),
-    ),
-    kdef(
-        "kmem",
-        "kmem_cache_alloc",
-        true,
-        KERNEL_SLAB,
-        "ptr",
-        Some(("bytes_alloc", false)),
-    ),
-    kdef(
-        "kmem",
-        "kmem_cache_alloc_node",
-        false,
-        KERNEL_SLAB,
-        "ptr",
-        Some(("bytes_alloc", false)),
-    ),
-    kdef("kmem", "kfree", true, KERNEL_SLAB, "ptr", None),
-    kdef("kmem", "kmem_cache_free", true, KERNEL_SLAB, "ptr", None),
-    kdef(
-        "kmem",
-        "mm_page_alloc",
-        true,
-        KERNEL_PAGES,
-        "pfn",
-        Some(("order", true)),
-    ),
-    kdef("kmem", "mm_page_free", true, KERNEL_PAGES, "pfn", None),
-];
-
-const PERCPU_EVENTS: &[KernelEventDef] = &[
-    kdef(
-        "percpu",
-        "percpu_alloc_percpu",
-        true,
-        KERNEL_PERCPU,
-        "ptr",
-        Some(("bytes_alloc", false)),
-    ),
-    kdef(
-        "percpu",
-        "percpu_free_percpu",
-        true,
-        KERNEL_PERCPU,
-        "ptr",
-        None,
-    ),
-];
-
-/// The kernel-mode events, with their fields read from the tracepoint formats.
-fn plan_kernel(cfg: &LeakConfig) -> Result<Vec<Planned>> {
-    let tfs = Tracefs::locate_or_mount().context("failed to open the kmem tracepoints")?;
-    let mut planned = Vec::new();
-    let defs = KERNEL_EVENTS
-        .iter()
-        .chain(if cfg.percpu { PERCPU_EVENTS } else { &[] });
-    for d in defs {
-        let full = format!("{}:{}", d.system, d.name);
-        let format = match tfs.format(d.system, d.name) {
-            Ok(f) => f,
-            Err(_) if !d.required => continue,
-            Err(e) => bail!("failed to open tracepoint `{full}`: {e}"),
-        };
-        let text = String::from_utf8_lossy(&format);
-        let ef = EventFormat::parse(&text)
-            .ok_or_else(|| anyhow!("failed to parse the format of tracepoint `{full}`"))?;
-        let field = |name: &str| -> Result<FieldFormat> {
-            ef.field(name)
-                .cloned()
-                .ok_or_else(|| anyhow!("tracepoint `{full}` has no field `{name}`"))
-        };
-        let addr = field(d.addr)?;
-        let (role, filter, period) = match d.size {
-            Some((size_name, is_order)) => {
-                let f = field(size_name)?;
-                let filter = if is_order {
-                    None
-                } else {
-                    size_filter(size_name, cfg.min_size, cfg.max_size)
-                };
-                let size = if is_order {
-                    KernelSize::PageOrder(f)
-                } else {
-                    KernelSize::Field(f)
-                };
-                (
-                    Role::KernelAlloc {
-                        space: d.space,
-                        addr,
-                        size,
-                    },
-                    filter,
-                    cfg.sample_rate,
-                )
-            }
-            None => (
-                Role::KernelFree {
-                    space: d.space,
-                    addr,
-                },
-                None,
-                1,
-            ),
-        };
-        let alloc = matches!(role, Role::KernelAlloc { .. });
-        planned.push(Planned {
-            spec: EventSpec {
-                name: full,
-                kind: EventKind::Tracepoint {
-                    system: d.system.to_string(),
-                    name: d.name.to_string(),
-                },
-                modifiers: Modifiers::default(),
-            },
-            role,
-            sampling: open::Sampling {
-                call_graph: CallGraph::None,
-                regs: 0,
-                kernel_chain: alloc,
-                raw: true,
-                period: Period::Count(period),
-            },
-            filter,
-        });
-    }
-    Ok(planned)
-}
-
-/// `-z`/`-Z` as an in-kernel tracepoint filter on the size field.
-fn size_filter(field: &str, min: Option<u64>, max: Option<u64>) -> Option<CString> {
-    let text = match (min, max) {
-        (None, None) => return None,
-        (Some(lo), None) => format!("{field} >= {lo}"),
-        (None, Some(hi)) => format!("{field} <= {hi}"),
-        (Some(lo), Some(hi)) => format!("{field} >= {lo} && {field} <= {hi}"),
-    };
-    CString::new(text).ok()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn size_filters_are_tracepoint_filter_expressions() {
-        assert_eq!(size_filter("bytes_alloc", None, None), None);
-        assert_eq!(
-            size_filter("bytes_alloc", Some(4096), Some(65536))
-                .as_deref()
-                .map(|c| c.to_string_lossy().into_owned()),
-            Some("bytes_alloc >= 4096 && bytes_alloc <= 65536".to_string())
-        );
     }
 }
