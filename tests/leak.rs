@@ -511,24 +511,10 @@ fn folded_and_pprof_outputs_weigh_outstanding_bytes() {
         &cmd,
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
-    let pprof = |args: &[&str]| -> String {
-        let o = Command::new("go")
-            .args(["tool", "pprof"])
-            .args(args)
-            .arg(&pb)
-            .output()
-            .expect("run go tool pprof");
-        assert!(o.status.success(), "go tool pprof {args:?}: {}", stderr(&o));
-        String::from_utf8(o.stdout).unwrap()
-    };
+    let pprof = |args: &[&str]| go_pprof(&pb, args);
     let raw = pprof(&["-raw"]);
     assert!(raw.contains("outstanding/count outstanding/bytes"), "{raw}");
-    let leaf = |text: &str| -> Vec<String> {
-        text.lines()
-            .filter(|l| l.trim_end().ends_with(" leaker"))
-            .map(|l| l.split_whitespace().next().unwrap().to_string())
-            .collect()
-    };
+    let leaf = |text: &str| pprof_flat(text, "leaker");
     assert_eq!(leaf(&pprof(&["-top", "-sample_index=0"])), vec!["30"]);
     assert_eq!(leaf(&pprof(&["-top", "-sample_index=1"])), vec!["240kB"]);
 }

@@ -907,16 +907,7 @@ fn pprof_profiles_open_in_go_tool_pprof() {
     );
     let pb = dir.path().join("p.pb.gz");
     report_ok(&["-i", out.to_str().unwrap(), "--pprof", pb.to_str().unwrap()]);
-    let pprof = |args: &[&str]| -> String {
-        let o = Command::new("go")
-            .args(["tool", "pprof"])
-            .args(args)
-            .arg(&pb)
-            .output()
-            .expect("run go tool pprof");
-        assert!(o.status.success(), "go tool pprof {args:?}: {}", stderr(&o));
-        String::from_utf8(o.stdout).unwrap()
-    };
+    let pprof = |args: &[&str]| go_pprof(&pb, args);
     let raw = pprof(&["-raw"]);
     assert!(raw.contains("page-faults/count page-faults/bytes"), "{raw}");
     assert!(raw.contains("comm:[pagefault-nofp]"), "{raw}");
@@ -932,12 +923,7 @@ fn pprof_profiles_open_in_go_tool_pprof() {
         raw.contains(&format!("1: 0x0/0x0/0x0 {} {id}", exe.display())),
         "{raw}"
     );
-    let leaf = |text: &str| -> Vec<String> {
-        text.lines()
-            .filter(|l| l.trim_end().ends_with(" touch_pages"))
-            .map(|l| l.split_whitespace().next().unwrap().to_string())
-            .collect()
-    };
+    let leaf = |text: &str| pprof_flat(text, "touch_pages");
     // 300 faults, 300 pages of 4 KiB, all with touch_pages as the leaf.
     assert_eq!(leaf(&pprof(&["-top", "-sample_index=0"])), vec!["300"]);
     assert_eq!(leaf(&pprof(&["-top", "-sample_index=1"])), vec!["1200kB"]);

@@ -261,3 +261,23 @@ pub fn have_go() -> bool {
     }
     ok
 }
+
+/// `go tool pprof ARGS FILE`'s standard output; fails the test if pprof fails.
+pub fn go_pprof(file: &Path, args: &[&str]) -> String {
+    let o = Command::new("go")
+        .args(["tool", "pprof"])
+        .args(args)
+        .arg(file)
+        .output()
+        .expect("run go tool pprof");
+    assert!(o.status.success(), "go tool pprof {args:?}: {}", stderr(&o));
+    String::from_utf8(o.stdout).unwrap()
+}
+
+/// The `flat` column of `go tool pprof -top` rows for function `name`.
+pub fn pprof_flat(top: &str, name: &str) -> Vec<String> {
+    top.lines()
+        .filter(|l| l.trim_end().ends_with(&format!(" {name}")))
+        .map(|l| l.split_whitespace().next().unwrap().to_string())
+        .collect()
+}
