@@ -6,19 +6,14 @@ use std::io::{self, Write};
 use perf_event_open_sys::bindings as b;
 use rustc_hash::FxHashMap;
 
-use crate::cmd::report::FrameKey;
-use crate::cmd::report::maps::{ModuleKind, ProcessMaps};
+use crate::cmd::report::maps::ProcessMaps;
+use crate::cmd::report::{CONTEXT_KERNEL, CONTEXT_MAX, CONTEXT_USER, FrameKey};
 use crate::perfdata::tracing_data::FieldFormat;
 use crate::record::{self, ParseInfo, Record, Sample};
 use crate::session::RecordSink;
 use crate::stacks::{FrameId, FrameTable, StackId, StackTable};
 
 use super::table::{Args, Entry, Func, NO_STACK, Space, Table, UNSAMPLED};
-
-// Callchain context markers (include/uapi/linux/perf_event.h).
-const CONTEXT_KERNEL: u64 = -128i64 as u64;
-const CONTEXT_USER: u64 = -512i64 as u64;
-const CONTEXT_MAX: u64 = -4095i64 as u64;
 
 /// How a kernel allocation's size is read.
 #[derive(Debug, Clone)]
@@ -70,8 +65,6 @@ pub struct LeakSink {
     pub stacks: StackTable,
     pub table: Table,
     pub kernel_frames: bool,
-    /// Frames the process maps do not cover (a module mapped before tracing, not synthesized).
-    pub unmapped_frames: u64,
     pub malformed: u64,
     /// Reads of posix_memalign's result that failed.
     pub unread_results: u64,
@@ -102,7 +95,6 @@ impl LeakSink {
             stacks: StackTable::default(),
             table,
             kernel_frames: false,
-            unmapped_frames: 0,
             malformed: 0,
             unread_results: 0,
             results_from_stack: 0,
@@ -350,20 +342,7 @@ impl LeakSink {
     }
 
     fn user_frame(&mut self, pid: u32, addr: u64) -> FrameId {
-        let key = match self.maps.lookup(pid, addr) {
-            Some((module, offset)) if self.maps.module(module).kind() != ModuleKind::Anon => {
-                FrameKey::User {
-                    module,
-                    offset,
-                    ret: true,
-                }
-            }
-            Some(_) => FrameKey::Jit { pid, addr },
-            None => {
-                self.unmapped_frames += 1;
-                FrameKey::Jit { pid, addr }
-            }
-        };
+        let key = FrameKey::user(&self.maps, pid, addr, true);
         self.intern_frame(key, addr)
     }
 

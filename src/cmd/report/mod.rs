@@ -33,12 +33,12 @@ const SAMPLE_REGS_USER: u64 = b::PERF_SAMPLE_REGS_USER as u64;
 
 // Callchain context markers (include/uapi/linux/perf_event.h, enum perf_callchain_context).
 const CONTEXT_HV: u64 = -32i64 as u64;
-const CONTEXT_KERNEL: u64 = -128i64 as u64;
-const CONTEXT_USER: u64 = -512i64 as u64;
+pub(crate) const CONTEXT_KERNEL: u64 = -128i64 as u64;
+pub(crate) const CONTEXT_USER: u64 = -512i64 as u64;
 const CONTEXT_GUEST: u64 = -2048i64 as u64;
 const CONTEXT_GUEST_KERNEL: u64 = -2176i64 as u64;
 const CONTEXT_GUEST_USER: u64 = -2560i64 as u64;
-const CONTEXT_MAX: u64 = -4095i64 as u64;
+pub(crate) const CONTEXT_MAX: u64 = -4095i64 as u64;
 
 /// An unresolved frame: what is needed to name it once, later.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -58,6 +58,23 @@ pub enum FrameKey {
         pid: u32,
         addr: u64,
     },
+}
+
+impl FrameKey {
+    /// A user address of `pid`: its module and file offset, or, in anonymous executable
+    /// memory or outside every known mapping, a JIT frame that a perf map may name.
+    pub fn user(maps: &ProcessMaps, pid: u32, addr: u64, ret: bool) -> FrameKey {
+        match maps.lookup(pid, addr) {
+            Some((module, offset)) if maps.module(module).kind() != maps::ModuleKind::Anon => {
+                FrameKey::User {
+                    module,
+                    offset,
+                    ret,
+                }
+            }
+            _ => FrameKey::Jit { pid, addr },
+        }
+    }
 }
 
 /// What stays "no stack frames" for an empty stack in the aggregation key.
@@ -785,18 +802,7 @@ impl Reader<'_> {
             self.leaf_first.push(id);
             return;
         }
-        let key = match self.agg.maps.lookup(pid, addr) {
-            Some((module, offset))
-                if self.agg.maps.module(module).kind() != maps::ModuleKind::Anon =>
-            {
-                FrameKey::User {
-                    module,
-                    offset,
-                    ret,
-                }
-            }
-            _ => FrameKey::Jit { pid, addr },
-        };
+        let key = FrameKey::user(&self.agg.maps, pid, addr, ret);
         let id = self.agg.frames.intern(&key);
         self.frame_memo.insert((pid, addr, ret), id);
         self.leaf_first.push(id);
