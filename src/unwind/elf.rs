@@ -173,7 +173,9 @@ struct CacheEntry {
 }
 
 /// Loaded ELF files keyed by [`ElfKey`]. An entry is valid while the file's size and mtime
-/// are unchanged; failed loads are cached too, so a bad file is parsed once.
+/// are unchanged; files that are not ELF are cached too, so a bad file is parsed once. A file
+/// that could not be opened is not: the failure belongs to the path (a `/proc/PID/root` that
+/// vanished when the process exited), and the same file may open through another path.
 #[derive(Default)]
 pub(crate) struct ElfCache {
     entries: FxHashMap<ElfKey, CacheEntry>,
@@ -183,6 +185,15 @@ pub(crate) struct ElfCache {
 
 impl ElfCache {
     pub(crate) fn get(&mut self, key: ElfKey, path: &Path) -> Result<Arc<ElfInfo>, Arc<ElfError>> {
+        self.get_with(key, path, ElfInfo::load)
+    }
+
+    fn get_with(
+        &mut self,
+        key: ElfKey,
+        path: &Path,
+        load: impl FnOnce(&Path) -> Result<ElfInfo, ElfError>,
+    ) -> Result<Arc<ElfInfo>, Arc<ElfError>> {
         let meta = std::fs::metadata(path).map_err(|e| Arc::new(ElfError::Io(e)))?;
         let (size, mtime) = (meta.len(), meta.modified().ok());
         if let Some(e) = self.entries.get(&key)
@@ -193,13 +204,15 @@ impl ElfCache {
             return e.info.clone();
         }
         self.misses += 1;
-        let info = ElfInfo::load(path).map(Arc::new).map_err(Arc::new);
-        let entry = CacheEntry {
-            size,
-            mtime,
-            info: info.clone(),
-        };
-        self.entries.insert(key, entry);
+        let info = load(path).map(Arc::new).map_err(Arc::new);
+        if !matches!(info.as_ref().map_err(|e| &**e), Err(ElfError::Io(_))) {
+            let entry = CacheEntry {
+                size,
+                mtime,
+                info: info.clone(),
+            };
+            self.entries.insert(key, entry);
+        }
         info
     }
 
@@ -293,5 +306,23 @@ mod tests {
         assert!(cache.get(key.clone(), &p).is_err());
         assert!(cache.get(key, &p).is_err());
         assert_eq!((cache.misses, cache.hits), (1, 1));
+    }
+
+    /// The race behind a CI failure: `/proc/PID/root/<path>` passed `metadata` and then
+    /// failed to open because the command exited in between. The same file (same key, size
+    /// and mtime) must still load through its own path.
+    #[test]
+    fn a_file_that_could_not_be_opened_is_not_cached() {
+        let exe = std::env::current_exe().unwrap();
+        let mut cache = ElfCache::default();
+        let key = ElfKey::Path(exe.clone());
+        let gone = |_: &Path| Err(ElfError::Io(io::Error::from(io::ErrorKind::NotFound)));
+        assert!(cache.get_with(key.clone(), &exe, gone).is_err());
+        let info = cache
+            .get(key.clone(), &exe)
+            .expect("the file loads through its path");
+        assert!(info.has_unwind_info());
+        assert!(cache.get(key, &exe).is_ok());
+        assert_eq!((cache.misses, cache.hits), (2, 1));
     }
 }
