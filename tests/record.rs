@@ -96,6 +96,54 @@ fn stacks_that_end_at_the_loaders_start_are_not_truncated() {
     assert!(rooted_in_loader_start > 0, "{err}");
 }
 
+/// `memperf script` prints perf script's layout: on the same file, every sample header is
+/// byte for byte perf's, and every frame has perf's address and object.
+#[test]
+fn script_lines_are_perf_scripts() {
+    if !require_perf("script layout") || !require_perf_tool("script layout") {
+        return;
+    }
+    let dir = scratch();
+    let out = dir.path().join("pf.data");
+    let prog = fixture("pagefault", Variant::NoFp);
+    record(&out, &["-e", "page-faults"], &prog, &["50"]);
+    let path = out.to_str().unwrap();
+    let ours = run_memperf(&["script", "-q", "-i", path]);
+    assert!(ours.status.success(), "{}", stderr(&ours));
+    let theirs = Command::new("perf")
+        .args(["script", "-i", path])
+        .output()
+        .unwrap();
+    assert!(theirs.status.success(), "{}", stderr(&theirs));
+    let (ours, theirs) = (
+        String::from_utf8_lossy(&ours.stdout),
+        String::from_utf8_lossy(&theirs.stdout),
+    );
+    let headers = |t: &str| -> Vec<String> {
+        t.lines()
+            .filter(|l| !l.starts_with('\t'))
+            .map(str::to_string)
+            .collect()
+    };
+    // A frame's address and object; the name may differ where memperf names a return
+    // address by its call (`_start` where perf says `_dl_start_user+0x0`).
+    let frames = |t: &str| -> Vec<(String, String)> {
+        t.lines()
+            .filter_map(|l| l.strip_prefix('\t'))
+            .map(|l| {
+                let l = l.trim_start();
+                let addr = l.split(' ').next().unwrap_or("").to_string();
+                let dso = l.rsplit_once(" (").map_or("", |(_, d)| d).to_string();
+                (addr, dso)
+            })
+            .collect()
+    };
+    assert_eq!(headers(&ours), headers(&theirs));
+    assert!(headers(&ours).iter().any(|h| h.ends_with(" page-faults: ")));
+    assert_eq!(frames(&ours), frames(&theirs));
+    assert!(ours.contains(" touch_pages+0x"), "{ours}");
+}
+
 #[test]
 fn frame_pointer_mode_breaks_the_chain_without_frame_pointers() {
     if !require_perf("fp recording") || !require_perf_tool("fp recording") {
