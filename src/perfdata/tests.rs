@@ -128,14 +128,24 @@ const BASE: u64 = 0x5555_0000_0000;
 fn write_pf_file(dir: &Path, nr: u64, features: &Features) -> PathBuf {
     let path = dir.join("pf.data");
     let attr = pf_attr();
-    let info = ParseInfo::from_attr(&attr);
     let ids = vec![1001, 1002];
+    let buf = pf_records(nr, &ParseInfo::from_attr(&attr), &ids);
     let events = vec![EventDesc {
         attr,
         name: "page-faults".into(),
-        ids: ids.clone(),
+        ids,
     }];
     let mut w = PerfDataWriter::create(&path, events).unwrap();
+    w.write_record(&buf).unwrap();
+    assert_eq!(w.data_bytes(), buf.len() as u64);
+    let total = w.finish(features).unwrap();
+    assert_eq!(std::fs::metadata(&path).unwrap().len(), total);
+    path
+}
+
+/// The records of `nr` page faults in /bin/true (COMM, MMAP2, the samples with the sample
+/// ids `ids` in turn, FINISHED_ROUND).
+fn pf_records(nr: u64, info: &ParseInfo, ids: &[u64]) -> Vec<u8> {
     let true_path = std::fs::canonicalize("/bin/true").unwrap();
     let ((vaddr, off, size), entry) = exec_segment(&true_path);
     let map_start = BASE + (vaddr & !0xfff);
@@ -148,7 +158,7 @@ fn write_pf_file(dir: &Path, nr: u64, features: &Features) -> PathBuf {
         ..SampleId::default()
     };
     let mut buf = Vec::new();
-    encode_comm(&mut buf, PID, PID, b"true", true, &sid(1_000_000), &info);
+    encode_comm(&mut buf, PID, PID, b"true", true, &sid(1_000_000), info);
     let m = Mmap2Fields {
         pid: PID,
         tid: PID,
@@ -160,11 +170,11 @@ fn write_pf_file(dir: &Path, nr: u64, features: &Features) -> PathBuf {
         filename: true_path.as_os_str().as_encoded_bytes(),
         ..Mmap2Fields::default()
     };
-    encode_mmap2(&mut buf, &m, &sid(1_000_001), &info);
+    encode_mmap2(&mut buf, &m, &sid(1_000_001), info);
     let ip = BASE + entry;
     for i in 0..nr {
         let s = Sample {
-            identifier: Some(ids[i as usize % 2]),
+            identifier: Some(ids[i as usize % ids.len()]),
             ip: Some(ip),
             pid: Some(PID),
             tid: Some(PID),
@@ -174,14 +184,10 @@ fn write_pf_file(dir: &Path, nr: u64, features: &Features) -> PathBuf {
             ..Sample::default()
         };
         let misc = b::PERF_RECORD_MISC_USER as u16;
-        encode_sample(&mut buf, misc, &s, &info, Some(&[b::PERF_CONTEXT_USER, ip])).unwrap();
+        encode_sample(&mut buf, misc, &s, info, Some(&[b::PERF_CONTEXT_USER, ip])).unwrap();
     }
     encode_finished_round(&mut buf);
-    w.write_record(&buf).unwrap();
-    assert_eq!(w.data_bytes(), buf.len() as u64);
-    let total = w.finish(features).unwrap();
-    assert_eq!(std::fs::metadata(&path).unwrap().len(), total);
-    path
+    buf
 }
 
 fn test_features() -> Features {
@@ -265,6 +271,49 @@ fn perf_script_and_report_read_written_file() {
     assert!(out.contains("true"), "{out}");
 }
 
+/// A `syscalls:sys_enter_brk` event of tracepoint id `id`, with the raw payload.
+fn brk_attr(id: u64) -> perf_event_attr {
+    let mut attr = perf_event_attr {
+        type_: b::PERF_TYPE_TRACEPOINT,
+        config: id,
+        sample_type: u64::from(
+            b::PERF_SAMPLE_IDENTIFIER
+                | b::PERF_SAMPLE_TID
+                | b::PERF_SAMPLE_TIME
+                | b::PERF_SAMPLE_CPU
+                | b::PERF_SAMPLE_PERIOD
+                | b::PERF_SAMPLE_RAW,
+        ),
+        ..perf_event_attr::default()
+    };
+    attr.sample_period = 1;
+    attr.set_sample_id_all(1);
+    attr
+}
+
+/// A `sys_enter_brk(brk)` sample of sample id `ids.0` and tracepoint id `ids.1`.
+fn brk_sample(buf: &mut Vec<u8>, info: &ParseInfo, ids: (u64, u64), time: u64, brk: u64) {
+    // struct: u16 common_type, u8 flags, u8 preempt_count, i32 common_pid, i32 nr, pad, u64 brk
+    let mut raw = Vec::new();
+    raw.extend_from_slice(&(ids.1 as u16).to_ne_bytes());
+    raw.extend_from_slice(&[0, 0]);
+    raw.extend_from_slice(&(PID as i32).to_ne_bytes());
+    raw.extend_from_slice(&12i32.to_ne_bytes());
+    raw.extend_from_slice(&[0; 4]);
+    raw.extend_from_slice(&brk.to_ne_bytes());
+    let s = Sample {
+        identifier: Some(ids.0),
+        pid: Some(PID),
+        tid: Some(PID),
+        time: Some(time),
+        cpu: Some(1),
+        period: Some(1),
+        raw: Some(&raw),
+        ..Sample::default()
+    };
+    encode_sample(buf, b::PERF_RECORD_MISC_USER as u16, &s, info, None).unwrap();
+}
+
 fn tracefs() -> Option<PathBuf> {
     let t = Path::new("/sys/kernel/tracing");
     if !t.join("events").exists() {
@@ -303,21 +352,7 @@ fn perf_script_decodes_tracepoint_fields() {
             format,
         }],
     );
-    let mut attr = perf_event_attr {
-        type_: b::PERF_TYPE_TRACEPOINT,
-        config: id,
-        sample_type: u64::from(
-            b::PERF_SAMPLE_IDENTIFIER
-                | b::PERF_SAMPLE_TID
-                | b::PERF_SAMPLE_TIME
-                | b::PERF_SAMPLE_CPU
-                | b::PERF_SAMPLE_PERIOD
-                | b::PERF_SAMPLE_RAW,
-        ),
-        ..perf_event_attr::default()
-    };
-    attr.sample_period = 1;
-    attr.set_sample_id_all(1);
+    let attr = brk_attr(id);
     let info = ParseInfo::from_attr(&attr);
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("tp.data");
@@ -338,26 +373,8 @@ fn perf_script_decodes_tracepoint_fields() {
     };
     encode_comm(&mut buf, PID, PID, b"brker", true, &sid, &info);
     let brks = [0x5555_dead_b000u64, 0x5555_dead_c000, 0x5555_dead_d000];
-    for (i, brk) in brks.iter().enumerate() {
-        // struct: u16 common_type, u8 flags, u8 preempt_count, i32 common_pid, i32 nr, pad, u64 brk
-        let mut raw = Vec::new();
-        raw.extend_from_slice(&(id as u16).to_ne_bytes());
-        raw.extend_from_slice(&[0, 0]);
-        raw.extend_from_slice(&(PID as i32).to_ne_bytes());
-        raw.extend_from_slice(&12i32.to_ne_bytes());
-        raw.extend_from_slice(&[0; 4]);
-        raw.extend_from_slice(&brk.to_ne_bytes());
-        let s = Sample {
-            identifier: Some(7),
-            pid: Some(PID),
-            tid: Some(PID),
-            time: Some(1_000_000_000 + i as u64),
-            cpu: Some(1),
-            period: Some(1),
-            raw: Some(&raw),
-            ..Sample::default()
-        };
-        encode_sample(&mut buf, b::PERF_RECORD_MISC_USER as u16, &s, &info, None).unwrap();
+    for (i, &brk) in brks.iter().enumerate() {
+        brk_sample(&mut buf, &info, (7, id), 1_000_000_000 + i as u64, brk);
     }
     w.write_record(&buf).unwrap();
     let features = Features {
@@ -521,3 +538,5 @@ fn reader_reports_broken_files_without_panicking() {
         }
     }
 }
+
+mod pipe;
