@@ -12,6 +12,9 @@ use super::{
 };
 use crate::record::{ParseInfo, record_identifier};
 
+/// perf's feature bit for zstd-compressed records (`HEADER_COMPRESSED`).
+const HEADER_COMPRESSED: u32 = 27;
+
 /// A whole perf.data file in memory.
 #[derive(Debug)]
 pub struct PerfDataFile {
@@ -239,6 +242,9 @@ impl PerfDataFile {
         let (data_offset, data_size) = section(&bytes, 40);
         if data_size == 0 {
             return Err(PerfDataError::DataSizeZero);
+        }
+        if le_u64(&bytes, 72) & (1 << HEADER_COMPRESSED) != 0 {
+            return Err(PerfDataError::Compressed { offset: None });
         }
         let events = read_attrs(&bytes, attr_size, attrs_off, attrs_size)?;
         let file_len = bytes.len() as u64;

@@ -487,6 +487,15 @@ fn reader_reports_broken_files_without_panicking() {
         "data size is 0: the recording was not finished"
     );
 
+    // perf sets feature bit 27 (HEADER_COMPRESSED) when its records are zstd-compressed.
+    let mut compressed = good.clone();
+    compressed[72 + 3] |= 1 << 3;
+    let e = open_bytes(dir.path(), &compressed).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "records are zstd-compressed (`perf record -z`), which memperf cannot read: record without -z"
+    );
+
     // Truncated inside the third record: two records read, then the loss is reported.
     let comm_len = u16::from_ne_bytes([good[data_off + 6], good[data_off + 7]]) as usize;
     let second = data_off + comm_len;
