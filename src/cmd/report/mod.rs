@@ -16,7 +16,7 @@ use anyhow::{Context, Result, bail};
 use perf_event_open_sys::bindings as b;
 use rustc_hash::FxHashMap;
 
-use crate::cli::{Prefix, ReportConfig, StackSpace, Weight};
+use crate::cli::{Input, Prefix, ReportConfig, StackSpace, Weight};
 use crate::perfdata::tracing_data::FieldFormat;
 use crate::perfdata::{PerfDataError, PerfDataFile, RawFileRecord};
 use crate::record::{self, ParseInfo, Record, Sample};
@@ -185,7 +185,7 @@ pub fn run(cfg: ReportConfig) -> Result<i32> {
         Some(want) => Some(names.iter().position(|n| n == want).with_context(|| {
             format!(
                 "no event `{want}` in `{}`; it has: {}",
-                cfg.input.display(),
+                cfg.input,
                 names.join(", ")
             )
         })?),
@@ -216,7 +216,7 @@ pub fn run(cfg: ReportConfig) -> Result<i32> {
         let list: Vec<&str> = with_samples.iter().map(|&i| names[i].as_str()).collect();
         bail!(
             "`{}` has samples of {} events ({}); folded stacks and flame graphs mix no events: choose one with --event",
-            cfg.input.display(),
+            cfg.input,
             list.len(),
             list.join(", ")
         );
@@ -283,7 +283,10 @@ pub fn run(cfg: ReportConfig) -> Result<i32> {
 }
 
 fn open(cfg: &ReportConfig) -> Result<PerfDataFile> {
-    let path = &cfg.input;
+    let path = match &cfg.input {
+        Input::File(path) => path,
+        Input::Stdin => return read_stdin(),
+    };
     if path.is_dir() {
         bail!("`{}` is a directory, not a perf.data file", path.display());
     }
@@ -291,6 +294,22 @@ fn open(cfg: &ReportConfig) -> Result<PerfDataFile> {
         PerfDataError::Io { .. } => anyhow::Error::new(e),
         other => anyhow::anyhow!("`{}`: {other}", path.display()),
     })
+}
+
+/// `-i -`: the whole recording, read into memory (the reader works on one slice), in either
+/// mode: usually perf's pipe mode, `perf record -o - ... | memperf report -i -`.
+fn read_stdin() -> Result<PerfDataFile> {
+    let stdin = std::io::stdin();
+    if stdin.is_terminal() {
+        bail!(
+            "standard input is a terminal, not a recording: pipe one in \
+             (`perf record -o - -- CMD | memperf report -i -`) or name a file with -i"
+        );
+    }
+    let mut bytes = Vec::new();
+    std::io::Read::read_to_end(&mut stdin.lock(), &mut bytes)
+        .context("failed to read the recording from standard input")?;
+    PerfDataFile::from_bytes(bytes).map_err(|e| anyhow::anyhow!("standard input: {e}"))
 }
 
 /// Event names from the file's EVENT_DESC, else generic ones.
