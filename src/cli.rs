@@ -416,6 +416,17 @@ pub struct ReportConfig {
 }
 
 impl ReportConfig {
+    /// Whether the output is the text report (header and top stacks), the one output with
+    /// room to say what went wrong in it.
+    pub fn is_text_report(&self) -> bool {
+        !(self.folded
+            || self.flamegraph.is_some()
+            || self.pprof.is_some()
+            || self.script.is_some()
+            || self.by.is_some()
+            || self.timeline.is_some())
+    }
+
     /// Every stack of every event, named plainly: no filter, no annotation, no output file.
     pub fn plain(input: Input) -> ReportConfig {
         ReportConfig {

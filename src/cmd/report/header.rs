@@ -67,6 +67,14 @@ pub fn note_losses(st: &ReadStats) {
     }
 }
 
+/// Where the records ended early, for every output but the text report (its header says
+/// it): on standard error, once.
+pub fn warn_read_error(st: &ReadStats) {
+    if let Some(e) = &st.read_error {
+        eprintln!("memperf: warning: {e}; the report covers the records before it");
+    }
+}
+
 /// `recorded 2026-11-22 23:21:36 UTC on HOST`: the file's modification time, which is when
 /// the recorder finished it (perf report's "captured on" is the same), and the host. A
 /// recording read from standard input has no such time.

@@ -208,6 +208,9 @@ pub fn run(cfg: ReportConfig) -> Result<i32> {
         }
     }
     let agg = read(&cfg, &file, event_filter)?;
+    if !cfg.is_text_report() {
+        header::warn_read_error(&agg.stats);
+    }
     let with_samples: Vec<usize> = (0..names.len())
         .filter(|&i| agg.stats.kept.get(i).copied().unwrap_or(0) > 0)
         .collect();
@@ -274,9 +277,6 @@ pub fn run(cfg: ReportConfig) -> Result<i32> {
     }
     std::io::Write::flush(&mut out)?;
     if cfg.folded {
-        if let Some(e) = &agg.stats.read_error {
-            eprintln!("memperf: warning: {e}; the report covers the records before it");
-        }
         header::note_losses(&agg.stats);
     }
     Ok(0)
