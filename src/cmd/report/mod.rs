@@ -5,6 +5,7 @@
 
 mod by;
 mod header;
+mod input;
 pub(crate) mod maps;
 pub(crate) mod output;
 pub(crate) mod pprof;
@@ -16,9 +17,9 @@ use anyhow::{Context, Result, bail};
 use perf_event_open_sys::bindings as b;
 use rustc_hash::FxHashMap;
 
-use crate::cli::{Input, Prefix, ReportConfig, StackSpace, Weight};
+use crate::cli::{Prefix, ReportConfig, StackSpace, Weight};
 use crate::perfdata::tracing_data::FieldFormat;
-use crate::perfdata::{PerfDataError, PerfDataFile, RawFileRecord};
+use crate::perfdata::{PerfDataFile, RawFileRecord};
 use crate::record::{self, ParseInfo, Record, Sample};
 use crate::stacks::{FrameId, FrameTable, StackId, StackTable};
 use crate::unwind::{MappingEvent, UnwindMode, Unwinders};
@@ -179,7 +180,7 @@ pub fn run(cfg: ReportConfig) -> Result<i32> {
                 .map(|t| crate::symbolize::Kallsyms::from_text(&t))
         })
     });
-    let file = open(&cfg)?;
+    let file = input::open(&cfg.input)?;
     let names = event_names(&file);
     let event_filter = match &cfg.event {
         Some(want) => Some(names.iter().position(|n| n == want).with_context(|| {
@@ -280,36 +281,6 @@ pub fn run(cfg: ReportConfig) -> Result<i32> {
         header::note_losses(&agg.stats);
     }
     Ok(0)
-}
-
-fn open(cfg: &ReportConfig) -> Result<PerfDataFile> {
-    let path = match &cfg.input {
-        Input::File(path) => path,
-        Input::Stdin => return read_stdin(),
-    };
-    if path.is_dir() {
-        bail!("`{}` is a directory, not a perf.data file", path.display());
-    }
-    PerfDataFile::open(path).map_err(|e| match e {
-        PerfDataError::Io { .. } => anyhow::Error::new(e),
-        other => anyhow::anyhow!("`{}`: {other}", path.display()),
-    })
-}
-
-/// `-i -`: the whole recording, read into memory (the reader works on one slice), in either
-/// mode: usually perf's pipe mode, `perf record -o - ... | memperf report -i -`.
-fn read_stdin() -> Result<PerfDataFile> {
-    let stdin = std::io::stdin();
-    if stdin.is_terminal() {
-        bail!(
-            "standard input is a terminal, not a recording: pipe one in \
-             (`perf record -o - -- CMD | memperf report -i -`) or name a file with -i"
-        );
-    }
-    let mut bytes = Vec::new();
-    std::io::Read::read_to_end(&mut stdin.lock(), &mut bytes)
-        .context("failed to read the recording from standard input")?;
-    PerfDataFile::from_bytes(bytes).map_err(|e| anyhow::anyhow!("standard input: {e}"))
 }
 
 /// Event names from the file's EVENT_DESC, else generic ones.
