@@ -327,17 +327,14 @@ fn tracefs() -> Option<PathBuf> {
         .then(|| t.to_path_buf())
 }
 
-#[test]
-fn perf_script_decodes_tracepoint_fields() {
-    if !have_perf() {
-        return;
-    }
+/// `syscalls:sys_enter_brk`'s id here and a TRACING_DATA blob with its format, from tracefs;
+/// `None` (skipped, with the reason) where tracefs does not have it.
+fn brk_from_tracefs() -> Option<(u64, Vec<u8>)> {
     let Some(t) = tracefs() else {
         skip("tracefs with syscalls:sys_enter_brk is not available");
-        return;
+        return None;
     };
     let ev = t.join("events");
-    let format = std::fs::read(ev.join("syscalls/sys_enter_brk/format")).unwrap();
     let id: u64 = std::fs::read_to_string(ev.join("syscalls/sys_enter_brk/id"))
         .unwrap()
         .trim()
@@ -349,9 +346,20 @@ fn perf_script_decodes_tracepoint_fields() {
         &[TracepointFormat {
             system: "syscalls".into(),
             name: "sys_enter_brk".into(),
-            format,
+            format: std::fs::read(ev.join("syscalls/sys_enter_brk/format")).unwrap(),
         }],
     );
+    Some((id, td))
+}
+
+#[test]
+fn perf_script_decodes_tracepoint_fields() {
+    if !have_perf() {
+        return;
+    }
+    let Some((id, td)) = brk_from_tracefs() else {
+        return;
+    };
     let attr = brk_attr(id);
     let info = ParseInfo::from_attr(&attr);
     let dir = tempfile::tempdir().unwrap();

@@ -380,24 +380,9 @@ fn perf_script_reads_a_built_pipe_stream() {
     if !have_perf() {
         return;
     }
-    let Some(t) = tracefs() else {
-        skip("tracefs with syscalls:sys_enter_brk is not available");
+    let Some((id, td)) = brk_from_tracefs() else {
         return;
     };
-    let ev = t.join("events");
-    let id: u64 = std::fs::read_to_string(ev.join("syscalls/sys_enter_brk/id"))
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
-    let td = tracing_data(
-        &std::fs::read(ev.join("header_page")).unwrap(),
-        &std::fs::read(ev.join("header_event")).unwrap(),
-        &[TracepointFormat {
-            format: std::fs::read(ev.join("syscalls/sys_enter_brk/format")).unwrap(),
-            ..brk_tp(id)
-        }],
-    );
     let (bytes, _) = pipe_recording(7, &td, id, false);
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("pipe.data");
