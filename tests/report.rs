@@ -222,14 +222,15 @@ fn perf_dwarf_recording_is_unwound_offline_with_the_full_chain() {
 }
 
 /// `perf record -q -m 4096 -o - PERF_OPTS -- PROG N`, its stream piped into `memperf report -q
-/// -i - REPORT_ARGS` through a tee that keeps a copy in `copy`. Returns perf's output (in pipe
-/// mode the workload's standard output goes to perf's standard error) and memperf's.
+/// -i - REPORT_ARGS` through a tee that keeps a copy in `copy`, which must read the same with
+/// `-i COPY`. Returns perf's output (in pipe mode the workload's standard output goes to
+/// perf's standard error) and the report.
 fn perf_pipe_into_report(
     perf_opts: &[&str],
     (prog, n): (&Path, u32),
     copy: &Path,
     report_args: &[&str],
-) -> (Output, Output) {
+) -> (Output, String) {
     use std::io::{Read, Write};
     use std::process::Stdio;
     let _turn = recording_turn();
@@ -274,7 +275,11 @@ fn perf_pipe_into_report(
         "memperf report -i - {report_args:?}: {}",
         stderr(&report)
     );
-    (perf, report)
+    let from_stdin = String::from_utf8(report.stdout).unwrap();
+    // The stream saved to a file reads as it did through the pipe.
+    let from_file = report_ok(&[report_args, &["-i", copy.to_str().unwrap()]].concat());
+    assert_eq!(from_stdin, from_file, "-i - and -i {}", copy.display());
+    (perf, from_stdin)
 }
 
 #[test]
@@ -288,11 +293,8 @@ fn perf_pipe_mode_folds_like_file_mode_and_perf_script() {
     let prog = fixture("pagefault", Variant::Fp);
     let copy = dir.path().join("pipe-g.data");
     let opts = ["-e", "page-faults", "-c", "1", "-g"];
-    let (_, piped) = perf_pipe_into_report(&opts, (&prog, N), &copy, &["--folded"]);
-    let from_stdin = String::from_utf8(piped.stdout).unwrap();
-    // The stream saved to a file reads as it did through the pipe.
+    let (_, from_stdin) = perf_pipe_into_report(&opts, (&prog, N), &copy, &["--folded"]);
     let path = copy.to_str().unwrap();
-    assert_eq!(from_stdin, report_ok(&["--folded", "-i", path]));
     // perf script reads the stream too: stack by stack, the same as often.
     let ours = memperf_chain_stacks(&from_stdin);
     assert_eq!(ours, perf_chain_stacks(&copy), "memperf vs perf script");
@@ -324,12 +326,7 @@ fn perf_pipe_mode_dwarf_stacks_are_unwound_offline_with_the_full_chain() {
     let copy = dir.path().join("pipe-dwarf.data");
     let opts = ["-e", "page-faults", "-c", "1", "--call-graph", "dwarf"];
     let prog = fixture("pagefault", Variant::NoFp);
-    let (_, piped) = perf_pipe_into_report(&opts, (&prog, N), &copy, &["--folded"]);
-    let from_stdin = String::from_utf8(piped.stdout).unwrap();
-    assert_eq!(
-        from_stdin,
-        report_ok(&["--folded", "-i", copy.to_str().unwrap()])
-    );
+    let (_, from_stdin) = perf_pipe_into_report(&opts, (&prog, N), &copy, &["--folded"]);
     // Every sample perf kept (it may drop some when its ring fills, as in file mode) has
     // the whole chain, unwound here from the raw stacks in the stream.
     let ours = memperf_chain_stacks(&from_stdin);
@@ -371,8 +368,7 @@ fn perf_pipe_mode_tracepoints_use_the_tracing_data_in_the_stream() {
     // Byte weights read the brk argument and the break sys_exit_brk returned through the
     // tracepoint formats, which only the stream's tracing data gives.
     let weigh = ["--folded", "--event", ENTER, "--weight", "bytes"];
-    let (perf, piped) = perf_pipe_into_report(&opts, (&prog, N), &copy, &weigh);
-    let bytes = String::from_utf8(piped.stdout).unwrap();
+    let (perf, bytes) = perf_pipe_into_report(&opts, (&prog, N), &copy, &weigh);
     let growth = printed_heap_growth(&stderr(&perf));
     assert_eq!(growth, u64::from(N) * 8192);
     assert_eq!(grow_heap_bytes(&bytes, "grow_heap"), growth, "{bytes}");
@@ -427,10 +423,7 @@ fn truncated_and_corrupt_pipe_streams_report_what_is_valid() {
     let prog = fixture("pagefault", Variant::NoFp);
     let opts = ["-e", "page-faults", "-c", "1"];
     let (_, piped) = perf_pipe_into_report(&opts, (&prog, 2000), &copy, &["--folded"]);
-    let full: u64 = folded(&String::from_utf8(piped.stdout).unwrap())
-        .iter()
-        .map(|(_, n)| n)
-        .sum();
+    let full: u64 = folded(&piped).iter().map(|(_, n)| n).sum();
     let bytes = std::fs::read(&copy).unwrap();
     let offsets = record_offsets(&bytes);
 
