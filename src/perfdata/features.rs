@@ -16,6 +16,8 @@ pub const HEADER_CMDLINE: u32 = 11;
 pub const HEADER_EVENT_DESC: u32 = 12;
 pub const HEADER_SAMPLE_TIME: u32 = 21;
 pub const HEADER_CLOCKID: u32 = 23;
+/// Set when the records are zstd-compressed (`perf record -z`); memperf does not write it.
+pub const HEADER_COMPRESSED: u32 = 27;
 /// memperf's own counts ([`MemperfStats`]). perf reads the feature bits below its
 /// `HEADER_LAST_FEATURE` (about 30) and passes over the table entries of higher ones, so the
 /// last of the 256 bits is one perf will not give a meaning of its own.

@@ -5,15 +5,13 @@ use std::path::Path;
 
 use rustc_hash::FxHashMap;
 
+use super::features::HEADER_COMPRESSED;
 use super::{
     ATTR_SIZE_VER0, EventDesc, FILE_HEADER_SIZE, PERF_MAGIC, PERF_RECORD_AUXTRACE,
     PERF_RECORD_COMPRESSED, PERF_RECORD_COMPRESSED2, PERF_RECORD_HEADER_TRACING_DATA,
     PIPE_HEADER_SIZE, PerfDataError, ReadFeatures, attr_from_bytes, le_u32, le_u64,
 };
 use crate::record::{ParseInfo, record_identifier};
-
-/// perf's feature bit for zstd-compressed records (`HEADER_COMPRESSED`).
-const HEADER_COMPRESSED: u32 = 27;
 
 /// A whole perf.data file in memory.
 #[derive(Debug)]
