@@ -73,7 +73,8 @@ pub enum ScriptField {
 /// Arguments of `memperf script`.
 #[derive(Debug, Args)]
 pub struct ScriptArgs {
-    /// The perf.data file to read (memperf's or perf's).
+    /// The perf.data file to read: memperf's or perf's, in file mode or pipe mode (`perf
+    /// record -o -`). `-` reads standard input to its end, as `perf report -i -` does.
     #[arg(
         short = 'i',
         long = "input",
@@ -112,7 +113,7 @@ impl ScriptArgs {
             event: self.event,
             quiet: self.quiet,
             script: Some(fields),
-            ..ReportConfig::plain(self.input)
+            ..ReportConfig::plain(Input::from_arg(self.input))
         })
     }
 }
@@ -125,6 +126,9 @@ EXAMPLES:
         One line per unique stack, `comm;root;...;leaf count`, for flamegraph.pl or inferno.
     memperf report -i perf.data --folded
         A file made by `perf record -g` or `perf record --call-graph dwarf` (unwound here).
+    perf record -o - -e page-faults -g -- ./app | memperf report -i - --folded
+        perf's pipe mode, read from standard input (a piped stream saved to a file reads
+        with -i FILE too).
     memperf report --folded --event syscalls:sys_enter_brk --comm java --pid 4242
         One event, one command name, one process.
     memperf report --folded --per-pid --addrs --inline --kernel-annotate
@@ -139,7 +143,8 @@ PERMISSIONS:
 /// Arguments of `memperf report`.
 #[derive(Debug, Args)]
 pub struct ReportArgs {
-    /// The perf.data file to read (memperf's or perf's).
+    /// The perf.data file to read: memperf's or perf's, in file mode or pipe mode (`perf
+    /// record -o -`). `-` reads standard input to its end, as `perf report -i -` does.
     #[arg(
         short = 'i',
         long = "input",
@@ -349,10 +354,39 @@ pub enum Prefix {
     Tid,
 }
 
+/// Where `memperf report` and `memperf script` read a recording from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Input {
+    /// A perf.data file, in file mode or pipe mode.
+    File(PathBuf),
+    /// Standard input (`-i -`), read to its end before the report starts.
+    Stdin,
+}
+
+impl Input {
+    /// `-` is standard input, as for perf; a file named `-` is `./-`.
+    pub fn from_arg(path: PathBuf) -> Input {
+        if path.as_os_str() == "-" {
+            Input::Stdin
+        } else {
+            Input::File(path)
+        }
+    }
+}
+
+impl std::fmt::Display for Input {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Input::File(p) => p.display().fmt(f),
+            Input::Stdin => f.write_str("standard input"),
+        }
+    }
+}
+
 /// A validated `memperf report` configuration.
 #[derive(Debug, Clone)]
 pub struct ReportConfig {
-    pub input: PathBuf,
+    pub input: Input,
     pub folded: bool,
     pub event: Option<String>,
     pub pids: Option<Vec<u32>>,
@@ -382,8 +416,19 @@ pub struct ReportConfig {
 }
 
 impl ReportConfig {
+    /// Whether the output is the text report (header and top stacks), the one output with
+    /// room to say what went wrong in it.
+    pub fn is_text_report(&self) -> bool {
+        !(self.folded
+            || self.flamegraph.is_some()
+            || self.pprof.is_some()
+            || self.script.is_some()
+            || self.by.is_some()
+            || self.timeline.is_some())
+    }
+
     /// Every stack of every event, named plainly: no filter, no annotation, no output file.
-    pub fn plain(input: PathBuf) -> ReportConfig {
+    pub fn plain(input: Input) -> ReportConfig {
         ReportConfig {
             input,
             folded: false,
@@ -459,7 +504,7 @@ impl ReportArgs {
             None => None,
         };
         Ok(ReportConfig {
-            input: self.input,
+            input: Input::from_arg(self.input),
             folded: self.folded,
             event: self.event,
             pids: self
@@ -906,6 +951,26 @@ mod tests {
         let e = report_config(&["--time", "5"]).unwrap_err().to_string();
         assert!(e.contains("expected START,END"), "{e}");
         assert!(report_config(&["--user-only", "--kernel-only"]).is_err());
+    }
+
+    #[test]
+    fn report_input_dash_is_standard_input() {
+        assert_eq!(report_config(&["-i", "-"]).unwrap().input, Input::Stdin);
+        let c = report_config(&["-i", "./-"]).unwrap();
+        assert_eq!(c.input, Input::File(PathBuf::from("./-")));
+        assert_eq!(
+            report_config(&[]).unwrap().input,
+            Input::File(PathBuf::from("memperf.data"))
+        );
+        assert_eq!(Input::Stdin.to_string(), "standard input");
+        let script = match Cli::try_parse_from(["memperf", "script", "-i", "-"])
+            .unwrap()
+            .command
+        {
+            Command::Script(s) => s.into_config().unwrap(),
+            _ => unreachable!("parsed a script command line"),
+        };
+        assert_eq!(script.input, Input::Stdin);
     }
 
     #[test]

@@ -1,12 +1,15 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 //! Bounded, deterministic fuzzing of the perf.data reader: a real recording, mutated
 //! thousands of times (flipped bytes, cut short, broken record sizes), must give errors or
-//! partial results and never a panic, in the library and in `memperf report`.
+//! partial results and never a panic, in the library and in `memperf report`. Both a file
+//! and a pipe-mode stream (`perf record -o -`, whose header arrives as records) are mutated.
 //! `fuzz/` has the open-ended libFuzzer target over the same code.
 
 mod common;
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::path::Path;
+use std::process::{Command, Output};
 
 use common::*;
 use memperf::perfdata::PerfDataFile;
@@ -43,26 +46,9 @@ fn read_all(bytes: Vec<u8>) -> usize {
     n
 }
 
-/// Offsets of every record header in the data section.
-fn record_offsets(bytes: &[u8]) -> Vec<usize> {
-    let data_offset = u64::from_ne_bytes(bytes[40..48].try_into().unwrap()) as usize;
-    let data_size = u64::from_ne_bytes(bytes[48..56].try_into().unwrap()) as usize;
-    let mut out = Vec::new();
-    let mut pos = data_offset;
-    while pos + 8 <= data_offset + data_size {
-        out.push(pos);
-        let size = u16::from_ne_bytes([bytes[pos + 6], bytes[pos + 7]]) as usize;
-        if size < 8 {
-            break;
-        }
-        pos += size;
-    }
-    out
-}
-
 fn mutate(rng: &mut Rng, orig: &[u8], offsets: &[usize]) -> Vec<u8> {
     let mut b = orig.to_vec();
-    match rng.below(5) {
+    match rng.below(6) {
         0 => {
             for _ in 0..1 + rng.below(8) {
                 let i = rng.below(b.len());
@@ -77,8 +63,16 @@ fn mutate(rng: &mut Rng, orig: &[u8], offsets: &[usize]) -> Vec<u8> {
             b[at..at + 2].copy_from_slice(&v.to_ne_bytes());
         }
         3 => {
-            // A header field (sizes and offsets of the sections) set to anything.
+            // A header field (sizes and offsets of the sections; in a pipe-mode stream, the
+            // first attr record) set to anything.
             let at = 8 * (1 + rng.below(13));
+            let v = rng.next() >> rng.below(64);
+            b[at..at + 8].copy_from_slice(&v.to_ne_bytes());
+        }
+        4 => {
+            // A record's first word set to anything: in a pipe-mode stream, the size of the
+            // tracing data, a feature id or an EVENT_UPDATE type.
+            let at = (offsets[rng.below(offsets.len())] + 8).min(b.len() - 8);
             let v = rng.next() >> rng.below(64);
             b[at..at + 8].copy_from_slice(&v.to_ne_bytes());
         }
@@ -115,21 +109,63 @@ fn mutated_recordings_never_panic() {
         &prog,
         &["4"],
     );
-    let orig = std::fs::read(&out).unwrap();
-    let offsets = record_offsets(&orig);
+    never_panics(dir.path(), &std::fs::read(&out).unwrap());
+}
+
+#[test]
+fn mutated_pipe_streams_never_panic() {
+    let what = "a pipe-mode recording to mutate";
+    if !require_perf(what) || !require_perf_tool(what) {
+        return;
+    }
+    let dir = scratch();
+    let prog = fixture("brk", Variant::NoFp);
+    // The same kinds of samples from perf's pipe mode, with the tracing data in the stream.
+    let o = {
+        let _turn = recording_turn();
+        Command::new("perf")
+            .args(["record", "-q", "-c", "1", "-o", "-"])
+            .args(["-e", "page-faults,syscalls:sys_enter_brk"])
+            .args(["--call-graph", "dwarf,1024", "--"])
+            .arg(&prog)
+            .arg("4")
+            .output()
+            .expect("run perf record")
+    };
+    assert!(o.status.success(), "perf record -o -: {}", stderr(&o));
+    assert_eq!(
+        o.stdout[8..16],
+        16u64.to_ne_bytes(),
+        "not a pipe-mode stream"
+    );
+    assert!(
+        record_offsets(&o.stdout)
+            .iter()
+            .any(|&at| o.stdout[at] == 66),
+        "no tracing data record in the stream"
+    );
+    never_panics(dir.path(), &o.stdout);
+}
+
+/// 3000 mutations of `orig` through the reader, and a sample of them through `memperf
+/// report` (a pipe-mode stream also on standard input): errors or partial results, never a
+/// panic. A mutation that panics is kept in `dir`.
+fn never_panics(dir: &Path, orig: &[u8]) {
+    let offsets = record_offsets(orig);
     assert!(offsets.len() > 50, "{} records", offsets.len());
-    assert_eq!(read_all(orig.clone()), offsets.len());
+    assert_eq!(read_all(orig.to_vec()), offsets.len());
+    let pipe = orig[8..16] == 16u64.to_ne_bytes();
 
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
     let mut cli_inputs = Vec::new();
     for i in 0..3000 {
-        let m = mutate(&mut rng, &orig, &offsets);
+        let m = mutate(&mut rng, orig, &offsets);
         if i % 100 == 0 {
             cli_inputs.push(m.clone());
         }
         let r = catch_unwind(AssertUnwindSafe(|| read_all(m.clone())));
         if r.is_err() {
-            let path = dir.path().join(format!("panic-{i}.data"));
+            let path = dir.join(format!("panic-{i}.data"));
             std::fs::write(&path, &m).unwrap();
             panic!(
                 "mutation {i} made the reader panic; input kept at {}",
@@ -139,7 +175,7 @@ fn mutated_recordings_never_panic() {
     }
     // The command line on a sample of them: a report or a clear error, never a panic.
     for (i, m) in cli_inputs.iter().enumerate() {
-        let path = dir.path().join(format!("m{i}.data"));
+        let path = dir.join(format!("m{i}.data"));
         std::fs::write(&path, m).unwrap();
         for args in [
             &["report", "-q", "-i"][..],
@@ -147,14 +183,20 @@ fn mutated_recordings_never_panic() {
         ] {
             let mut all = args.to_vec();
             all.push(path.to_str().unwrap());
-            let o = run_memperf(&all);
-            let err = stderr(&o);
-            assert!(!err.contains("panicked"), "mutation {i}: {err}");
-            assert!(
-                matches!(o.status.code(), Some(0 | 2)),
-                "mutation {i}: status {:?}: {err}",
-                o.status
-            );
+            check_cli(i, &run_memperf(&all));
+        }
+        if pipe {
+            check_cli(i, &run_memperf_stdin(&["script", "-q", "-i", "-"], m));
         }
     }
+}
+
+fn check_cli(i: usize, o: &Output) {
+    let err = stderr(o);
+    assert!(!err.contains("panicked"), "mutation {i}: {err}");
+    assert!(
+        matches!(o.status.code(), Some(0 | 2)),
+        "mutation {i}: status {:?}: {err}",
+        o.status
+    );
 }

@@ -133,9 +133,14 @@ fn perf_chain_stacks(file: &Path) -> BTreeMap<String, u64> {
 
 /// memperf's folded stacks from `main` down, for those with the chain.
 fn memperf_chain_stacks(text: &str) -> BTreeMap<String, u64> {
+    stacks_from(text, CHAIN_ROOT_FIRST)
+}
+
+/// memperf's folded stacks from `root` (`main;...`) down, for those that hold it.
+fn stacks_from(text: &str, root: &str) -> BTreeMap<String, u64> {
     let mut out = BTreeMap::new();
     for (stack, n) in folded(text) {
-        if let Some(at) = stack.find(CHAIN_ROOT_FIRST) {
+        if let Some(at) = stack.find(root) {
             *out.entry(stack[at..].to_string()).or_insert(0) += n;
         }
     }
@@ -214,6 +219,255 @@ fn perf_dwarf_recording_is_unwound_offline_with_the_full_chain() {
     // The text report says the stacks were unwound here.
     let header = report_ok(&["-i", out.to_str().unwrap()]);
     assert!(header.contains("# user stacks unwound here:"), "{header}");
+}
+
+/// `perf record -q -m 4096 -o - PERF_OPTS -- PROG N`, its stream piped into `memperf report -q
+/// -i - REPORT_ARGS` through a tee that keeps a copy in `copy`, which must read the same with
+/// `-i COPY`. Returns perf's output (in pipe mode the workload's standard output goes to
+/// perf's standard error) and the report.
+fn perf_pipe_into_report(
+    perf_opts: &[&str],
+    (prog, n): (&Path, u32),
+    copy: &Path,
+    report_args: &[&str],
+) -> (Output, String) {
+    use std::io::{Read, Write};
+    use std::process::Stdio;
+    let _turn = recording_turn();
+    let mut perf = Command::new("perf")
+        .args(["record", "-q", "-m", "4096", "-o", "-"])
+        .args(perf_opts)
+        .arg("--")
+        .arg(prog)
+        .arg(n.to_string())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run perf record");
+    let mut report = memperf()
+        .args(["report", "-q", "-i", "-"])
+        .args(report_args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run memperf report");
+    let (mut from, mut to) = (perf.stdout.take().unwrap(), report.stdin.take().unwrap());
+    let mut kept = std::fs::File::create(copy).unwrap();
+    let tee = std::thread::spawn(move || {
+        let mut buf = vec![0u8; 1 << 16];
+        loop {
+            let n = from.read(&mut buf).expect("read perf's stream");
+            if n == 0 {
+                break;
+            }
+            kept.write_all(&buf[..n]).unwrap();
+            to.write_all(&buf[..n])
+                .expect("write memperf's standard input");
+        }
+    });
+    let perf = perf.wait_with_output().expect("wait for perf");
+    tee.join().expect("the tee thread");
+    let report = report.wait_with_output().expect("wait for memperf");
+    assert!(perf.status.success(), "perf record -o -: {}", stderr(&perf));
+    assert!(
+        report.status.success(),
+        "memperf report -i - {report_args:?}: {}",
+        stderr(&report)
+    );
+    let from_stdin = String::from_utf8(report.stdout).unwrap();
+    // The stream saved to a file reads as it did through the pipe.
+    let from_file = report_ok(&[report_args, &["-i", copy.to_str().unwrap()]].concat());
+    assert_eq!(from_stdin, from_file, "-i - and -i {}", copy.display());
+    (perf, from_stdin)
+}
+
+#[test]
+fn perf_pipe_mode_folds_like_file_mode_and_perf_script() {
+    let what = "perf -o - -g interop";
+    if !require_perf(what) || !require_perf_tool(what) {
+        return;
+    }
+    const N: u32 = 500;
+    let dir = scratch();
+    let prog = fixture("pagefault", Variant::Fp);
+    let copy = dir.path().join("pipe-g.data");
+    let opts = ["-e", "page-faults", "-c", "1", "-g"];
+    let (_, from_stdin) = perf_pipe_into_report(&opts, (&prog, N), &copy, &["--folded"]);
+    let path = copy.to_str().unwrap();
+    // perf script reads the stream too: stack by stack, the same as often.
+    let ours = memperf_chain_stacks(&from_stdin);
+    assert_eq!(ours, perf_chain_stacks(&copy), "memperf vs perf script");
+    assert_eq!(ours.values().sum::<u64>(), u64::from(N), "{ours:?}");
+    // The same workload recorded by perf in file mode: the same user stacks, as often.
+    let file = dir.path().join("file-g.data");
+    perf_record(&file, &["-g"], &prog, N);
+    let user = |p: &str| memperf_chain_stacks(&report_ok(&["--folded", "--user-only", "-i", p]));
+    let from_file_mode = user(file.to_str().unwrap());
+    assert_eq!(user(path), from_file_mode);
+    assert_eq!(
+        from_file_mode,
+        BTreeMap::from([(CHAIN_ROOT_FIRST.to_string(), u64::from(N))])
+    );
+    // The header names the event from the stream and who recorded it.
+    let text = report_ok(&["-i", path]);
+    assert!(text.contains("# event page-faults: "), "{text}");
+    assert!(text.contains("perf record -q -m 4096 -o -"), "{text}");
+}
+
+#[test]
+fn perf_pipe_mode_dwarf_stacks_are_unwound_offline_with_the_full_chain() {
+    let what = "perf -o - dwarf interop";
+    if !require_perf(what) || !require_perf_tool(what) {
+        return;
+    }
+    const N: u32 = 500;
+    let dir = scratch();
+    let copy = dir.path().join("pipe-dwarf.data");
+    let opts = ["-e", "page-faults", "-c", "1", "--call-graph", "dwarf"];
+    let prog = fixture("pagefault", Variant::NoFp);
+    let (_, from_stdin) = perf_pipe_into_report(&opts, (&prog, N), &copy, &["--folded"]);
+    // Every sample perf kept (it may drop some when its ring fills, as in file mode) has
+    // the whole chain, unwound here from the raw stacks in the stream.
+    let ours = memperf_chain_stacks(&from_stdin);
+    let kept = perf_script(&copy)
+        .iter()
+        .filter(|s| s.has_frame("touch_pages"))
+        .count() as u64;
+    assert!(kept > 0, "perf kept no sample of the workload");
+    assert_eq!(ours.values().sum::<u64>(), kept, "{from_stdin}");
+    assert_eq!(ours, perf_chain_stacks(&copy), "memperf vs perf script");
+    assert!(
+        ours.keys().all(|s| s.starts_with(CHAIN_ROOT_FIRST)),
+        "{ours:?}"
+    );
+}
+
+#[test]
+fn perf_pipe_mode_tracepoints_use_the_tracing_data_in_the_stream() {
+    let what = "perf -o - tracepoint interop";
+    if !require_perf(what) || !require_perf_tool(what) {
+        return;
+    }
+    const N: u32 = 64;
+    const ENTER: &str = "syscalls:sys_enter_brk";
+    const CHAIN: &str = "main;brk_level1;grow_heap";
+    let dir = scratch();
+    let copy = dir.path().join("pipe-brk.data");
+    // DWARF stacks: libc's sbrk and brk keep no frame pointer, and a frame-pointer chain
+    // taken in the syscall loses the workload's frames.
+    let prog = fixture("brk", Variant::NoFp);
+    let opts = [
+        "-e",
+        ENTER,
+        "-e",
+        "syscalls:sys_exit_brk",
+        "--call-graph",
+        "dwarf",
+    ];
+    // Byte weights read the brk argument and the break sys_exit_brk returned through the
+    // tracepoint formats, which only the stream's tracing data gives.
+    let weigh = ["--folded", "--event", ENTER, "--weight", "bytes"];
+    let (perf, bytes) = perf_pipe_into_report(&opts, (&prog, N), &copy, &weigh);
+    let growth = printed_heap_growth(&stderr(&perf));
+    assert_eq!(growth, u64::from(N) * 8192);
+    assert_eq!(grow_heap_bytes(&bytes, "grow_heap"), growth, "{bytes}");
+
+    // The events by the names the stream gives them; each call once, with its chain.
+    let path = copy.to_str().unwrap();
+    let counts = report_ok(&["--folded", "--user-only", "--event", ENTER, "-i", path]);
+    let ours = stacks_from(&counts, CHAIN);
+    assert_eq!(ours.values().sum::<u64>(), u64::from(N), "{counts}");
+    // The tracepoint fields, decoded with the stream's formats.
+    let o = run_memperf(&["script", "-q", "-i", path]);
+    let script = parse_perf_script(&String::from_utf8_lossy(&o.stdout));
+    let calls: Vec<&ScriptSample> = script
+        .iter()
+        .filter(|s| s.event == ENTER && s.has_frame("grow_heap"))
+        .collect();
+    assert_eq!(calls.len(), N as usize, "{}", stderr(&o));
+    assert!(
+        calls.iter().all(|s| s.header.contains(" brk=0x")),
+        "{}",
+        calls[0].header
+    );
+
+    // The same workload recorded by perf in file mode: the same stacks, as often.
+    let file = dir.path().join("file-brk.data");
+    let o = {
+        let _turn = recording_turn();
+        Command::new("perf")
+            .args(["record", "-q", "-m", "4096", "-o"])
+            .arg(&file)
+            .args(opts)
+            .arg("--")
+            .arg(&prog)
+            .arg(N.to_string())
+            .output()
+            .expect("run perf record")
+    };
+    assert!(o.status.success(), "perf record: {}", stderr(&o));
+    let file = file.to_str().unwrap();
+    let from_file_mode = report_ok(&["--folded", "--user-only", "--event", ENTER, "-i", file]);
+    assert_eq!(ours, stacks_from(&from_file_mode, CHAIN));
+}
+
+#[test]
+fn truncated_and_corrupt_pipe_streams_report_what_is_valid() {
+    let what = "truncated pipe stream";
+    if !require_perf(what) || !require_perf_tool(what) {
+        return;
+    }
+    let dir = scratch();
+    let copy = dir.path().join("t-pipe.data");
+    let prog = fixture("pagefault", Variant::NoFp);
+    let opts = ["-e", "page-faults", "-c", "1"];
+    let (_, piped) = perf_pipe_into_report(&opts, (&prog, 2000), &copy, &["--folded"]);
+    let full: u64 = folded(&piped).iter().map(|(_, n)| n).sum();
+    let bytes = std::fs::read(&copy).unwrap();
+    let offsets = record_offsets(&bytes);
+
+    // Cut in the middle of a record: the records before it, then where and how much.
+    let mid = offsets[offsets.len() / 2];
+    let cut = &bytes[..mid + 20];
+    let want = format!("pipe-mode stream is truncated at offset {mid:#x}");
+    for o in [
+        run_memperf_stdin(&["report", "-q", "--folded", "-i", "-"], cut),
+        run_memperf_stdin(&["script", "-q", "-i", "-"], cut),
+    ] {
+        let err = stderr(&o);
+        assert!(o.status.success(), "{err}");
+        assert!(
+            err.contains(&want) && err.contains("only 20 are left (skipped)"),
+            "{err}"
+        );
+    }
+    let o = run_memperf_stdin(&["report", "-q", "--folded", "-i", "-"], cut);
+    let part: u64 = folded(&String::from_utf8_lossy(&o.stdout))
+        .iter()
+        .map(|(_, n)| n)
+        .sum();
+    assert!(part > 0 && part < full, "{part} of {full}");
+
+    // A record header with size 0 in the middle: the records before it count.
+    let mut bad = bytes.clone();
+    bad[mid + 6..mid + 8].fill(0);
+    let corrupt = dir.path().join("corrupt-pipe.data");
+    std::fs::write(&corrupt, &bad).unwrap();
+    let text = report_ok(&["-i", corrupt.to_str().unwrap()]);
+    assert!(
+        text.contains(&format!("record at offset {mid:#x} has size 0")),
+        "{text}"
+    );
+
+    // Cut inside the first record: nothing describes the events.
+    let o = run_memperf_stdin(&["report", "-q", "-i", "-"], &bytes[..40]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("standard input: pipe-mode stream describes no event"),
+        "{}",
+        stderr(&o)
+    );
 }
 
 #[test]

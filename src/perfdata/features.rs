@@ -1,6 +1,6 @@
 //! perf.data feature sections (`HEADER_*` in perf's `util/header.h`): encoding and decoding.
 
-use super::{EventDesc, attr_file_bytes, le_u32, le_u64};
+use super::{EventDesc, PERF_RECORD_HEADER_BUILD_ID, attr_file_bytes, le_u32, le_u64};
 
 pub const HEADER_TRACING_DATA: u32 = 1;
 pub const HEADER_BUILD_ID: u32 = 2;
@@ -16,13 +16,13 @@ pub const HEADER_CMDLINE: u32 = 11;
 pub const HEADER_EVENT_DESC: u32 = 12;
 pub const HEADER_SAMPLE_TIME: u32 = 21;
 pub const HEADER_CLOCKID: u32 = 23;
+/// Set when the records are zstd-compressed (`perf record -z`); memperf does not write it.
+pub const HEADER_COMPRESSED: u32 = 27;
 /// memperf's own counts ([`MemperfStats`]). perf reads the feature bits below its
 /// `HEADER_LAST_FEATURE` (about 30) and passes over the table entries of higher ones, so the
 /// last of the 256 bits is one perf will not give a meaning of its own.
 pub const HEADER_MEMPERF_STATS: u32 = 255;
 
-/// perf's user record type for build-id entries.
-const PERF_RECORD_HEADER_BUILD_ID: u32 = 67;
 const PERF_RECORD_MISC_BUILD_ID_SIZE: u16 = 1 << 15;
 /// perf pads strings and build-id file names to this alignment.
 const NAME_ALIGN: usize = 64;
@@ -112,7 +112,8 @@ pub struct ReadFeatures {
     pub total_mem_kb: Option<u64>,
     pub cmdline: Vec<String>,
     pub build_ids: Vec<BuildIdEntry>,
-    /// Event names from EVENT_DESC, in attr order.
+    /// Event names from EVENT_DESC, in attr order (of a pipe-mode stream: as its
+    /// EVENT_UPDATE records left them).
     pub event_names: Vec<String>,
     pub tracing_data: Option<Vec<u8>>,
     pub sample_time: Option<(u64, u64)>,
@@ -324,7 +325,11 @@ impl ReadFeatures {
             HEADER_CPUID => self.cpuid = Some(s.string()?),
             HEADER_NRCPUS => self.nr_cpus = Some((s.u32()?, s.u32()?)),
             HEADER_TOTAL_MEM => self.total_mem_kb = Some(s.u64()?),
-            HEADER_SAMPLE_TIME => self.sample_time = Some((s.u64()?, s.u64()?)),
+            // (0, 0) is "not known": what a pipe-mode stream holds, written before any sample.
+            HEADER_SAMPLE_TIME => {
+                let t = (s.u64()?, s.u64()?);
+                self.sample_time = (t != (0, 0)).then_some(t);
+            }
             HEADER_MEMPERF_STATS => self.memperf_stats = Some(MemperfStats::decode(&s.string()?)),
             HEADER_CMDLINE => {
                 let n = s.u32()?;
@@ -351,23 +356,30 @@ fn decode_build_ids(b: &[u8]) -> Option<Vec<BuildIdEntry>> {
     let mut out = Vec::new();
     let mut s = Sec { b, pos: 0 };
     while s.pos < b.len() {
-        let head = s.take(BUILD_ID_EVENT_SIZE)?;
+        let head = s.take(8)?;
         let misc = u16::from_ne_bytes([head[4], head[5]]);
         let size = usize::from(u16::from_ne_bytes([head[6], head[7]]));
-        let name = s.take(size.checked_sub(BUILD_ID_EVENT_SIZE)?)?;
-        let area = &head[12..36];
-        let id_len = if misc & PERF_RECORD_MISC_BUILD_ID_SIZE != 0 {
-            usize::from(area[20]).min(20)
-        } else {
-            20
-        };
-        let end = name.iter().position(|&c| c == 0).unwrap_or(name.len());
-        out.push(BuildIdEntry {
-            pid: le_u32(head, 8) as i32,
-            kernel: misc & 7 == 1,
-            build_id: area[..id_len].to_vec(),
-            filename: String::from_utf8_lossy(&name[..end]).into_owned(),
-        });
+        out.push(build_id_entry(misc, s.take(size.checked_sub(8)?)?)?);
     }
     Some(out)
+}
+
+/// One `perf_record_header_build_id` from its header's `misc` and the bytes after the
+/// header: a BUILD_ID feature entry, or a pipe-mode PERF_RECORD_HEADER_BUILD_ID.
+pub(super) fn build_id_entry(misc: u16, body: &[u8]) -> Option<BuildIdEntry> {
+    let pid = le_u32(body.get(..4)?, 0) as i32;
+    let area = body.get(4..BUILD_ID_EVENT_SIZE - 8)?;
+    let name = &body[BUILD_ID_EVENT_SIZE - 8..];
+    let id_len = if misc & PERF_RECORD_MISC_BUILD_ID_SIZE != 0 {
+        usize::from(area[20]).min(20)
+    } else {
+        20
+    };
+    let end = name.iter().position(|&c| c == 0).unwrap_or(name.len());
+    Some(BuildIdEntry {
+        pid,
+        kernel: misc & 7 == 1,
+        build_id: area[..id_len].to_vec(),
+        filename: String::from_utf8_lossy(&name[..end]).into_owned(),
+    })
 }

@@ -7,6 +7,7 @@
 use perf_event_open_sys::bindings::{__BindgenBitfieldUnit, perf_event_attr};
 
 mod features;
+mod pipe;
 mod reader;
 #[cfg(test)]
 mod tests;
@@ -22,12 +23,29 @@ pub use writer::PerfDataWriter;
 pub const PERF_MAGIC: [u8; 8] = *b"PERFILE2";
 /// Size of `struct perf_file_header`.
 pub const FILE_HEADER_SIZE: u64 = 104;
+/// Size of `struct perf_pipe_file_header` (magic and size): what `perf record -o -` writes
+/// before its records.
+pub const PIPE_HEADER_SIZE: u64 = 16;
 /// Size of `perf_event_attr` version 0, the smallest a file may hold.
 pub const ATTR_SIZE_VER0: usize = 64;
 /// The attr size that perf 6.1 reads (`PERF_ATTR_SIZE_VER7`); larger attrs are refused by it.
 pub const ATTR_SIZE_VER7: usize = 128;
 /// Size of the `perf_event_attr` this crate knows (`PERF_ATTR_SIZE_VER9`).
 pub const ATTR_SIZE_MAX: usize = 144;
+
+// perf's own record types, above the kernel's (`enum perf_user_event_type` in
+// tools/lib/perf/include/perf/event.h). A pipe-mode stream carries its header this way.
+pub const PERF_RECORD_HEADER_ATTR: u32 = 64;
+pub const PERF_RECORD_HEADER_EVENT_TYPE: u32 = 65;
+/// Followed by the tracing data blob, of the (8-aligned) size the record holds.
+pub const PERF_RECORD_HEADER_TRACING_DATA: u32 = 66;
+pub const PERF_RECORD_HEADER_BUILD_ID: u32 = 67;
+/// Followed by the trace data, of the size the record holds.
+pub const PERF_RECORD_AUXTRACE: u32 = 71;
+pub const PERF_RECORD_EVENT_UPDATE: u32 = 78;
+pub const PERF_RECORD_HEADER_FEATURE: u32 = 80;
+pub const PERF_RECORD_COMPRESSED: u32 = 81;
+pub const PERF_RECORD_COMPRESSED2: u32 = 83;
 
 /// One event of a recording: its attr, its name and the sample ids its fds were given.
 #[derive(Clone)]
@@ -67,8 +85,6 @@ pub enum PerfDataError {
     BigEndian,
     #[error("version 1 perf.data files (magic PERFFILE) are not supported")]
     Version1,
-    #[error("pipe-mode perf.data files are not supported yet")]
-    PipeMode,
     #[error("header: {0}")]
     Header(String),
     #[error("data size is 0: the recording was not finished")]
@@ -81,6 +97,26 @@ pub enum PerfDataError {
         "data section is truncated at offset {offset:#x}: {skipped} bytes of it could not be read"
     )]
     Truncated { offset: u64, skipped: u64 },
+    /// A pipe-mode stream has no declared length: it ends inside a record.
+    #[error(
+        "pipe-mode stream is truncated at offset {offset:#x}: the record there needs {wanted} bytes, only {present} are left (skipped)"
+    )]
+    StreamTruncated {
+        offset: u64,
+        wanted: u64,
+        present: u64,
+    },
+    #[error("pipe-mode stream describes no event: {0}")]
+    NoEvents(String),
+    #[error(
+        "records are zstd-compressed (`perf record -z`{}), which memperf cannot read: record without -z",
+        at_offset(*.offset)
+    )]
+    Compressed { offset: Option<u64> },
+}
+
+fn at_offset(offset: Option<u64>) -> String {
+    offset.map_or_else(String::new, |o| format!(", first at offset {o:#x}"))
 }
 
 fn le_u64(b: &[u8], off: usize) -> u64 {

@@ -1,12 +1,15 @@
-//! Reads perf.data files (PERFILE2, file mode, native endian) written by memperf or perf.
+//! Reads perf.data files (PERFILE2, native endian) written by memperf or perf: file mode, and
+//! pipe mode (`perf record -o -`), whose header arrives as records ([`super::pipe`]).
 
 use std::path::Path;
 
 use rustc_hash::FxHashMap;
 
+use super::features::HEADER_COMPRESSED;
 use super::{
-    ATTR_SIZE_VER0, EventDesc, FILE_HEADER_SIZE, PERF_MAGIC, PerfDataError, ReadFeatures,
-    attr_from_bytes, le_u64,
+    ATTR_SIZE_VER0, EventDesc, FILE_HEADER_SIZE, PERF_MAGIC, PERF_RECORD_AUXTRACE,
+    PERF_RECORD_COMPRESSED, PERF_RECORD_COMPRESSED2, PERF_RECORD_HEADER_TRACING_DATA,
+    PIPE_HEADER_SIZE, PerfDataError, ReadFeatures, attr_from_bytes, le_u32, le_u64,
 };
 use crate::record::{ParseInfo, record_identifier};
 
@@ -21,6 +24,7 @@ pub struct PerfDataFile {
     data_offset: u64,
     data_end: u64,
     ids: FxHashMap<u64, usize>,
+    pipe: bool,
 }
 
 /// One record of the data section, borrowed from the file.
@@ -30,6 +34,9 @@ pub struct RawFileRecord<'a> {
     pub misc: u16,
     /// The record without its 8-byte header.
     pub body: &'a [u8],
+    /// What follows the record and belongs to it: the tracing data after
+    /// PERF_RECORD_HEADER_TRACING_DATA, the trace after PERF_RECORD_AUXTRACE; else empty.
+    pub payload: &'a [u8],
     /// File offset of the record header.
     pub offset: u64,
 }
@@ -42,6 +49,8 @@ pub struct RecordIter<'a> {
     end: u64,
     missing: u64,
     done: bool,
+    /// Pipe mode: the stream has no declared length, so a cut is reported as such.
+    pipe: bool,
 }
 
 impl<'a> Iterator for RecordIter<'a> {
@@ -62,9 +71,9 @@ impl<'a> Iterator for RecordIter<'a> {
         let start = self.pos as usize;
         let head = match self.bytes.get(start..start + 8) {
             Some(h) if remaining >= 8 => h,
-            _ => return self.truncated(),
+            _ => return self.truncated(8),
         };
-        let ty = u32::from_ne_bytes([head[0], head[1], head[2], head[3]]);
+        let ty = le_u32(head, 0);
         let misc = u16::from_ne_bytes([head[4], head[5]]);
         let size = u16::from_ne_bytes([head[6], head[7]]);
         if size < 8 {
@@ -75,26 +84,71 @@ impl<'a> Iterator for RecordIter<'a> {
             }));
         }
         if u64::from(size) > remaining {
-            return self.truncated();
+            return self.truncated(u64::from(size));
         }
         let body = &self.bytes[start + 8..start + usize::from(size)];
+        let whole = u64::from(size).saturating_add(payload_size(ty, body));
+        if whole > remaining {
+            return self.truncated(whole);
+        }
+        if matches!(ty, PERF_RECORD_COMPRESSED | PERF_RECORD_COMPRESSED2) {
+            self.done = true;
+            return Some(Err(PerfDataError::Compressed {
+                offset: Some(self.pos),
+            }));
+        }
+        // `whole <= remaining`, and the bytes reach `end`: the payload is within them.
+        let payload = &self.bytes[start + usize::from(size)..start + whole as usize];
         let offset = self.pos;
-        self.pos += u64::from(size);
+        self.pos += whole;
         Some(Ok(RawFileRecord {
             ty,
             misc,
             body,
+            payload,
             offset,
         }))
     }
 }
 
-impl RecordIter<'_> {
-    fn truncated(&mut self) -> Option<Result<RawFileRecord<'static>, PerfDataError>> {
+/// The size of what follows a record of type `ty` and belongs to it (perf's reader skips it
+/// after handling the record, in both modes).
+fn payload_size(ty: u32, body: &[u8]) -> u64 {
+    match ty {
+        PERF_RECORD_HEADER_TRACING_DATA if body.len() >= 4 => u64::from(le_u32(body, 0)),
+        PERF_RECORD_AUXTRACE if body.len() >= 8 => le_u64(body, 0),
+        _ => 0,
+    }
+}
+
+impl<'a> RecordIter<'a> {
+    /// The records of a pipe-mode stream: everything after its 16-byte header.
+    pub(super) fn pipe(bytes: &'a [u8]) -> RecordIter<'a> {
+        RecordIter {
+            bytes,
+            pos: PIPE_HEADER_SIZE.min(bytes.len() as u64),
+            end: bytes.len() as u64,
+            missing: 0,
+            done: false,
+            pipe: true,
+        }
+    }
+
+    /// Ends the iteration at a record of `wanted` bytes that is not all there.
+    fn truncated(&mut self, wanted: u64) -> Option<Result<RawFileRecord<'static>, PerfDataError>> {
         self.done = true;
-        Some(Err(PerfDataError::Truncated {
-            offset: self.pos,
-            skipped: self.end - self.pos + self.missing,
+        let present = self.end - self.pos;
+        Some(Err(if self.pipe {
+            PerfDataError::StreamTruncated {
+                offset: self.pos,
+                wanted,
+                present,
+            }
+        } else {
+            PerfDataError::Truncated {
+                offset: self.pos,
+                skipped: present + self.missing,
+            }
         }))
     }
 }
@@ -170,8 +224,8 @@ impl PerfDataFile {
         }
         check_magic(&bytes)?;
         let header_size = le_u64(&bytes, 8);
-        if header_size == 16 {
-            return Err(PerfDataError::PipeMode);
+        if header_size == PIPE_HEADER_SIZE {
+            return Self::parse_pipe(bytes);
         }
         if bytes.len() < FILE_HEADER_SIZE as usize {
             return Err(PerfDataError::TooSmall(bytes.len() as u64));
@@ -187,6 +241,9 @@ impl PerfDataFile {
         if data_size == 0 {
             return Err(PerfDataError::DataSizeZero);
         }
+        if le_u64(&bytes, 72) & (1 << HEADER_COMPRESSED) != 0 {
+            return Err(PerfDataError::Compressed { offset: None });
+        }
         let events = read_attrs(&bytes, attr_size, attrs_off, attrs_size)?;
         let file_len = bytes.len() as u64;
         if data_offset > file_len {
@@ -197,23 +254,40 @@ impl PerfDataFile {
         let wanted_end = data_offset.saturating_add(data_size);
         let data_end = wanted_end.min(file_len);
         let features = read_features(&bytes, wanted_end);
-        let mut ids = FxHashMap::default();
-        for (i, e) in events.iter().enumerate() {
-            ids.extend(e.ids.iter().map(|&id| (id, i)));
-        }
         let mut events = events;
         for (e, name) in events.iter_mut().zip(&features.event_names) {
             e.name.clone_from(name);
         }
         Ok(PerfDataFile {
+            ids: id_index(&events),
             events,
             features,
             missing_data_bytes: wanted_end - data_end,
             bytes,
             data_offset,
             data_end,
-            ids,
+            pipe: false,
         })
+    }
+
+    /// A pipe-mode stream: its attrs, names and features are read from its records first.
+    fn parse_pipe(bytes: Bytes) -> Result<PerfDataFile, PerfDataError> {
+        let (events, features) = super::pipe::read_header_records(&bytes)?;
+        Ok(PerfDataFile {
+            ids: id_index(&events),
+            events,
+            features,
+            missing_data_bytes: 0,
+            data_offset: PIPE_HEADER_SIZE,
+            data_end: bytes.len() as u64,
+            bytes,
+            pipe: true,
+        })
+    }
+
+    /// Whether the file is a pipe-mode stream (`perf record -o -`).
+    pub fn is_pipe(&self) -> bool {
+        self.pipe
     }
 
     /// File offset of the end of the data section (for progress).
@@ -223,12 +297,16 @@ impl PerfDataFile {
 
     /// The records of the data section, in file order.
     pub fn records(&self) -> RecordIter<'_> {
+        if self.pipe {
+            return RecordIter::pipe(&self.bytes);
+        }
         RecordIter {
             bytes: &self.bytes,
             pos: self.data_offset,
             end: self.data_end,
             missing: self.missing_data_bytes,
             done: false,
+            pipe: false,
         }
     }
 
@@ -253,6 +331,15 @@ impl PerfDataFile {
             .map(|e| ParseInfo::from_attr(&e.attr))
             .unwrap_or_default()
     }
+}
+
+/// Sample id → index in `events`.
+fn id_index(events: &[EventDesc]) -> FxHashMap<u64, usize> {
+    let mut ids = FxHashMap::default();
+    for (i, e) in events.iter().enumerate() {
+        ids.extend(e.ids.iter().map(|&id| (id, i)));
+    }
+    ids
 }
 
 fn read_attrs(
@@ -325,7 +412,7 @@ fn read_features(bytes: &[u8], table_offset: u64) -> ReadFeatures {
 }
 
 /// A name for an event whose file has no EVENT_DESC feature.
-fn default_event_name(ty: u32, config: u64) -> String {
+pub(super) fn default_event_name(ty: u32, config: u64) -> String {
     use perf_event_open_sys::bindings as b;
     let known = match (ty, config) {
         (b::PERF_TYPE_SOFTWARE, 0) => "cpu-clock",

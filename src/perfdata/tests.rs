@@ -128,14 +128,24 @@ const BASE: u64 = 0x5555_0000_0000;
 fn write_pf_file(dir: &Path, nr: u64, features: &Features) -> PathBuf {
     let path = dir.join("pf.data");
     let attr = pf_attr();
-    let info = ParseInfo::from_attr(&attr);
     let ids = vec![1001, 1002];
+    let buf = pf_records(nr, &ParseInfo::from_attr(&attr), &ids);
     let events = vec![EventDesc {
         attr,
         name: "page-faults".into(),
-        ids: ids.clone(),
+        ids,
     }];
     let mut w = PerfDataWriter::create(&path, events).unwrap();
+    w.write_record(&buf).unwrap();
+    assert_eq!(w.data_bytes(), buf.len() as u64);
+    let total = w.finish(features).unwrap();
+    assert_eq!(std::fs::metadata(&path).unwrap().len(), total);
+    path
+}
+
+/// The records of `nr` page faults in /bin/true (COMM, MMAP2, the samples with the sample
+/// ids `ids` in turn, FINISHED_ROUND).
+fn pf_records(nr: u64, info: &ParseInfo, ids: &[u64]) -> Vec<u8> {
     let true_path = std::fs::canonicalize("/bin/true").unwrap();
     let ((vaddr, off, size), entry) = exec_segment(&true_path);
     let map_start = BASE + (vaddr & !0xfff);
@@ -148,7 +158,7 @@ fn write_pf_file(dir: &Path, nr: u64, features: &Features) -> PathBuf {
         ..SampleId::default()
     };
     let mut buf = Vec::new();
-    encode_comm(&mut buf, PID, PID, b"true", true, &sid(1_000_000), &info);
+    encode_comm(&mut buf, PID, PID, b"true", true, &sid(1_000_000), info);
     let m = Mmap2Fields {
         pid: PID,
         tid: PID,
@@ -160,11 +170,11 @@ fn write_pf_file(dir: &Path, nr: u64, features: &Features) -> PathBuf {
         filename: true_path.as_os_str().as_encoded_bytes(),
         ..Mmap2Fields::default()
     };
-    encode_mmap2(&mut buf, &m, &sid(1_000_001), &info);
+    encode_mmap2(&mut buf, &m, &sid(1_000_001), info);
     let ip = BASE + entry;
     for i in 0..nr {
         let s = Sample {
-            identifier: Some(ids[i as usize % 2]),
+            identifier: Some(ids[i as usize % ids.len()]),
             ip: Some(ip),
             pid: Some(PID),
             tid: Some(PID),
@@ -174,14 +184,10 @@ fn write_pf_file(dir: &Path, nr: u64, features: &Features) -> PathBuf {
             ..Sample::default()
         };
         let misc = b::PERF_RECORD_MISC_USER as u16;
-        encode_sample(&mut buf, misc, &s, &info, Some(&[b::PERF_CONTEXT_USER, ip])).unwrap();
+        encode_sample(&mut buf, misc, &s, info, Some(&[b::PERF_CONTEXT_USER, ip])).unwrap();
     }
     encode_finished_round(&mut buf);
-    w.write_record(&buf).unwrap();
-    assert_eq!(w.data_bytes(), buf.len() as u64);
-    let total = w.finish(features).unwrap();
-    assert_eq!(std::fs::metadata(&path).unwrap().len(), total);
-    path
+    buf
 }
 
 fn test_features() -> Features {
@@ -265,44 +271,8 @@ fn perf_script_and_report_read_written_file() {
     assert!(out.contains("true"), "{out}");
 }
 
-fn tracefs() -> Option<PathBuf> {
-    let t = Path::new("/sys/kernel/tracing");
-    if !t.join("events").exists() {
-        let _ = Command::new("mount")
-            .args(["-t", "tracefs", "nodev"])
-            .arg(t)
-            .status();
-    }
-    t.join("events/syscalls/sys_enter_brk/id")
-        .exists()
-        .then(|| t.to_path_buf())
-}
-
-#[test]
-fn perf_script_decodes_tracepoint_fields() {
-    if !have_perf() {
-        return;
-    }
-    let Some(t) = tracefs() else {
-        skip("tracefs with syscalls:sys_enter_brk is not available");
-        return;
-    };
-    let ev = t.join("events");
-    let format = std::fs::read(ev.join("syscalls/sys_enter_brk/format")).unwrap();
-    let id: u64 = std::fs::read_to_string(ev.join("syscalls/sys_enter_brk/id"))
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
-    let td = tracing_data(
-        &std::fs::read(ev.join("header_page")).unwrap(),
-        &std::fs::read(ev.join("header_event")).unwrap(),
-        &[TracepointFormat {
-            system: "syscalls".into(),
-            name: "sys_enter_brk".into(),
-            format,
-        }],
-    );
+/// A `syscalls:sys_enter_brk` event of tracepoint id `id`, with the raw payload.
+fn brk_attr(id: u64) -> perf_event_attr {
     let mut attr = perf_event_attr {
         type_: b::PERF_TYPE_TRACEPOINT,
         config: id,
@@ -318,6 +288,79 @@ fn perf_script_decodes_tracepoint_fields() {
     };
     attr.sample_period = 1;
     attr.set_sample_id_all(1);
+    attr
+}
+
+/// A `sys_enter_brk(brk)` sample of sample id `ids.0` and tracepoint id `ids.1`.
+fn brk_sample(buf: &mut Vec<u8>, info: &ParseInfo, ids: (u64, u64), time: u64, brk: u64) {
+    // struct: u16 common_type, u8 flags, u8 preempt_count, i32 common_pid, i32 nr, pad, u64 brk
+    let mut raw = Vec::new();
+    raw.extend_from_slice(&(ids.1 as u16).to_ne_bytes());
+    raw.extend_from_slice(&[0, 0]);
+    raw.extend_from_slice(&(PID as i32).to_ne_bytes());
+    raw.extend_from_slice(&12i32.to_ne_bytes());
+    raw.extend_from_slice(&[0; 4]);
+    raw.extend_from_slice(&brk.to_ne_bytes());
+    let s = Sample {
+        identifier: Some(ids.0),
+        pid: Some(PID),
+        tid: Some(PID),
+        time: Some(time),
+        cpu: Some(1),
+        period: Some(1),
+        raw: Some(&raw),
+        ..Sample::default()
+    };
+    encode_sample(buf, b::PERF_RECORD_MISC_USER as u16, &s, info, None).unwrap();
+}
+
+fn tracefs() -> Option<PathBuf> {
+    let t = Path::new("/sys/kernel/tracing");
+    if !t.join("events").exists() {
+        let _ = Command::new("mount")
+            .args(["-t", "tracefs", "nodev"])
+            .arg(t)
+            .status();
+    }
+    t.join("events/syscalls/sys_enter_brk/id")
+        .exists()
+        .then(|| t.to_path_buf())
+}
+
+/// `syscalls:sys_enter_brk`'s id here and a TRACING_DATA blob with its format, from tracefs;
+/// `None` (skipped, with the reason) where tracefs does not have it.
+fn brk_from_tracefs() -> Option<(u64, Vec<u8>)> {
+    let Some(t) = tracefs() else {
+        skip("tracefs with syscalls:sys_enter_brk is not available");
+        return None;
+    };
+    let ev = t.join("events");
+    let id: u64 = std::fs::read_to_string(ev.join("syscalls/sys_enter_brk/id"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let td = tracing_data(
+        &std::fs::read(ev.join("header_page")).unwrap(),
+        &std::fs::read(ev.join("header_event")).unwrap(),
+        &[TracepointFormat {
+            system: "syscalls".into(),
+            name: "sys_enter_brk".into(),
+            format: std::fs::read(ev.join("syscalls/sys_enter_brk/format")).unwrap(),
+        }],
+    );
+    Some((id, td))
+}
+
+#[test]
+fn perf_script_decodes_tracepoint_fields() {
+    if !have_perf() {
+        return;
+    }
+    let Some((id, td)) = brk_from_tracefs() else {
+        return;
+    };
+    let attr = brk_attr(id);
     let info = ParseInfo::from_attr(&attr);
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("tp.data");
@@ -338,26 +381,8 @@ fn perf_script_decodes_tracepoint_fields() {
     };
     encode_comm(&mut buf, PID, PID, b"brker", true, &sid, &info);
     let brks = [0x5555_dead_b000u64, 0x5555_dead_c000, 0x5555_dead_d000];
-    for (i, brk) in brks.iter().enumerate() {
-        // struct: u16 common_type, u8 flags, u8 preempt_count, i32 common_pid, i32 nr, pad, u64 brk
-        let mut raw = Vec::new();
-        raw.extend_from_slice(&(id as u16).to_ne_bytes());
-        raw.extend_from_slice(&[0, 0]);
-        raw.extend_from_slice(&(PID as i32).to_ne_bytes());
-        raw.extend_from_slice(&12i32.to_ne_bytes());
-        raw.extend_from_slice(&[0; 4]);
-        raw.extend_from_slice(&brk.to_ne_bytes());
-        let s = Sample {
-            identifier: Some(7),
-            pid: Some(PID),
-            tid: Some(PID),
-            time: Some(1_000_000_000 + i as u64),
-            cpu: Some(1),
-            period: Some(1),
-            raw: Some(&raw),
-            ..Sample::default()
-        };
-        encode_sample(&mut buf, b::PERF_RECORD_MISC_USER as u16, &s, &info, None).unwrap();
+    for (i, &brk) in brks.iter().enumerate() {
+        brk_sample(&mut buf, &info, (7, id), 1_000_000_000 + i as u64, brk);
     }
     w.write_record(&buf).unwrap();
     let features = Features {
@@ -470,6 +495,15 @@ fn reader_reports_broken_files_without_panicking() {
         "data size is 0: the recording was not finished"
     );
 
+    // perf sets feature bit 27 (HEADER_COMPRESSED) when its records are zstd-compressed.
+    let mut compressed = good.clone();
+    compressed[72 + 3] |= 1 << 3;
+    let e = open_bytes(dir.path(), &compressed).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "records are zstd-compressed (`perf record -z`), which memperf cannot read: record without -z"
+    );
+
     // Truncated inside the third record: two records read, then the loss is reported.
     let comm_len = u16::from_ne_bytes([good[data_off + 6], good[data_off + 7]]) as usize;
     let second = data_off + comm_len;
@@ -521,3 +555,5 @@ fn reader_reports_broken_files_without_panicking() {
         }
     }
 }
+
+mod pipe;

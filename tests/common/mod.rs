@@ -281,3 +281,49 @@ pub fn pprof_flat(top: &str, name: &str) -> Vec<String> {
         .map(|l| l.split_whitespace().next().unwrap().to_string())
         .collect()
 }
+
+/// Offsets of every record header of a recording's data: a file's data section, or a
+/// pipe-mode stream after its 16-byte header (passing over the tracing data and AUXTRACE
+/// payloads that follow their records, as perf's reader does).
+pub fn record_offsets(bytes: &[u8]) -> Vec<usize> {
+    let u64_at = |at: usize| u64::from_ne_bytes(bytes[at..at + 8].try_into().unwrap()) as usize;
+    let (start, end) = if u64_at(8) == 16 {
+        (16, bytes.len())
+    } else {
+        (u64_at(40), u64_at(40) + u64_at(48))
+    };
+    let mut out = Vec::new();
+    let mut pos = start;
+    while pos + 8 <= end {
+        out.push(pos);
+        let ty = u32::from_ne_bytes(bytes[pos..pos + 4].try_into().unwrap());
+        let size = u16::from_ne_bytes([bytes[pos + 6], bytes[pos + 7]]) as usize;
+        if size < 8 {
+            break;
+        }
+        let payload = match ty {
+            66 => u32::from_ne_bytes(bytes[pos + 8..pos + 12].try_into().unwrap()) as usize,
+            71 => u64_at(pos + 8),
+            _ => 0,
+        };
+        pos += size + payload;
+    }
+    out
+}
+
+/// Runs `memperf ARGS` with `input` on its standard input; fails the test if it could not run.
+pub fn run_memperf_stdin(args: &[&str], input: &[u8]) -> Output {
+    use std::io::Write;
+    let mut child = memperf()
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run memperf");
+    let mut stdin = child.stdin.take().expect("memperf's stdin");
+    // memperf may stop reading early (a bad header): a broken pipe here is not a failure.
+    let _ = stdin.write_all(input);
+    drop(stdin);
+    child.wait_with_output().expect("wait for memperf")
+}

@@ -386,7 +386,7 @@ fn report_config(cfg: &LeakConfig) -> crate::cli::ReportConfig {
         top: cfg.top,
         weight: crate::cli::Weight::Bytes,
         pprof: cfg.pprof.clone(),
-        ..crate::cli::ReportConfig::plain(PathBuf::from("memperf leak"))
+        ..crate::cli::ReportConfig::plain(crate::cli::Input::File(PathBuf::from("memperf leak")))
     }
 }
 

@@ -2,8 +2,7 @@
 //! or truncated, and when and where it was made. The text report, `--by`, `--timeline`, the
 //! flame graph's subtitle and the pprof comments all take it from here.
 
-use std::path::Path;
-
+use crate::cli::Input;
 use crate::perfdata::PerfDataFile;
 use crate::unwind::TruncCounts;
 
@@ -68,12 +67,23 @@ pub fn note_losses(st: &ReadStats) {
     }
 }
 
+/// Where the records ended early, for every output but the text report (its header says
+/// it): on standard error, once.
+pub fn warn_read_error(st: &ReadStats) {
+    if let Some(e) = &st.read_error {
+        eprintln!("memperf: warning: {e}; the report covers the records before it");
+    }
+}
+
 /// `recorded 2026-11-22 23:21:36 UTC on HOST`: the file's modification time, which is when
-/// the recorder finished it (perf report's "captured on" is the same), and the host.
-pub fn recorded(path: &Path, file: &PerfDataFile) -> String {
-    let when = std::fs::metadata(path)
-        .and_then(|m| m.modified())
-        .ok()
+/// the recorder finished it (perf report's "captured on" is the same), and the host. A
+/// recording read from standard input has no such time.
+pub fn recorded(input: &Input, file: &PerfDataFile) -> String {
+    let when = match input {
+        Input::File(path) => std::fs::metadata(path).and_then(|m| m.modified()).ok(),
+        Input::Stdin => None,
+    };
+    let when = when
         .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
         .map(|d| utc(d.as_secs()));
     let mut s = String::new();

@@ -5,6 +5,7 @@
 
 mod by;
 mod header;
+mod input;
 pub(crate) mod maps;
 pub(crate) mod output;
 pub(crate) mod pprof;
@@ -18,7 +19,7 @@ use rustc_hash::FxHashMap;
 
 use crate::cli::{Prefix, ReportConfig, StackSpace, Weight};
 use crate::perfdata::tracing_data::FieldFormat;
-use crate::perfdata::{PerfDataError, PerfDataFile, RawFileRecord};
+use crate::perfdata::{PerfDataFile, RawFileRecord};
 use crate::record::{self, ParseInfo, Record, Sample};
 use crate::stacks::{FrameId, FrameTable, StackId, StackTable};
 use crate::unwind::{MappingEvent, UnwindMode, Unwinders};
@@ -179,13 +180,13 @@ pub fn run(cfg: ReportConfig) -> Result<i32> {
                 .map(|t| crate::symbolize::Kallsyms::from_text(&t))
         })
     });
-    let file = open(&cfg)?;
+    let file = input::open(&cfg.input)?;
     let names = event_names(&file);
     let event_filter = match &cfg.event {
         Some(want) => Some(names.iter().position(|n| n == want).with_context(|| {
             format!(
                 "no event `{want}` in `{}`; it has: {}",
-                cfg.input.display(),
+                cfg.input,
                 names.join(", ")
             )
         })?),
@@ -208,6 +209,9 @@ pub fn run(cfg: ReportConfig) -> Result<i32> {
         }
     }
     let agg = read(&cfg, &file, event_filter)?;
+    if !cfg.is_text_report() {
+        header::warn_read_error(&agg.stats);
+    }
     let with_samples: Vec<usize> = (0..names.len())
         .filter(|&i| agg.stats.kept.get(i).copied().unwrap_or(0) > 0)
         .collect();
@@ -216,7 +220,7 @@ pub fn run(cfg: ReportConfig) -> Result<i32> {
         let list: Vec<&str> = with_samples.iter().map(|&i| names[i].as_str()).collect();
         bail!(
             "`{}` has samples of {} events ({}); folded stacks and flame graphs mix no events: choose one with --event",
-            cfg.input.display(),
+            cfg.input,
             list.len(),
             list.join(", ")
         );
@@ -274,23 +278,9 @@ pub fn run(cfg: ReportConfig) -> Result<i32> {
     }
     std::io::Write::flush(&mut out)?;
     if cfg.folded {
-        if let Some(e) = &agg.stats.read_error {
-            eprintln!("memperf: warning: {e}; the report covers the records before it");
-        }
         header::note_losses(&agg.stats);
     }
     Ok(0)
-}
-
-fn open(cfg: &ReportConfig) -> Result<PerfDataFile> {
-    let path = &cfg.input;
-    if path.is_dir() {
-        bail!("`{}` is a directory, not a perf.data file", path.display());
-    }
-    PerfDataFile::open(path).map_err(|e| match e {
-        PerfDataError::Io { .. } => anyhow::Error::new(e),
-        other => anyhow::anyhow!("`{}`: {other}", path.display()),
-    })
 }
 
 /// Event names from the file's EVENT_DESC, else generic ones.

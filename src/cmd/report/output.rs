@@ -269,7 +269,7 @@ pub fn write_text(
     out: &mut dyn Write,
 ) -> Result<()> {
     let st = &agg.stats;
-    writeln!(out, "# memperf report of {}", cfg.input.display())?;
+    writeln!(out, "# memperf report of {}", cfg.input)?;
     if !file.features.cmdline.is_empty() {
         writeln!(out, "# recorded with: {}", file.features.cmdline.join(" "))?;
     }
@@ -456,7 +456,7 @@ pub fn write_flamegraph(
     let st = &agg.stats;
     let kept: u64 = stacks.values().sum();
     let command = if file.features.cmdline.is_empty() {
-        cfg.input.display().to_string()
+        cfg.input.to_string()
     } else {
         file.features.cmdline.join(" ")
     };
@@ -568,11 +568,7 @@ pub fn write_by(
             .collect();
         rows.sort_by(|a, b| b.1.samples.cmp(&a.1.samples).then_with(|| a.0.cmp(&b.0)));
         let sized = agg.sized.get(i).copied().unwrap_or(false);
-        writeln!(
-            out,
-            "# {name} by {key} ({total} samples) in {}",
-            cfg.input.display()
-        )?;
+        writeln!(out, "# {name} by {key} ({total} samples) in {}", cfg.input)?;
         writeln!(out, "# {}", super::header::losses(&agg.stats))?;
         writeln!(out, "{:>12} {:>8} {:>12}  {key}", "samples", "%", "bytes")?;
         for (label, row) in rows {
@@ -609,7 +605,7 @@ pub fn write_timeline(
         out,
         "# samples per {:.3} s from the first sample, in {}",
         interval as f64 / 1e9,
-        cfg.input.display()
+        cfg.input
     )?;
     writeln!(out, "# {}", super::header::losses(&agg.stats))?;
     let mut header = format!("{:>10}", "start s");

@@ -334,7 +334,7 @@ pub fn build(
     if let Some((a, b)) = sample_time.or(agg.stats.first_time.zip(agg.stats.last_time)) {
         p.duration_nanos = b.saturating_sub(a) as i64;
     }
-    let note = format!("memperf report of {}", cfg.input.display());
+    let note = format!("memperf report of {}", cfg.input);
     p.comment.push(strings.id(&note));
     p.comment
         .push(strings.id(&super::header::losses(&agg.stats)));
