@@ -591,6 +591,14 @@ fn bad_files_get_clear_errors() {
         (dir.path().to_path_buf(), "is a directory"),
         (dir.path().join("missing.data"), "failed to read"),
     ];
+    // The cause is said once.
+    let o = report(&["-i", dir.path().join("missing.data").to_str().unwrap()]);
+    assert_eq!(
+        stderr(&o).matches("No such file").count(),
+        1,
+        "{}",
+        stderr(&o)
+    );
     for (path, want) in cases {
         let o = report(&["-i", path.to_str().unwrap()]);
         let err = stderr(&o);

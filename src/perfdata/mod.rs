@@ -70,11 +70,9 @@ impl std::fmt::Debug for EventDesc {
 /// Errors reading a perf.data file. Messages name the file offset where it applies.
 #[derive(Debug, thiserror::Error)]
 pub enum PerfDataError {
-    #[error("failed to read `{path}`: {source}")]
-    Io {
-        path: String,
-        source: std::io::Error,
-    },
+    /// The cause is part of the message, not a `source`: anyhow would print it twice.
+    #[error("failed to read `{path}`: {cause}")]
+    Io { path: String, cause: std::io::Error },
     #[error("file is empty: not a perf.data file")]
     Empty,
     #[error("file is too small ({0} bytes) to hold a perf.data header")]

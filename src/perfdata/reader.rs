@@ -198,9 +198,9 @@ impl std::ops::Deref for Bytes {
 impl PerfDataFile {
     /// Opens a file; regular files are memory-mapped, anything else is read.
     pub fn open(path: &Path) -> Result<PerfDataFile, PerfDataError> {
-        let io_err = |source| PerfDataError::Io {
+        let io_err = |cause| PerfDataError::Io {
             path: path.display().to_string(),
-            source,
+            cause,
         };
         let file = std::fs::File::open(path).map_err(io_err)?;
         let meta = file.metadata().map_err(io_err)?;
