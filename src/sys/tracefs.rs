@@ -33,8 +33,9 @@ pub enum TracefsError {
         tracefs: io::Error,
         debugfs: io::Error,
     },
-    #[error("failed to read {}: {source}", .path.display())]
-    Io { path: PathBuf, source: io::Error },
+    /// The cause is part of the message, not a `source`: anyhow would say it twice.
+    #[error("failed to read {}: {cause}", .path.display())]
+    Io { path: PathBuf, cause: io::Error },
     #[error("invalid tracepoint id `{text}` in {}", .path.display())]
     BadId { path: PathBuf, text: String },
 }
@@ -132,7 +133,10 @@ impl Tracefs {
                 path,
                 root: self.root.clone(),
             },
-            _ => TracefsError::Io { path, source },
+            _ => TracefsError::Io {
+                path,
+                cause: source,
+            },
         })
     }
 
@@ -145,7 +149,7 @@ impl Tracefs {
         let dir = self.event_dir(system, name).ok_or_else(missing)?;
         let path = dir.join("id");
         let bytes = match self.read(path) {
-            Err(TracefsError::Io { source, .. }) if source.kind() == io::ErrorKind::NotFound => {
+            Err(TracefsError::Io { cause, .. }) if cause.kind() == io::ErrorKind::NotFound => {
                 return Err(missing());
             }
             other => other?,
@@ -268,6 +272,9 @@ mod tests {
         assert!(t.header_event().unwrap().starts_with(b"# compressed"));
         let err = t.format("kmem", "nope").unwrap_err();
         assert!(err.to_string().contains("kmem/nope/format"), "{err}");
+        // Through anyhow, as the commands print errors, the cause is said once.
+        let shown = format!("{:#}", anyhow::Error::new(err));
+        assert_eq!(shown.matches("No such file").count(), 1, "{shown}");
     }
 
     #[test]

@@ -21,17 +21,18 @@ pub const GROUP_PREFIX: &str = "memperf_";
 pub enum UprobeError {
     #[error("cannot probe `{}`: tracefs probe definitions cannot name a path with white space", .0.display())]
     PathWithSpace(PathBuf),
-    #[error("failed to write `{line}` to {}: {source}", .path.display())]
+    // Causes are part of the messages, not `source`s, so that anyhow says them once.
+    #[error("failed to write `{line}` to {}: {cause}", .path.display())]
     Write {
         line: String,
         path: PathBuf,
-        source: io::Error,
+        cause: io::Error,
     },
-    #[error("failed to read the id of probe `{group}:{name}`: {source}")]
+    #[error("failed to read the id of probe `{group}:{name}`: {cause}")]
     Id {
         group: String,
         name: String,
-        source: super::tracefs::TracefsError,
+        cause: super::tracefs::TracefsError,
     },
 }
 
@@ -106,10 +107,10 @@ impl UprobeGroup {
         self.created.push(def.name.clone());
         self.tracefs
             .event_id(&self.group, &def.name)
-            .map_err(|source| UprobeError::Id {
+            .map_err(|cause| UprobeError::Id {
                 group: self.group.clone(),
                 name: def.name.clone(),
-                source,
+                cause,
             })
     }
 
@@ -136,10 +137,10 @@ impl Drop for UprobeGroup {
 }
 
 fn append_line(path: &Path, line: &str) -> Result<(), UprobeError> {
-    let err = |source| UprobeError::Write {
+    let err = |cause| UprobeError::Write {
         line: line.to_string(),
         path: path.to_path_buf(),
-        source,
+        cause,
     };
     let mut f = OpenOptions::new().append(true).open(path).map_err(err)?;
     // One write per definition: the kernel parses each write as one command.
