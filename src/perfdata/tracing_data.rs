@@ -98,12 +98,15 @@ impl FieldFormat {
     }
 }
 
-/// A tracepoint's layout: its id (the attr's `config`), name and fields.
+/// A tracepoint's layout: its id (the attr's `config`), name and fields, and how the
+/// kernel prints it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct EventFormat {
     pub id: u64,
     pub name: String,
     pub fields: Vec<FieldFormat>,
+    /// The text after `print fmt:` (empty if the format has none).
+    pub print_fmt: String,
 }
 
 impl EventFormat {
@@ -116,6 +119,7 @@ impl EventFormat {
         let mut name = None;
         let mut id = None;
         let mut fields = Vec::new();
+        let mut print_fmt = String::new();
         for line in text.lines() {
             let line = line.trim();
             if let Some(n) = line.strip_prefix("name:") {
@@ -124,7 +128,8 @@ impl EventFormat {
                 id = i.trim().parse().ok();
             } else if line.starts_with("field:") {
                 fields.extend(parse_field(line));
-            } else if line.starts_with("print fmt:") {
+            } else if let Some(p) = line.strip_prefix("print fmt:") {
+                print_fmt = p.trim().to_string();
                 break;
             }
         }
@@ -132,6 +137,7 @@ impl EventFormat {
             id: id?,
             name: name?,
             fields,
+            print_fmt,
         })
     }
 }
@@ -169,15 +175,31 @@ pub fn parse_event_formats(blob: &[u8]) -> Vec<EventFormat> {
     let text = String::from_utf8_lossy(blob);
     let mut out = Vec::new();
     let mut rest: &str = &text;
-    while let Some(at) = rest.find("name: ") {
+    while let Some(at) = format_start(rest, 0) {
         let chunk = &rest[at..];
-        let end = chunk[1..].find("name: ").map_or(chunk.len(), |e| e + 1);
+        let end = format_start(chunk, 1).unwrap_or(chunk.len());
         if let Some(f) = EventFormat::parse(&chunk[..end]) {
             out.push(f);
         }
         rest = &chunk[end..];
     }
     out
+}
+
+/// Where the next format starts at or after `from`: a `name: ` line at the start of the
+/// text or after a byte that is no text (its size before it), not one inside a print fmt
+/// (`"filename: %s"`).
+fn format_start(text: &str, from: usize) -> Option<usize> {
+    let b = text.as_bytes();
+    let mut i = from;
+    while let Some(n) = text.get(i..)?.find("name: ") {
+        let at = i + n;
+        if at == 0 || !b[at - 1].is_ascii_graphic() && b[at - 1] != b' ' {
+            return Some(at);
+        }
+        i = at + 1;
+    }
+    None
 }
 
 #[cfg(test)]
@@ -201,7 +223,7 @@ mod format_tests {
 
     #[test]
     fn finds_every_format_in_a_blob() {
-        let mut blob = b"\x17\x08\x44tracing0.6\0junk".to_vec();
+        let mut blob = b"\x17\x08\x44tracing0.6\0junk\0".to_vec();
         blob.extend_from_slice(BRK.as_bytes());
         blob.extend_from_slice(b"\0\0\0\x08");
         blob.extend_from_slice(
@@ -212,5 +234,27 @@ mod format_tests {
         let all = parse_event_formats(&blob);
         assert_eq!(all.len(), 2);
         assert_eq!((all[1].id, all[1].name.as_str()), (696, "sys_enter_mmap"));
+        assert_eq!(
+            all[0].print_fmt,
+            r#""brk: 0x%08lx", ((unsigned long)(REC->brk))"#
+        );
+    }
+
+    /// `filename: ` in a print fmt used to end the format there and start no other.
+    #[test]
+    fn a_name_inside_a_print_fmt_starts_no_format() {
+        let access = "name: sys_enter_access\nID: 700\nformat:\n\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\tfield:const char * filename;\toffset:16;\tsize:8;\tsigned:0;\n\nprint fmt: \"filename: 0x%08lx\", ((unsigned long)(REC->filename))\n";
+        let mut blob = b"\x17\x08\x44tracing0.6\0".to_vec();
+        for f in [access, BRK] {
+            blob.extend_from_slice(&(f.len() as u64).to_le_bytes());
+            blob.extend_from_slice(f.as_bytes());
+        }
+        let all = parse_event_formats(&blob);
+        let names: Vec<&str> = all.iter().map(|f| f.name.as_str()).collect();
+        assert_eq!(names, ["sys_enter_access", "sys_enter_brk"]);
+        assert_eq!(
+            all[0].print_fmt,
+            r#""filename: 0x%08lx", ((unsigned long)(REC->filename))"#
+        );
     }
 }
