@@ -83,6 +83,8 @@ pub struct FieldFormat {
     pub offset: usize,
     pub size: usize,
     pub signed: bool,
+    /// The element count of an array (`args[6]`: 6, `buf[]`: 0); `None` for a scalar.
+    pub array_len: Option<usize>,
 }
 
 impl FieldFormat {
@@ -120,7 +122,8 @@ impl EventFormat {
         let mut id = None;
         let mut fields = Vec::new();
         let mut print_fmt = String::new();
-        for line in text.lines() {
+        let mut lines = text.lines();
+        while let Some(line) = lines.next() {
             let line = line.trim();
             if let Some(n) = line.strip_prefix("name:") {
                 name = Some(n.trim().to_string());
@@ -130,6 +133,13 @@ impl EventFormat {
                 fields.extend(parse_field(line));
             } else if let Some(p) = line.strip_prefix("print fmt:") {
                 print_fmt = p.trim().to_string();
+                // A string literal may hold a newline (ext4_fc_stats): the line goes on.
+                while in_string(&print_fmt)
+                    && let Some(next) = lines.next()
+                {
+                    print_fmt.push('\n');
+                    print_fmt.push_str(next);
+                }
                 break;
             }
         }
@@ -140,6 +150,34 @@ impl EventFormat {
             print_fmt,
         })
     }
+}
+
+/// Whether `text` ends inside a string literal.
+fn in_string(text: &str) -> bool {
+    let mut chars = text.chars();
+    let mut inside = false;
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' if inside => {
+                chars.next();
+            }
+            '"' => inside = !inside,
+            // A character literal, `'"'` included.
+            '\'' if !inside => {
+                while let Some(c) = chars.next() {
+                    match c {
+                        '\\' => {
+                            chars.next();
+                        }
+                        '\'' => break,
+                        _ => {}
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    inside
 }
 
 /// `field:unsigned long len;\toffset:24;\tsize:8;\tsigned:0;`
@@ -160,12 +198,16 @@ fn parse_field(line: &str) -> Option<FieldFormat> {
     }
     // The name is the declaration's last word, without an array suffix.
     let last = decl?.split_whitespace().last()?;
-    let name = last.split('[').next()?.trim_start_matches('*').to_string();
+    let (name, array_len) = match last.split_once('[') {
+        Some((name, len)) => (name, Some(len.trim_end_matches(']').parse().unwrap_or(0))),
+        None => (last, None),
+    };
     Some(FieldFormat {
-        name,
+        name: name.trim_start_matches('*').to_string(),
         offset: offset?,
         size: size?,
         signed,
+        array_len,
     })
 }
 
@@ -202,6 +244,23 @@ fn format_start(text: &str, from: usize) -> Option<usize> {
     None
 }
 
+/// The kernel's printk formats in a TRACING_DATA blob, address to text: perf stores
+/// /sys/kernel/tracing/printk_formats (`0xffffffff8281a424 : "Start context switch"`
+/// lines), the strings that `const char *` tracepoint fields point to. The text is kept as
+/// libtraceevent keeps it: without its quotes and a trailing `\n`.
+pub fn parse_printk_formats(blob: &[u8]) -> Vec<(u64, String)> {
+    let text = String::from_utf8_lossy(blob);
+    text.split(['\n', '\0'])
+        .filter_map(|line| {
+            let (addr, fmt) = line.strip_prefix("0x")?.split_once(" : \"")?;
+            let addr = u64::from_str_radix(addr, 16).ok()?;
+            let fmt = fmt.strip_suffix('"').unwrap_or(fmt);
+            let fmt = fmt.strip_suffix("\\n").unwrap_or(fmt);
+            Some((addr, fmt.to_string()))
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod format_tests {
     use super::*;
@@ -215,6 +274,12 @@ mod format_tests {
         let brk = f.field("brk").unwrap();
         assert_eq!((brk.offset, brk.size, brk.signed), (16, 8, false));
         assert!(f.field("__syscall_nr").unwrap().signed);
+        assert_eq!(brk.array_len, None);
+        let args = parse_field("field:unsigned long args[6];\toffset:16;\tsize:48;\tsigned:0;");
+        assert_eq!(
+            args.map(|a| (a.name, a.size, a.array_len)),
+            Some(("args".to_string(), 48, Some(6)))
+        );
         let mut raw = vec![0u8; 24];
         raw[16..24].copy_from_slice(&0x5555_0000u64.to_ne_bytes());
         assert_eq!(brk.read(&raw), Some(0x5555_0000));
@@ -237,6 +302,34 @@ mod format_tests {
         assert_eq!(
             all[0].print_fmt,
             r#""brk: 0x%08lx", ((unsigned long)(REC->brk))"#
+        );
+    }
+
+    #[test]
+    fn a_print_fmt_goes_on_while_a_string_holds_a_newline() {
+        let text = "name: ext4_fc_stats\nID: 9\nformat:\n\tfield:int x;\toffset:8;\tsize:4;\tsigned:1;\n\nprint fmt: \"a \\\"q\\\" b:\n%d end\", REC->x\n";
+        let f = EventFormat::parse(text).unwrap();
+        assert_eq!(f.print_fmt, "\"a \\\"q\\\" b:\n%d end\", REC->x");
+        assert!(!in_string(r#""a\\" x"#));
+        assert!(in_string(r#""a\" x"#));
+        assert!(!in_string(r#""%c", '"'"#));
+    }
+
+    #[test]
+    fn finds_the_printk_formats() {
+        let mut blob = b"\x17\x08\x44tracing0.6\0".to_vec();
+        blob.extend_from_slice(BRK.as_bytes());
+        blob.extend_from_slice(&[0, 0, 0, 0, 0x2a, 0, 0, 0]);
+        blob.extend_from_slice(b"0xffffffff8281a424 : \"Start context switch\"\n");
+        blob.extend_from_slice(b"0xffffffff82521880 : \"mt_find\"\n");
+        blob.extend_from_slice(b"0xffffffff82500000 : \"a: %d\\n\"\n\0\0");
+        assert_eq!(
+            parse_printk_formats(&blob),
+            [
+                (0xffff_ffff_8281_a424, "Start context switch".to_string()),
+                (0xffff_ffff_8252_1880, "mt_find".to_string()),
+                (0xffff_ffff_8250_0000, "a: %d".to_string()),
+            ]
         );
     }
 

@@ -19,7 +19,7 @@ use perf_event_open_sys::bindings as b;
 use rustc_hash::FxHashMap;
 
 use crate::cli::{Prefix, ReportConfig, ScriptField, StackSpace, Weight};
-use crate::perfdata::tracing_data::FieldFormat;
+use crate::perfdata::tracing_data::{FieldFormat, parse_printk_formats};
 use crate::perfdata::{PerfDataError, PerfDataFile, RawFileRecord};
 use crate::record::{self, ParseInfo, Record, Sample};
 use crate::stacks::{FrameId, FrameTable, StackId, StackTable};
@@ -250,12 +250,23 @@ pub fn run(cfg: ReportConfig) -> Result<i32> {
     }
     if let Some(fields) = &cfg.script {
         let formats = weigh::event_formats(&file);
+        let printk: FxHashMap<u64, String> = file
+            .features
+            .tracing_data
+            .as_deref()
+            .map(parse_printk_formats)
+            .unwrap_or_default()
+            .into_iter()
+            .collect();
         let input = script::ScriptInput {
             fields,
             file: &file,
             names: &names,
             formats: &formats,
-            kallsyms: payload_syms.as_ref(),
+            kernel: printfmt::Kernel {
+                kallsyms: payload_syms.as_ref(),
+                printk: Some(&printk),
+            },
         };
         let stdout = std::io::stdout();
         let mut out = std::io::BufWriter::new(stdout.lock());

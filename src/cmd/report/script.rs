@@ -10,10 +10,9 @@ use crate::cli::ScriptField;
 use crate::perfdata::PerfDataFile;
 use crate::perfdata::tracing_data::EventFormat;
 use crate::stacks::FrameId;
-use crate::symbolize::Kallsyms;
 
 use super::output::Resolved;
-use super::printfmt::{PrintFmt, PrintFmtError};
+use super::printfmt::{Kernel, PrintFmt, PrintFmtError};
 use super::{Aggregate, EMPTY_STACK, ScriptRow};
 
 /// What `memperf script` prints from: the fields asked for and the file's events.
@@ -23,8 +22,9 @@ pub struct ScriptInput<'a> {
     pub names: &'a [String],
     /// Tracepoint formats from the file's tracing data.
     pub formats: &'a [EventFormat],
-    /// Names `%pS` call sites in payloads, as perf names them from the running kernel.
-    pub kallsyms: Option<&'a Kallsyms>,
+    /// Names `%pS` call sites in payloads, as perf names them from the running kernel,
+    /// and the file's printk formats.
+    pub kernel: Kernel<'a>,
 }
 
 /// How one tracepoint event's payloads print: through its print fmt, parsed once, else as
@@ -54,9 +54,9 @@ impl Payload<'_> {
 
     /// Appends the payload of `raw`; true if it went through the print fmt. Otherwise the
     /// whole payload is raw fields, so a line is never partly perf's.
-    fn write(&mut self, raw: &[u8], kallsyms: Option<&Kallsyms>, line: &mut Vec<u8>) -> bool {
+    fn write(&mut self, raw: &[u8], kernel: Kernel<'_>, line: &mut Vec<u8>) -> bool {
         let error = match &self.print {
-            Ok(pf) => match pf.render(raw, kallsyms, line) {
+            Ok(pf) => match pf.render(raw, kernel, line) {
                 Ok(()) => return true,
                 Err(e) => Some(e),
             },
@@ -104,7 +104,7 @@ pub fn write_script(
         write_header(input, agg, row, &mut line)?;
         let printed = has(ScriptField::Trace)
             && match payloads.get_mut(row.ev).and_then(Option::as_mut) {
-                Some(p) => p.write(&row.raw, input.kallsyms, &mut line),
+                Some(p) => p.write(&row.raw, input.kernel, &mut line),
                 None => false,
             };
         // perf's payload is printed as it is; otherwise a header that ends in the event

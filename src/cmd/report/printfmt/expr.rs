@@ -138,6 +138,8 @@ fn int_literal(t: &str) -> Result<u64, PrintFmtError> {
 pub(super) struct Field {
     pub offset: usize,
     pub size: usize,
+    /// Declared as an array (`char comm[16]`).
+    pub array: bool,
 }
 
 impl Field {
@@ -145,6 +147,7 @@ impl Field {
         Field {
             offset: f.offset,
             size: f.size,
+            array: f.array_len.is_some(),
         }
     }
 
@@ -283,6 +286,12 @@ pub(super) enum Expr {
     Str(Vec<u8>),
     Ident(String),
     Field(Field),
+    /// `REC->field[index]`: elements of `size` bytes from the field's offset.
+    Index {
+        field: Field,
+        size: usize,
+        index: Box<Expr>,
+    },
     /// A cast, as the mask it applies (`u64::MAX` for types that keep the value).
     Cast(u64, Box<Expr>),
     Unary(UnOp, Box<Expr>),
@@ -462,10 +471,26 @@ impl<'t> Parser<'t> {
             Some(Tok::Str(s)) => Ok(Expr::Str(s.clone())),
             Some(Tok::Ident(id)) if id == "REC" => {
                 self.expect("->")?;
-                match self.next() {
-                    Some(Tok::Ident(name)) => Ok(Expr::Field(Field::of(self.field(name)?))),
-                    _ => Err(syntax("expected a field name after `REC->`".to_string())),
+                let Some(Tok::Ident(name)) = self.next() else {
+                    return Err(syntax("expected a field name after `REC->`".to_string()));
+                };
+                let f = self.field(name)?;
+                if !self.at_punct("[") {
+                    return Ok(Expr::Field(Field::of(f)));
                 }
+                self.pos += 1;
+                let index = Box::new(self.expr()?);
+                self.expect("]")?;
+                // As libtraceevent: an array's elements are its size over its length.
+                let size = match f.array_len {
+                    Some(n) if n > 0 => f.size / n,
+                    _ => f.size,
+                };
+                Ok(Expr::Index {
+                    field: Field::of(f),
+                    size,
+                    index,
+                })
             }
             Some(Tok::Ident(id)) if self.at_punct("(") => {
                 self.pos += 1;
@@ -651,6 +676,7 @@ pub(super) fn unknown_ident(e: &Expr) -> Option<&str> {
         Expr::Num(_) | Expr::Str(_) | Expr::Field(_) => None,
         Expr::DynStr { .. } | Expr::DynLen { .. } => None,
         Expr::Cast(_, e) | Expr::Unary(_, e) => unknown_ident(e),
+        Expr::Index { index, .. } => unknown_ident(index),
         Expr::Flags { value, .. } | Expr::Symbolic { value, .. } => unknown_ident(value),
         Expr::Binary(_, l, r) => unknown_ident(l).or_else(|| unknown_ident(r)),
         Expr::Cond(c, y, n) => unknown_ident(c)
@@ -664,6 +690,19 @@ pub(super) fn eval(e: &Expr, raw: &[u8]) -> Result<u64, PrintFmtError> {
     Ok(match e {
         Expr::Num(n) => *n,
         Expr::Field(f) => f.read(raw)?,
+        Expr::Index { field, size, index } => {
+            let i = usize::try_from(eval(index, raw)?).map_err(|_| PrintFmtError::Truncated)?;
+            let offset = i
+                .checked_mul(*size)
+                .and_then(|o| o.checked_add(field.offset))
+                .ok_or(PrintFmtError::Truncated)?;
+            Field {
+                offset,
+                size: *size,
+                array: false,
+            }
+            .read(raw)?
+        }
         Expr::Cast(mask, e) => eval(e, raw)? & mask,
         Expr::Unary(op, e) => {
             let v = eval(e, raw)?;

@@ -12,6 +12,8 @@ mod expr;
 #[cfg(test)]
 mod tests;
 
+use rustc_hash::FxHashMap;
+
 use crate::perfdata::tracing_data::FieldFormat;
 use crate::symbolize::Kallsyms;
 
@@ -91,6 +93,14 @@ enum Part {
     },
 }
 
+/// What payloads point into in the kernel: its functions, for `%pS`, and its printk format
+/// strings (the file's), for `const char *` fields printed with `%s`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Kernel<'a> {
+    pub kallsyms: Option<&'a Kallsyms>,
+    pub printk: Option<&'a FxHashMap<u64, String>>,
+}
+
 /// One event's `print fmt`, parsed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PrintFmt {
@@ -129,7 +139,7 @@ impl PrintFmt {
     pub fn render(
         &self,
         raw: &[u8],
-        kallsyms: Option<&Kallsyms>,
+        kernel: Kernel<'_>,
         out: &mut Vec<u8>,
     ) -> Result<(), PrintFmtError> {
         let start = out.len();
@@ -140,7 +150,7 @@ impl PrintFmt {
             }
             Part::Conv { spec, star, arg } => {
                 let star = star.as_ref().map(|s| star_value(s, raw)).transpose()?;
-                convert(spec, star, arg, raw, kallsyms, out)
+                convert(spec, star, arg, raw, kernel, out)
             }
         });
         if r.is_err() {
@@ -291,9 +301,9 @@ fn count(s: &[u8], i: &mut usize) -> Option<Count> {
 fn check_string_arg(e: &Expr) -> Result<(), PrintFmtError> {
     match e {
         Expr::Str(_) | Expr::DynStr { .. } | Expr::Flags { .. } | Expr::Symbolic { .. } => Ok(()),
-        // libtraceevent prints a long-sized field with %s as a hex number, unless it is a
-        // char array: the format's field list does not say which.
-        Expr::Field(f) if f.size != 8 => Ok(()),
+        Expr::Field(_) => Ok(()),
+        // `((void *)0)`: libtraceevent prints nothing for a cast.
+        Expr::Cast(_, zero) if **zero == Expr::Num(0) => Ok(()),
         Expr::Cond(_, yes, no) => check_string_arg(yes).and_then(|()| check_string_arg(no)),
         _ => Err(PrintFmtError::NotAString),
     }
@@ -313,7 +323,7 @@ fn convert(
     star: Option<usize>,
     arg: &Expr,
     raw: &[u8],
-    kallsyms: Option<&Kallsyms>,
+    kernel: Kernel<'_>,
     out: &mut Vec<u8>,
 ) -> Result<(), PrintFmtError> {
     let resolve = |c: Option<Count>| -> Result<Option<usize>, PrintFmtError> {
@@ -335,14 +345,21 @@ fn convert(
             let c = [expr::eval(arg, raw)? as u8];
             pad_bytes(&c, spec.left, width, out);
         }
-        Conv::Str => string_arg(arg, raw, spec.left, width, prec, out)?,
+        Conv::Str => {
+            let s = StrSpec {
+                left: spec.left,
+                width,
+                prec,
+            };
+            string_arg(arg, raw, kernel, s, out)?;
+        }
         Conv::Ptr => match expr::eval(arg, raw)? {
             0 => out.extend_from_slice(b"(nil)"),
             v => put_hex(v, out),
         },
         Conv::Sym { offset } => {
             let v = expr::eval(arg, raw)?;
-            match kallsyms.and_then(|k| k.lookup(v)) {
+            match kernel.kallsyms.and_then(|k| k.lookup(v)) {
                 Some(sym) => {
                     out.extend_from_slice(sym.name.as_bytes());
                     if offset {
@@ -364,21 +381,44 @@ fn put_hex(v: u64, out: &mut Vec<u8>) {
     out.extend_from_slice(d.as_bytes());
 }
 
+/// A `%s` conversion's flag, width and precision.
+#[derive(Debug, Clone, Copy)]
+struct StrSpec {
+    left: bool,
+    width: usize,
+    prec: Option<usize>,
+}
+
 /// `%s` of an argument, as libtraceevent's `print_str_arg`.
 fn string_arg(
     arg: &Expr,
     raw: &[u8],
-    left: bool,
-    width: usize,
-    prec: Option<usize>,
+    kernel: Kernel<'_>,
+    spec: StrSpec,
     out: &mut Vec<u8>,
 ) -> Result<(), PrintFmtError> {
     let put = |s: &[u8], out: &mut Vec<u8>| {
-        let s = prec.map_or(s, |p| &s[..p.min(s.len())]);
-        pad_bytes(s, left, width, out);
+        let s = spec.prec.map_or(s, |p| &s[..p.min(s.len())]);
+        pad_bytes(s, spec.left, spec.width, out);
     };
     match arg {
         Expr::Str(s) => put(s, out),
+        // A pointer: the kernel string at that address if the file has it, else the
+        // address in bare hex, whatever the width.
+        Expr::Field(f) if !f.array && f.size == 8 => {
+            let addr = u64::from_ne_bytes(
+                f.bytes(raw)?
+                    .try_into()
+                    .map_err(|_| PrintFmtError::Truncated)?,
+            );
+            match kernel.printk.and_then(|p| p.get(&addr)) {
+                Some(s) => out.extend_from_slice(s.as_bytes()),
+                None => {
+                    let d = Digits::new(addr, 16, false);
+                    out.extend_from_slice(d.as_bytes());
+                }
+            }
+        }
         Expr::Field(f) => {
             let bytes = if f.size == 0 {
                 raw.get(f.offset..).ok_or(PrintFmtError::Truncated)?
@@ -431,8 +471,9 @@ fn string_arg(
         }
         Expr::Cond(c, yes, no) => {
             let branch = if expr::eval(c, raw)? != 0 { yes } else { no };
-            string_arg(branch, raw, left, width, prec, out)?;
+            string_arg(branch, raw, kernel, spec, out)?;
         }
+        Expr::Cast(..) => {}
         _ => return Err(PrintFmtError::NotAString),
     }
     Ok(())

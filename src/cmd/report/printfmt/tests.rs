@@ -4,6 +4,7 @@
 
 use super::*;
 use crate::perfdata::tracing_data::EventFormat;
+use rustc_hash::FxHashMap;
 
 macro_rules! fixture {
     ($name:literal) => {
@@ -51,7 +52,11 @@ fn render(f: &EventFormat, raw: &[u8]) -> Result<String, PrintFmtError> {
     let k = Kallsyms::from_text(KALLSYMS);
     let pf = PrintFmt::parse(&f.print_fmt, &f.fields)?;
     let mut out = b"kept ".to_vec();
-    let r = pf.render(raw, Some(&k), &mut out);
+    let kernel = Kernel {
+        kallsyms: Some(&k),
+        printk: None,
+    };
+    let r = pf.render(raw, kernel, &mut out);
     let text = String::from_utf8(out).unwrap();
     match r {
         Ok(()) => Ok(text["kept ".len()..].to_string()),
@@ -91,6 +96,23 @@ fn syscall_formats() {
     assert_eq!(
         render(&f, &raw).unwrap(),
         "addr: 0x7f1ca7d48000, len: 0x0000841b"
+    );
+}
+
+#[test]
+fn raw_syscall_arguments_index_an_array_field() {
+    let f = fixture!("raw_syscalls-sys_enter");
+    let mut raw = payload(&f, &[("id", 1)], &[]);
+    let args = f.field("args").unwrap().offset;
+    for (i, v) in [3u64, 0x5617_b725_0170, 8, 0x7ffa8, 0, 0x7ffa8]
+        .iter()
+        .enumerate()
+    {
+        raw[args + 8 * i..args + 8 * i + 8].copy_from_slice(&v.to_ne_bytes());
+    }
+    assert_eq!(
+        render(&f, &raw).unwrap(),
+        "NR 1 (3, 5617b7250170, 8, 7ffa8, 0, 7ffa8)"
     );
 }
 
@@ -297,19 +319,21 @@ fn percpu_allocations() {
 }
 
 /// Fields for hand-written formats: `a` (u32 at 8), `b` (u64 at 16), `s` (data_loc at 24),
-/// `c` (char[16] at 28).
+/// `c` (char[16] at 28), `w` (u16[2] at 44 and 46).
 fn fields() -> Vec<FieldFormat> {
-    let f = |name: &str, offset, size, signed| FieldFormat {
+    let f = |name: &str, offset, size, array_len| FieldFormat {
         name: name.to_string(),
         offset,
         size,
-        signed,
+        signed: false,
+        array_len,
     };
     vec![
-        f("a", 8, 4, true),
-        f("b", 16, 8, false),
-        f("s", 24, 4, false),
-        f("c", 28, 16, false),
+        f("a", 8, 4, None),
+        f("b", 16, 8, None),
+        f("s", 24, 4, None),
+        f("c", 28, 16, Some(16)),
+        f("w", 44, 4, Some(2)),
     ]
 }
 
@@ -318,13 +342,20 @@ fn raw_ab(a: u32, b: u64) -> Vec<u8> {
     raw[8..12].copy_from_slice(&a.to_ne_bytes());
     raw[16..24].copy_from_slice(&b.to_ne_bytes());
     raw[28..32].copy_from_slice(b"comm");
+    raw[44..46].copy_from_slice(&7u16.to_ne_bytes());
+    raw[46..48].copy_from_slice(&9u16.to_ne_bytes());
     raw
 }
 
 fn one(fmt: &str, raw: &[u8]) -> Result<String, PrintFmtError> {
     let pf = PrintFmt::parse(fmt, &fields())?;
     let mut out = Vec::new();
-    pf.render(raw, None, &mut out)?;
+    let printk = FxHashMap::from_iter([(0xffff_ffff_8281_a424, "Start context switch".into())]);
+    let kernel = Kernel {
+        kallsyms: None,
+        printk: Some(&printk),
+    };
+    pf.render(raw, kernel, &mut out)?;
     Ok(String::from_utf8_lossy(&out).into_owned())
 }
 
@@ -374,6 +405,8 @@ fn printf_conversions_match_glibc() {
             "comm  255%\n\t",
         ),
         (r#""%zu %zd %Lu", -1, -1, 3"#, "18446744073709551615 -1 3"),
+        // libtraceevent prints nothing for a cast, as xfs's `len ? __get_str(name) : NULL`.
+        (r#""[%.*s]", 0, REC->b ? "x" : ((void *)0)"#, "[]"),
     ];
     for (fmt, want) in cases {
         assert_eq!(one(fmt, &raw).as_deref(), Ok(want), "{fmt}");
@@ -402,6 +435,7 @@ fn expressions_evaluate_as_libtraceevent_does() {
         (r#""%c%c", 'x', '\n'"#, "x\n"),
         (r#""%s", "a" "b""#, "ab"),
         (r#""%d", 010 + 0x10 + 10ULL"#, "34"),
+        (r#""%d %d", REC->w[0], REC->w[REC->a - 4]"#, "7 9"),
     ];
     for (fmt, want) in cases {
         assert_eq!(one(fmt, &raw).as_deref(), Ok(want), "{fmt}");
@@ -431,6 +465,20 @@ fn flags_and_symbols_follow_libtraceevent() {
     assert_eq!(one(wide, &raw_ab(0, 3)).unwrap(), "A   |B   .");
 }
 
+/// `rcu:rcu_utilization`'s `"%s", REC->s` of a `const char *s`: the file's printk format at
+/// that address, else the address in bare hex.
+#[test]
+fn pointer_fields_print_the_kernels_string() {
+    assert_eq!(
+        one(r#""%8s|", REC->b"#, &raw_ab(0, 0xffff_ffff_8281_a424)).unwrap(),
+        "Start context switch|"
+    );
+    assert_eq!(
+        one(r#""%8s|", REC->b"#, &raw_ab(0, 0xffff_ffff_8281_a411)).unwrap(),
+        "ffffffff8281a411|"
+    );
+}
+
 #[test]
 fn what_cannot_be_printed_as_perf_does_is_an_error() {
     let raw = raw_ab(0, 0);
@@ -456,10 +504,10 @@ fn what_cannot_be_printed_as_perf_does_is_an_error() {
             PrintFmtError::UnsupportedConversion("% ".into()),
         ),
         (r#""%d %d", REC->b"#, PrintFmtError::MissingArgument),
-        (r#""%s", REC->b"#, PrintFmtError::NotAString),
         (r#""%s", REC->a + 1"#, PrintFmtError::NotAString),
         (r#""%d", "str""#, PrintFmtError::NotANumber),
         (r#""%d", 1 / REC->b"#, PrintFmtError::DivisionByZero),
+        (r#""%d", REC->w[2]"#, PrintFmtError::Truncated),
         (r#""%100000d", 1"#, PrintFmtError::Width),
     ];
     for (fmt, want) in cases {
@@ -515,6 +563,10 @@ fn malformed_print_fmts_and_payloads_never_panic() {
         fixture!("syscalls-sys_enter_mmap"),
     ];
     let k = Kallsyms::from_text(KALLSYMS);
+    let kernel = Kernel {
+        kallsyms: Some(&k),
+        printk: None,
+    };
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
     let mut out = Vec::new();
     let mut payload = [0u8; 96];
@@ -529,7 +581,7 @@ fn malformed_print_fmts_and_payloads_never_panic() {
             }
             let n = rng.below(payload.len());
             out.clear();
-            let _ = pf.render(&payload[..n], Some(&k), &mut out);
+            let _ = pf.render(&payload[..n], kernel, &mut out);
         }
     }
     // Random token soup.
@@ -571,7 +623,7 @@ fn malformed_print_fmts_and_payloads_never_panic() {
                 *b = rng.next() as u8;
             }
             out.clear();
-            let _ = pf.render(&payload[..rng.below(payload.len())], Some(&k), &mut out);
+            let _ = pf.render(&payload[..rng.below(payload.len())], kernel, &mut out);
         }
     }
 }
