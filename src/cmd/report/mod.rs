@@ -19,7 +19,7 @@ use perf_event_open_sys::bindings as b;
 use rustc_hash::FxHashMap;
 
 use crate::cli::{Prefix, ReportConfig, ScriptField, StackSpace, Weight};
-use crate::perfdata::tracing_data::{FieldFormat, parse_printk_formats};
+use crate::perfdata::tracing_data::FieldFormat;
 use crate::perfdata::{PerfDataError, PerfDataFile, RawFileRecord};
 use crate::record::{self, ParseInfo, Record, Sample};
 use crate::stacks::{FrameId, FrameTable, StackId, StackTable};
@@ -249,32 +249,13 @@ pub fn run(cfg: ReportConfig) -> Result<i32> {
         return Ok(0);
     }
     if let Some(fields) = &cfg.script {
-        let formats = weigh::event_formats(&file);
-        let printk: FxHashMap<u64, String> = file
-            .features
-            .tracing_data
-            .as_deref()
-            .map(parse_printk_formats)
-            .unwrap_or_default()
-            .into_iter()
-            .collect();
         let input = script::ScriptInput {
             fields,
             file: &file,
             names: &names,
-            formats: &formats,
-            kernel: printfmt::Kernel {
-                kallsyms: payload_syms.as_ref(),
-                printk: Some(&printk),
-            },
+            kallsyms: payload_syms.as_ref(),
         };
-        let stdout = std::io::stdout();
-        let mut out = std::io::BufWriter::new(stdout.lock());
-        let notes = script::write_script(&input, &agg, &resolved, &mut out)?;
-        std::io::Write::flush(&mut out)?;
-        for note in notes {
-            eprintln!("memperf: note: {note}");
-        }
+        script::print(&input, &agg, &resolved)?;
         header::note_losses(&agg.stats);
         return Ok(0);
     }

@@ -6,10 +6,13 @@ use std::io::Write;
 use anyhow::Result;
 use perf_event_open_sys::bindings as b;
 
+use rustc_hash::FxHashMap;
+
 use crate::cli::ScriptField;
 use crate::perfdata::PerfDataFile;
-use crate::perfdata::tracing_data::EventFormat;
+use crate::perfdata::tracing_data::{EventFormat, parse_printk_formats};
 use crate::stacks::FrameId;
+use crate::symbolize::Kallsyms;
 
 use super::output::Resolved;
 use super::printfmt::{Kernel, PrintFmt, PrintFmtError};
@@ -20,11 +23,21 @@ pub struct ScriptInput<'a> {
     pub fields: &'a [ScriptField],
     pub file: &'a PerfDataFile,
     pub names: &'a [String],
-    /// Tracepoint formats from the file's tracing data.
-    pub formats: &'a [EventFormat],
-    /// Names `%pS` call sites in payloads, as perf names them from the running kernel,
-    /// and the file's printk formats.
-    pub kernel: Kernel<'a>,
+    /// Names `%pS` call sites in payloads, as perf names them from the running kernel.
+    pub kallsyms: Option<&'a Kallsyms>,
+}
+
+/// Prints every kept sample to stdout, then a note on stderr for each event whose payloads
+/// did not all print as perf prints them.
+pub fn print(input: &ScriptInput<'_>, agg: &Aggregate, res: &Resolved) -> Result<()> {
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    let notes = write_script(input, agg, res, &mut out)?;
+    out.flush()?;
+    for note in notes {
+        eprintln!("memperf: note: {note}");
+    }
+    Ok(())
 }
 
 /// How one tracepoint event's payloads print: through its print fmt, parsed once, else as
@@ -87,13 +100,24 @@ pub fn write_script(
 ) -> Result<Vec<String>> {
     let has = |f: ScriptField| input.fields.contains(&f);
     let want_frames = has(ScriptField::Ip) || has(ScriptField::Sym) || has(ScriptField::Dso);
+    let tracing_data = input.file.features.tracing_data.as_deref();
+    let formats = super::weigh::event_formats(input.file);
+    let printk: FxHashMap<u64, String> = tracing_data
+        .map(parse_printk_formats)
+        .unwrap_or_default()
+        .into_iter()
+        .collect();
+    let kernel = Kernel {
+        kallsyms: input.kallsyms,
+        printk: Some(&printk),
+    };
     let mut payloads: Vec<Option<Payload<'_>>> = input
         .file
         .events
         .iter()
         .map(|desc| {
             let tracepoint = desc.attr.type_ == b::PERF_TYPE_TRACEPOINT;
-            let format = input.formats.iter().find(|f| f.id == desc.attr.config);
+            let format = formats.iter().find(|f| f.id == desc.attr.config);
             format.filter(|_| tracepoint).map(Payload::new)
         })
         .collect();
@@ -104,7 +128,7 @@ pub fn write_script(
         write_header(input, agg, row, &mut line)?;
         let printed = has(ScriptField::Trace)
             && match payloads.get_mut(row.ev).and_then(Option::as_mut) {
-                Some(p) => p.write(&row.raw, input.kernel, &mut line),
+                Some(p) => p.write(&row.raw, kernel, &mut line),
                 None => false,
             };
         // perf's payload is printed as it is; otherwise a header that ends in the event

@@ -9,6 +9,7 @@
 //! perf's or plainly not.
 
 mod expr;
+mod lex;
 #[cfg(test)]
 mod tests;
 
@@ -17,7 +18,8 @@ use rustc_hash::FxHashMap;
 use crate::perfdata::tracing_data::FieldFormat;
 use crate::symbolize::Kallsyms;
 
-use expr::{Expr, Parser, Tok};
+use expr::{Expr, Parser};
+use lex::Tok;
 
 /// Why a `print fmt`, or one payload through it, cannot be printed as perf prints it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -114,7 +116,7 @@ const MAX_WIDTH: usize = 4096;
 impl PrintFmt {
     /// Parses the text after `print fmt:` against the event's fields.
     pub fn parse(text: &str, fields: &[FieldFormat]) -> Result<PrintFmt, PrintFmtError> {
-        let toks = expr::tokenize(text)?;
+        let toks = lex::tokenize(text)?;
         let mut p = Parser::new(&toks, fields);
         let fmt = match p.next() {
             Some(Tok::Str(s)) => s,
@@ -439,28 +441,8 @@ fn string_arg(
             delim,
             table,
         } => {
-            let mut val = expr::eval(value, raw)? as i64;
-            let mut printed = false;
-            for e in table {
-                if val == 0 && e.value < 0 {
-                    put(&e.name, out);
-                    break;
-                }
-                if e.value > 0 && val & e.value == e.value {
-                    if printed {
-                        out.extend_from_slice(delim);
-                    }
-                    put(&e.name, out);
-                    printed = true;
-                    val &= !e.value;
-                }
-            }
-            if val != 0 {
-                if printed {
-                    out.extend_from_slice(delim);
-                }
-                put_hex(val as u64, out);
-            }
+            let val = expr::eval(value, raw)? as i64;
+            flags(val, delim, table, |name, out| put(name, out), out);
         }
         Expr::Symbolic { value, table } => {
             let val = expr::eval(value, raw)? as i64;
@@ -477,6 +459,39 @@ fn string_arg(
         _ => return Err(PrintFmtError::NotAString),
     }
     Ok(())
+}
+
+/// `__print_flags`, as libtraceevent prints it: each name whose bits are all set, in table
+/// order, its bits then cleared; what is left in hex; for zero, the first entry whose value
+/// it reads as -1 (a name it does not know).
+fn flags(
+    mut val: i64,
+    delim: &[u8],
+    table: &[expr::Entry],
+    put: impl Fn(&[u8], &mut Vec<u8>),
+    out: &mut Vec<u8>,
+) {
+    let mut printed = false;
+    for e in table {
+        if val == 0 && e.value < 0 {
+            put(&e.name, out);
+            return;
+        }
+        if e.value > 0 && val & e.value == e.value {
+            if printed {
+                out.extend_from_slice(delim);
+            }
+            put(&e.name, out);
+            printed = true;
+            val &= !e.value;
+        }
+    }
+    if val != 0 {
+        if printed {
+            out.extend_from_slice(delim);
+        }
+        put_hex(val as u64, out);
+    }
 }
 
 /// Up to the first NUL.
