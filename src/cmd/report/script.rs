@@ -126,7 +126,9 @@ pub fn write_script(
     for row in &agg.rows {
         line.clear();
         write_header(input, agg, row, &mut line)?;
+        // A sample without raw data (no PERF_SAMPLE_RAW) has no payload, as with perf.
         let printed = has(ScriptField::Trace)
+            && !row.raw.is_empty()
             && match payloads.get_mut(row.ev).and_then(Option::as_mut) {
                 Some(p) => p.write(&row.raw, kernel, &mut line),
                 None => false,
