@@ -49,8 +49,8 @@ EXAMPLES:
     memperf script | inferno-collapse-perf | inferno-flamegraph > faults.svg
     memperf script -F comm,pid,tid,time,event,trace -i perf.data
 
-Tracepoint payloads are printed as name=value fields from the formats stored in the file
-(perf prints them through the tracepoint's print format).";
+Tracepoint payloads are printed through each tracepoint's print fmt, as perf prints them;
+one that needs a value the file does not hold is printed as name=0xvalue fields.";
 
 /// Fields `memperf script -F` can print.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

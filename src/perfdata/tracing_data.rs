@@ -83,6 +83,8 @@ pub struct FieldFormat {
     pub offset: usize,
     pub size: usize,
     pub signed: bool,
+    /// The element count of an array (`args[6]`: 6, `buf[]`: 0); `None` for a scalar.
+    pub array_len: Option<usize>,
 }
 
 impl FieldFormat {
@@ -98,12 +100,15 @@ impl FieldFormat {
     }
 }
 
-/// A tracepoint's layout: its id (the attr's `config`), name and fields.
+/// A tracepoint's layout: its id (the attr's `config`), name and fields, and how the
+/// kernel prints it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct EventFormat {
     pub id: u64,
     pub name: String,
     pub fields: Vec<FieldFormat>,
+    /// The text after `print fmt:` (empty if the format has none).
+    pub print_fmt: String,
 }
 
 impl EventFormat {
@@ -116,7 +121,9 @@ impl EventFormat {
         let mut name = None;
         let mut id = None;
         let mut fields = Vec::new();
-        for line in text.lines() {
+        let mut print_fmt = String::new();
+        let mut lines = text.lines();
+        while let Some(line) = lines.next() {
             let line = line.trim();
             if let Some(n) = line.strip_prefix("name:") {
                 name = Some(n.trim().to_string());
@@ -124,7 +131,15 @@ impl EventFormat {
                 id = i.trim().parse().ok();
             } else if line.starts_with("field:") {
                 fields.extend(parse_field(line));
-            } else if line.starts_with("print fmt:") {
+            } else if let Some(p) = line.strip_prefix("print fmt:") {
+                print_fmt = p.trim().to_string();
+                // A string literal may hold a newline (ext4_fc_stats): the line goes on.
+                while in_string(&print_fmt)
+                    && let Some(next) = lines.next()
+                {
+                    print_fmt.push('\n');
+                    print_fmt.push_str(next);
+                }
                 break;
             }
         }
@@ -132,8 +147,37 @@ impl EventFormat {
             id: id?,
             name: name?,
             fields,
+            print_fmt,
         })
     }
+}
+
+/// Whether `text` ends inside a string literal.
+fn in_string(text: &str) -> bool {
+    let mut chars = text.chars();
+    let mut inside = false;
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' if inside => {
+                chars.next();
+            }
+            '"' => inside = !inside,
+            // A character literal, `'"'` included.
+            '\'' if !inside => {
+                while let Some(c) = chars.next() {
+                    match c {
+                        '\\' => {
+                            chars.next();
+                        }
+                        '\'' => break,
+                        _ => {}
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    inside
 }
 
 /// `field:unsigned long len;\toffset:24;\tsize:8;\tsigned:0;`
@@ -154,12 +198,16 @@ fn parse_field(line: &str) -> Option<FieldFormat> {
     }
     // The name is the declaration's last word, without an array suffix.
     let last = decl?.split_whitespace().last()?;
-    let name = last.split('[').next()?.trim_start_matches('*').to_string();
+    let (name, array_len) = match last.split_once('[') {
+        Some((name, len)) => (name, Some(len.trim_end_matches(']').parse().unwrap_or(0))),
+        None => (last, None),
+    };
     Some(FieldFormat {
-        name,
+        name: name.trim_start_matches('*').to_string(),
         offset: offset?,
         size: size?,
         signed,
+        array_len,
     })
 }
 
@@ -169,15 +217,48 @@ pub fn parse_event_formats(blob: &[u8]) -> Vec<EventFormat> {
     let text = String::from_utf8_lossy(blob);
     let mut out = Vec::new();
     let mut rest: &str = &text;
-    while let Some(at) = rest.find("name: ") {
+    while let Some(at) = format_start(rest, 0) {
         let chunk = &rest[at..];
-        let end = chunk[1..].find("name: ").map_or(chunk.len(), |e| e + 1);
+        let end = format_start(chunk, 1).unwrap_or(chunk.len());
         if let Some(f) = EventFormat::parse(&chunk[..end]) {
             out.push(f);
         }
         rest = &chunk[end..];
     }
     out
+}
+
+/// Where the next format starts at or after `from`: a `name: ` line at the start of the
+/// text or after a byte that is no text (its size before it), not one inside a print fmt
+/// (`"filename: %s"`).
+fn format_start(text: &str, from: usize) -> Option<usize> {
+    let b = text.as_bytes();
+    let mut i = from;
+    while let Some(n) = text.get(i..)?.find("name: ") {
+        let at = i + n;
+        if at == 0 || !b[at - 1].is_ascii_graphic() && b[at - 1] != b' ' {
+            return Some(at);
+        }
+        i = at + 1;
+    }
+    None
+}
+
+/// The kernel's printk formats in a TRACING_DATA blob, address to text: perf stores
+/// /sys/kernel/tracing/printk_formats (`0xffffffff8281a424 : "Start context switch"`
+/// lines), the strings that `const char *` tracepoint fields point to. The text is kept as
+/// libtraceevent keeps it: without its quotes and a trailing `\n`.
+pub fn parse_printk_formats(blob: &[u8]) -> Vec<(u64, String)> {
+    let text = String::from_utf8_lossy(blob);
+    text.split(['\n', '\0'])
+        .filter_map(|line| {
+            let (addr, fmt) = line.strip_prefix("0x")?.split_once(" : \"")?;
+            let addr = u64::from_str_radix(addr, 16).ok()?;
+            let fmt = fmt.strip_suffix('"').unwrap_or(fmt);
+            let fmt = fmt.strip_suffix("\\n").unwrap_or(fmt);
+            Some((addr, fmt.to_string()))
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -193,6 +274,12 @@ mod format_tests {
         let brk = f.field("brk").unwrap();
         assert_eq!((brk.offset, brk.size, brk.signed), (16, 8, false));
         assert!(f.field("__syscall_nr").unwrap().signed);
+        assert_eq!(brk.array_len, None);
+        let args = parse_field("field:unsigned long args[6];\toffset:16;\tsize:48;\tsigned:0;");
+        assert_eq!(
+            args.map(|a| (a.name, a.size, a.array_len)),
+            Some(("args".to_string(), 48, Some(6)))
+        );
         let mut raw = vec![0u8; 24];
         raw[16..24].copy_from_slice(&0x5555_0000u64.to_ne_bytes());
         assert_eq!(brk.read(&raw), Some(0x5555_0000));
@@ -201,7 +288,7 @@ mod format_tests {
 
     #[test]
     fn finds_every_format_in_a_blob() {
-        let mut blob = b"\x17\x08\x44tracing0.6\0junk".to_vec();
+        let mut blob = b"\x17\x08\x44tracing0.6\0junk\0".to_vec();
         blob.extend_from_slice(BRK.as_bytes());
         blob.extend_from_slice(b"\0\0\0\x08");
         blob.extend_from_slice(
@@ -212,5 +299,55 @@ mod format_tests {
         let all = parse_event_formats(&blob);
         assert_eq!(all.len(), 2);
         assert_eq!((all[1].id, all[1].name.as_str()), (696, "sys_enter_mmap"));
+        assert_eq!(
+            all[0].print_fmt,
+            r#""brk: 0x%08lx", ((unsigned long)(REC->brk))"#
+        );
+    }
+
+    #[test]
+    fn a_print_fmt_goes_on_while_a_string_holds_a_newline() {
+        let text = "name: ext4_fc_stats\nID: 9\nformat:\n\tfield:int x;\toffset:8;\tsize:4;\tsigned:1;\n\nprint fmt: \"a \\\"q\\\" b:\n%d end\", REC->x\n";
+        let f = EventFormat::parse(text).unwrap();
+        assert_eq!(f.print_fmt, "\"a \\\"q\\\" b:\n%d end\", REC->x");
+        assert!(!in_string(r#""a\\" x"#));
+        assert!(in_string(r#""a\" x"#));
+        assert!(!in_string(r#""%c", '"'"#));
+    }
+
+    #[test]
+    fn finds_the_printk_formats() {
+        let mut blob = b"\x17\x08\x44tracing0.6\0".to_vec();
+        blob.extend_from_slice(BRK.as_bytes());
+        blob.extend_from_slice(&[0, 0, 0, 0, 0x2a, 0, 0, 0]);
+        blob.extend_from_slice(b"0xffffffff8281a424 : \"Start context switch\"\n");
+        blob.extend_from_slice(b"0xffffffff82521880 : \"mt_find\"\n");
+        blob.extend_from_slice(b"0xffffffff82500000 : \"a: %d\\n\"\n\0\0");
+        assert_eq!(
+            parse_printk_formats(&blob),
+            [
+                (0xffff_ffff_8281_a424, "Start context switch".to_string()),
+                (0xffff_ffff_8252_1880, "mt_find".to_string()),
+                (0xffff_ffff_8250_0000, "a: %d".to_string()),
+            ]
+        );
+    }
+
+    /// `filename: ` in a print fmt used to end the format there and start no other.
+    #[test]
+    fn a_name_inside_a_print_fmt_starts_no_format() {
+        let access = "name: sys_enter_access\nID: 700\nformat:\n\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\tfield:const char * filename;\toffset:16;\tsize:8;\tsigned:0;\n\nprint fmt: \"filename: 0x%08lx\", ((unsigned long)(REC->filename))\n";
+        let mut blob = b"\x17\x08\x44tracing0.6\0".to_vec();
+        for f in [access, BRK] {
+            blob.extend_from_slice(&(f.len() as u64).to_le_bytes());
+            blob.extend_from_slice(f.as_bytes());
+        }
+        let all = parse_event_formats(&blob);
+        let names: Vec<&str> = all.iter().map(|f| f.name.as_str()).collect();
+        assert_eq!(names, ["sys_enter_access", "sys_enter_brk"]);
+        assert_eq!(
+            all[0].print_fmt,
+            r#""filename: 0x%08lx", ((unsigned long)(REC->filename))"#
+        );
     }
 }

@@ -9,6 +9,8 @@ mod input;
 pub(crate) mod maps;
 pub(crate) mod output;
 pub(crate) mod pprof;
+pub(crate) mod printfmt;
+mod script;
 mod weigh;
 
 use std::io::IsTerminal;
@@ -17,7 +19,7 @@ use anyhow::{Context, Result, bail};
 use perf_event_open_sys::bindings as b;
 use rustc_hash::FxHashMap;
 
-use crate::cli::{Prefix, ReportConfig, StackSpace, Weight};
+use crate::cli::{Prefix, ReportConfig, ScriptField, StackSpace, Weight};
 use crate::perfdata::tracing_data::FieldFormat;
 use crate::perfdata::{PerfDataFile, RawFileRecord};
 use crate::record::{self, ParseInfo, Record, Sample};
@@ -172,8 +174,13 @@ struct Reader<'c> {
 
 /// Runs `memperf report`.
 pub fn run(cfg: ReportConfig) -> Result<i32> {
-    // /proc/kallsyms takes ~80 ms to read: read it while the records are.
-    let kallsyms = (cfg.space != StackSpace::User).then(|| {
+    // /proc/kallsyms takes ~80 ms to read: read it while the records are. Script payloads
+    // name call sites with it even in user space only.
+    let trace_syms = cfg
+        .script
+        .as_ref()
+        .is_some_and(|f| f.contains(&ScriptField::Trace));
+    let kallsyms = (cfg.space != StackSpace::User || trace_syms).then(|| {
         std::thread::spawn(|| {
             std::fs::read_to_string("/proc/kallsyms")
                 .ok()
@@ -226,6 +233,7 @@ pub fn run(cfg: ReportConfig) -> Result<i32> {
         );
     }
     let kallsyms = kallsyms.and_then(|h| h.join().ok().flatten());
+    let payload_syms = kallsyms.as_ref().filter(|_| trace_syms).cloned();
     let mut resolved = output::resolve(&cfg, &agg, kallsyms);
     if let Some(path) = &cfg.pprof {
         let mut profile = pprof::build(
@@ -245,11 +253,13 @@ pub fn run(cfg: ReportConfig) -> Result<i32> {
         return Ok(0);
     }
     if let Some(fields) = &cfg.script {
-        let formats = weigh::event_formats(&file);
-        let stdout = std::io::stdout();
-        let mut out = std::io::BufWriter::new(stdout.lock());
-        output::write_script(fields, &file, &names, &formats, &agg, &resolved, &mut out)?;
-        std::io::Write::flush(&mut out)?;
+        let input = script::ScriptInput {
+            fields,
+            file: &file,
+            names: &names,
+            kallsyms: payload_syms.as_ref(),
+        };
+        script::print(&input, &agg, &resolved)?;
         header::note_losses(&agg.stats);
         return Ok(0);
     }

@@ -5,9 +5,8 @@ use std::io::Write;
 
 use anyhow::{Context, Result};
 
-use crate::cli::{ByKey, FlameConfig, ReportConfig, ScriptField};
+use crate::cli::{ByKey, FlameConfig, ReportConfig};
 use crate::perfdata::PerfDataFile;
-use crate::perfdata::tracing_data::EventFormat;
 use crate::stacks::FrameId;
 use crate::symbolize::{
     Frame, Kallsyms, ModuleKey, SymbolizeOptions, SymbolizeStats, Symbolized, Symbolizer,
@@ -635,110 +634,6 @@ pub fn write_timeline(
             }
         }
         writeln!(out, "{line}")?;
-    }
-    Ok(())
-}
-
-/// `memperf script`: each sample as perf script prints it.
-pub fn write_script(
-    fields: &[ScriptField],
-    file: &PerfDataFile,
-    names: &[String],
-    formats: &[EventFormat],
-    agg: &Aggregate,
-    res: &Resolved,
-    out: &mut dyn Write,
-) -> Result<()> {
-    let has = |f: ScriptField| fields.contains(&f);
-    let mut ids: Vec<FrameId> = Vec::new();
-    // perf right-aligns event names to the longest one in the file.
-    let name_width = names.iter().map(String::len).max().unwrap_or(0);
-    let want_frames = has(ScriptField::Ip) || has(ScriptField::Sym) || has(ScriptField::Dso);
-    for row in &agg.rows {
-        // perf's layout: each field followed by a blank.
-        let mut line = String::new();
-        if has(ScriptField::Comm) {
-            let comm = agg.prefixes.get(row.comm).map_or("", String::as_str);
-            // Unpadded above frames, as perf prints it: collapsers take a line that starts
-            // with a non-blank character as a sample header.
-            if want_frames {
-                line.push_str(&format!("{comm} "));
-            } else {
-                line.push_str(&format!("{comm:>16} "));
-            }
-        }
-        match (has(ScriptField::Pid), has(ScriptField::Tid)) {
-            (true, true) => line.push_str(&format!("{:>5}/{:<5} ", row.pid, row.tid)),
-            (true, false) => line.push_str(&format!("{:>5} ", row.pid)),
-            (false, true) => line.push_str(&format!("{:>5} ", row.tid)),
-            (false, false) => {}
-        }
-        if has(ScriptField::Cpu) {
-            line.push_str(&format!("[{:03}] ", row.cpu.unwrap_or(0)));
-        }
-        if has(ScriptField::Time) {
-            let t = row.time.unwrap_or(0);
-            line.push_str(&format!(
-                "{:>5}.{:06}: ",
-                t / 1_000_000_000,
-                t % 1_000_000_000 / 1000
-            ));
-        }
-        let desc = &file.events[row.ev];
-        let tracepoint = desc.attr.type_ == perf_event_open_sys::bindings::PERF_TYPE_TRACEPOINT;
-        if has(ScriptField::Period) && !tracepoint {
-            line.push_str(&format!("{:>10} ", row.period.unwrap_or(1)));
-        }
-        if has(ScriptField::Event) {
-            line.push_str(&format!("{:>name_width$}: ", names[row.ev]));
-        }
-        if has(ScriptField::Addr) {
-            line.push_str(&format!("{:16x} ", row.addr.unwrap_or(0)));
-        }
-        if has(ScriptField::Trace)
-            && tracepoint
-            && let Some(f) = formats.iter().find(|f| f.id == desc.attr.config)
-        {
-            for field in f.fields.iter().filter(|x| !x.name.starts_with("common_")) {
-                if let Some(v) = field.read(&row.raw) {
-                    line.push_str(&format!("{}=0x{v:x} ", field.name));
-                }
-            }
-        }
-        // A header that ends in the event keeps its blank, as perf's does.
-        let keep = if line.ends_with(": ") {
-            line.len()
-        } else {
-            line.trim_end().len()
-        };
-        writeln!(out, "{}", &line[..keep])?;
-        if want_frames {
-            ids.clear();
-            if row.stack != EMPTY_STACK {
-                agg.stacks.frames(row.stack, &mut ids);
-            }
-            for &id in ids.iter().rev() {
-                let fi = &res.info[id as usize];
-                let mut l = String::from("\t");
-                if has(ScriptField::Ip) {
-                    l.push_str(&format!("{:>16x}", fi.addr));
-                }
-                if has(ScriptField::Sym) {
-                    l.push(' ');
-                    l.push_str(fi.sym.as_deref().unwrap_or("[unknown]"));
-                    if has(ScriptField::Symoff)
-                        && let (Some(_), Some(off)) = (&fi.sym, fi.off)
-                    {
-                        l.push_str(&format!("+0x{off:x}"));
-                    }
-                }
-                if has(ScriptField::Dso) {
-                    l.push_str(&format!(" ({})", fi.dso));
-                }
-                writeln!(out, "{l}")?;
-            }
-            writeln!(out)?;
-        }
     }
     Ok(())
 }

@@ -1,0 +1,251 @@
+//! `memperf script`: each sample as perf script prints it, a header line (command, pid/tid,
+//! cpu, time, period, event, tracepoint payload) and one line per frame.
+
+use std::io::Write;
+
+use anyhow::Result;
+use perf_event_open_sys::bindings as b;
+
+use rustc_hash::FxHashMap;
+
+use crate::cli::ScriptField;
+use crate::perfdata::PerfDataFile;
+use crate::perfdata::tracing_data::{EventFormat, parse_printk_formats};
+use crate::stacks::FrameId;
+use crate::symbolize::Kallsyms;
+
+use super::output::Resolved;
+use super::printfmt::{Kernel, PrintFmt, PrintFmtError};
+use super::{Aggregate, EMPTY_STACK, ScriptRow};
+
+/// What `memperf script` prints from: the fields asked for and the file's events.
+pub struct ScriptInput<'a> {
+    pub fields: &'a [ScriptField],
+    pub file: &'a PerfDataFile,
+    pub names: &'a [String],
+    /// Names `%pS` call sites in payloads, as perf names them from the running kernel.
+    pub kallsyms: Option<&'a Kallsyms>,
+}
+
+/// Prints every kept sample to stdout, then a note on stderr for each event whose payloads
+/// did not all print as perf prints them.
+pub fn print(input: &ScriptInput<'_>, agg: &Aggregate, res: &Resolved) -> Result<()> {
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    let notes = write_script(input, agg, res, &mut out)?;
+    out.flush()?;
+    for note in notes {
+        eprintln!("memperf: note: {note}");
+    }
+    Ok(())
+}
+
+/// How one tracepoint event's payloads print: through its print fmt, parsed once, else as
+/// `name=0xvalue` fields.
+struct Payload<'a> {
+    format: &'a EventFormat,
+    print: Result<PrintFmt, PrintFmtError>,
+    /// Payloads printed as raw fields, and why the first one was.
+    raw_fields: u64,
+    why: Option<PrintFmtError>,
+}
+
+impl Payload<'_> {
+    fn new(format: &EventFormat) -> Payload<'_> {
+        let print = if format.print_fmt.is_empty() {
+            Err(PrintFmtError::Missing)
+        } else {
+            PrintFmt::parse(&format.print_fmt, &format.fields)
+        };
+        Payload {
+            format,
+            print,
+            raw_fields: 0,
+            why: None,
+        }
+    }
+
+    /// Appends the payload of `raw`; true if it went through the print fmt. Otherwise the
+    /// whole payload is raw fields, so a line is never partly perf's.
+    fn write(&mut self, raw: &[u8], kernel: Kernel<'_>, line: &mut Vec<u8>) -> bool {
+        let error = match &self.print {
+            Ok(pf) => match pf.render(raw, kernel, line) {
+                Ok(()) => return true,
+                Err(e) => Some(e),
+            },
+            Err(_) => None,
+        };
+        self.raw_fields += 1;
+        if self.why.is_none() {
+            self.why = error.or_else(|| self.print.as_ref().err().cloned());
+        }
+        let fields = self.format.fields.iter();
+        for field in fields.filter(|x| !x.name.starts_with("common_")) {
+            if let Some(v) = field.read(raw) {
+                // Writing to a Vec cannot fail.
+                let _ = write!(line, "{}=0x{v:x} ", field.name);
+            }
+        }
+        false
+    }
+}
+
+/// Prints every kept sample; returns a note for each event whose payloads (some or all)
+/// could not be printed as perf prints them.
+pub fn write_script(
+    input: &ScriptInput<'_>,
+    agg: &Aggregate,
+    res: &Resolved,
+    out: &mut dyn Write,
+) -> Result<Vec<String>> {
+    let has = |f: ScriptField| input.fields.contains(&f);
+    let want_frames = has(ScriptField::Ip) || has(ScriptField::Sym) || has(ScriptField::Dso);
+    let tracing_data = input.file.features.tracing_data.as_deref();
+    let formats = super::weigh::event_formats(input.file);
+    let printk: FxHashMap<u64, String> = tracing_data
+        .map(parse_printk_formats)
+        .unwrap_or_default()
+        .into_iter()
+        .collect();
+    let kernel = Kernel {
+        kallsyms: input.kallsyms,
+        printk: Some(&printk),
+    };
+    let mut payloads: Vec<Option<Payload<'_>>> = input
+        .file
+        .events
+        .iter()
+        .map(|desc| {
+            let tracepoint = desc.attr.type_ == b::PERF_TYPE_TRACEPOINT;
+            let format = formats.iter().find(|f| f.id == desc.attr.config);
+            format.filter(|_| tracepoint).map(Payload::new)
+        })
+        .collect();
+    let mut ids: Vec<FrameId> = Vec::new();
+    let mut line: Vec<u8> = Vec::new();
+    for row in &agg.rows {
+        line.clear();
+        write_header(input, agg, row, &mut line)?;
+        // A sample without raw data (no PERF_SAMPLE_RAW) has no payload, as with perf.
+        let printed = has(ScriptField::Trace)
+            && !row.raw.is_empty()
+            && match payloads.get_mut(row.ev).and_then(Option::as_mut) {
+                Some(p) => p.write(&row.raw, kernel, &mut line),
+                None => false,
+            };
+        // perf's payload is printed as it is; otherwise a header that ends in the event
+        // keeps its blank, as perf's does.
+        let keep = if printed || line.ends_with(b": ") {
+            line.len()
+        } else {
+            line.trim_ascii_end().len()
+        };
+        line.truncate(keep);
+        line.push(b'\n');
+        out.write_all(&line)?;
+        if want_frames {
+            ids.clear();
+            if row.stack != EMPTY_STACK {
+                agg.stacks.frames(row.stack, &mut ids);
+            }
+            write_frames(input.fields, &ids, res, out)?;
+        }
+    }
+    let notes = payloads
+        .iter()
+        .zip(input.names)
+        .filter_map(|(p, name)| {
+            let p = p.as_ref()?;
+            let why = p.why.as_ref()?;
+            Some(format!(
+                "{name}: {} payloads printed as name=0xvalue fields, not as perf prints them: {why}",
+                p.raw_fields
+            ))
+        })
+        .collect();
+    Ok(notes)
+}
+
+/// The header up to the payload, in perf's layout: each field followed by a blank.
+fn write_header(
+    input: &ScriptInput<'_>,
+    agg: &Aggregate,
+    row: &ScriptRow,
+    line: &mut Vec<u8>,
+) -> std::io::Result<()> {
+    let has = |f: ScriptField| input.fields.contains(&f);
+    if has(ScriptField::Comm) {
+        let comm = agg.prefixes.get(row.comm).map_or("", String::as_str);
+        // Unpadded above frames, as perf prints it: collapsers take a line that starts
+        // with a non-blank character as a sample header.
+        if has(ScriptField::Ip) || has(ScriptField::Sym) || has(ScriptField::Dso) {
+            write!(line, "{comm} ")?;
+        } else {
+            write!(line, "{comm:>16} ")?;
+        }
+    }
+    match (has(ScriptField::Pid), has(ScriptField::Tid)) {
+        (true, true) => write!(line, "{:>5}/{:<5} ", row.pid, row.tid)?,
+        (true, false) => write!(line, "{:>5} ", row.pid)?,
+        (false, true) => write!(line, "{:>5} ", row.tid)?,
+        (false, false) => {}
+    }
+    if has(ScriptField::Cpu) {
+        write!(line, "[{:03}] ", row.cpu.unwrap_or(0))?;
+    }
+    if has(ScriptField::Time) {
+        let t = row.time.unwrap_or(0);
+        write!(
+            line,
+            "{:>5}.{:06}: ",
+            t / 1_000_000_000,
+            t % 1_000_000_000 / 1000
+        )?;
+    }
+    let desc = &input.file.events[row.ev];
+    let tracepoint = desc.attr.type_ == b::PERF_TYPE_TRACEPOINT;
+    if has(ScriptField::Period) && !tracepoint {
+        write!(line, "{:>10} ", row.period.unwrap_or(1))?;
+    }
+    if has(ScriptField::Event) {
+        // perf right-aligns event names to the longest one in the file.
+        let width = input.names.iter().map(String::len).max().unwrap_or(0);
+        write!(line, "{:>width$}: ", input.names[row.ev])?;
+    }
+    if has(ScriptField::Addr) {
+        write!(line, "{:16x} ", row.addr.unwrap_or(0))?;
+    }
+    Ok(())
+}
+
+/// One line per frame, leaf first, then a blank line.
+fn write_frames(
+    fields: &[ScriptField],
+    ids: &[FrameId],
+    res: &Resolved,
+    out: &mut dyn Write,
+) -> Result<()> {
+    let has = |f: ScriptField| fields.contains(&f);
+    for &id in ids.iter().rev() {
+        let fi = &res.info[id as usize];
+        let mut l = String::from("\t");
+        if has(ScriptField::Ip) {
+            l.push_str(&format!("{:>16x}", fi.addr));
+        }
+        if has(ScriptField::Sym) {
+            l.push(' ');
+            l.push_str(fi.sym.as_deref().unwrap_or("[unknown]"));
+            if has(ScriptField::Symoff)
+                && let (Some(_), Some(off)) = (&fi.sym, fi.off)
+            {
+                l.push_str(&format!("+0x{off:x}"));
+            }
+        }
+        if has(ScriptField::Dso) {
+            l.push_str(&format!(" ({})", fi.dso));
+        }
+        writeln!(out, "{l}")?;
+    }
+    writeln!(out)?;
+    Ok(())
+}
