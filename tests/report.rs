@@ -378,7 +378,7 @@ fn perf_pipe_mode_tracepoints_use_the_tracing_data_in_the_stream() {
     let counts = report_ok(&["--folded", "--user-only", "--event", ENTER, "-i", path]);
     let ours = stacks_from(&counts, CHAIN);
     assert_eq!(ours.values().sum::<u64>(), u64::from(N), "{counts}");
-    // The tracepoint fields, decoded with the stream's formats.
+    // The tracepoint payloads, printed through the stream's print fmts as perf does.
     let o = run_memperf(&["script", "-q", "-i", path]);
     let script = parse_perf_script(&String::from_utf8_lossy(&o.stdout));
     let calls: Vec<&ScriptSample> = script
@@ -387,7 +387,9 @@ fn perf_pipe_mode_tracepoints_use_the_tracing_data_in_the_stream() {
         .collect();
     assert_eq!(calls.len(), N as usize, "{}", stderr(&o));
     assert!(
-        calls.iter().all(|s| s.header.contains(" brk=0x")),
+        calls
+            .iter()
+            .all(|s| s.header.contains(&format!("{ENTER}: brk: 0x"))),
         "{}",
         calls[0].header
     );
