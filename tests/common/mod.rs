@@ -129,11 +129,23 @@ pub fn recording_turn() -> std::sync::MutexGuard<'static, ()> {
     ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// Ring pages per CPU for test recordings unless a test sets `-m`: 32 MiB hold a whole
+/// 3000-page run with 8 KiB stacks, so exact counts do not depend on the reader being
+/// scheduled while a busy machine runs the tests (it once was not, and the ring
+/// overflowed). The default ring's headroom is measured by benches/compare-perf.sh.
+pub const TEST_RING_PAGES: &str = "8192";
+
 /// `memperf record ... -o OUT -- PROGRAM ARGS`; asserts success.
 pub fn record(out: &Path, opts: &[&str], program: &Path, args: &[&str]) -> Output {
     let _turn = recording_turn();
+    let ring: &[&str] = if opts.contains(&"-m") {
+        &[]
+    } else {
+        &["-m", TEST_RING_PAGES]
+    };
     let o = memperf()
         .arg("record")
+        .args(ring)
         .args(opts)
         .arg("-o")
         .arg(out)
