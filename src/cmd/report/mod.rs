@@ -653,7 +653,7 @@ impl Reader<'_> {
             .get(&tid)
             .or_else(|| self.comms.get(&pid))
             .cloned()
-            .unwrap_or_else(|| format!(":{tid}"))
+            .unwrap_or_else(|| unnamed_comm(tid))
     }
 
     fn sample(&mut self, ev: usize, misc: u16, s: &Sample<'_>) {
@@ -828,5 +828,26 @@ impl Reader<'_> {
             self.user_frame(pid, addr, i > 0);
         }
         self.user_frames = frames;
+    }
+}
+
+/// The name of a thread no COMM named: perf's `swapper` for the idle task (pid 0, whose
+/// samples system-wide kernel events have), else `:TID`.
+fn unnamed_comm(tid: u32) -> String {
+    if tid == 0 {
+        "swapper".to_string()
+    } else {
+        format!(":{tid}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::unnamed_comm;
+
+    #[test]
+    fn threads_without_a_comm_are_named_as_perf_names_them() {
+        assert_eq!(unnamed_comm(0), "swapper");
+        assert_eq!(unnamed_comm(4242), ":4242");
     }
 }
