@@ -107,24 +107,7 @@ fn script_lines_are_perf_scripts() {
     let out = dir.path().join("pf.data");
     let prog = fixture("pagefault", Variant::NoFp);
     record(&out, &["-e", "page-faults"], &prog, &["50"]);
-    let path = out.to_str().unwrap();
-    let ours = run_memperf(&["script", "-q", "-i", path]);
-    assert!(ours.status.success(), "{}", stderr(&ours));
-    let theirs = Command::new("perf")
-        .args(["script", "-i", path])
-        .output()
-        .unwrap();
-    assert!(theirs.status.success(), "{}", stderr(&theirs));
-    let (ours, theirs) = (
-        String::from_utf8_lossy(&ours.stdout),
-        String::from_utf8_lossy(&theirs.stdout),
-    );
-    let headers = |t: &str| -> Vec<String> {
-        t.lines()
-            .filter(|l| !l.starts_with('\t'))
-            .map(str::to_string)
-            .collect()
-    };
+    let (ours, theirs, _) = both_scripts(out.to_str().unwrap());
     // A frame's address and object; the name may differ where memperf names a return
     // address by its call (`_start` where perf says `_dl_start_user+0x0`).
     let frames = |t: &str| -> Vec<(String, String)> {
@@ -138,8 +121,12 @@ fn script_lines_are_perf_scripts() {
             })
             .collect()
     };
-    assert_eq!(headers(&ours), headers(&theirs));
-    assert!(headers(&ours).iter().any(|h| h.ends_with(" page-faults: ")));
+    assert_eq!(script_headers(&ours), script_headers(&theirs));
+    assert!(
+        script_headers(&ours)
+            .iter()
+            .any(|h| h.ends_with(" page-faults: "))
+    );
     assert_eq!(frames(&ours), frames(&theirs));
     assert!(ours.contains(" touch_pages+0x"), "{ours}");
 }

@@ -1184,22 +1184,8 @@ fn script_payloads_are_perf_scripts() {
     );
     let events = EVENTS.join(",");
     record(&out, &["-e", &events], Path::new("/bin/sh"), &["-c", &cmd]);
-    let path = out.to_str().unwrap();
-    let ours = run_memperf(&["script", "-q", "-i", path]);
-    assert!(ours.status.success(), "{}", stderr(&ours));
-    let theirs = Command::new("perf")
-        .args(["script", "-i", path])
-        .output()
-        .unwrap();
-    assert!(theirs.status.success(), "{}", stderr(&theirs));
-    let headers = |o: &Output| -> Vec<String> {
-        String::from_utf8_lossy(&o.stdout)
-            .lines()
-            .filter(|l| !l.starts_with('\t'))
-            .map(str::to_string)
-            .collect()
-    };
-    let (ours_h, theirs_h) = (headers(&ours), headers(&theirs));
+    let (ours, theirs, err) = both_scripts(out.to_str().unwrap());
+    let (ours_h, theirs_h) = (script_headers(&ours), script_headers(&theirs));
     assert_eq!(ours_h.len(), theirs_h.len());
     let raw = " kmem:mm_page_alloc: ";
     let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
@@ -1216,7 +1202,6 @@ fn script_payloads_are_perf_scripts() {
         }
     }
     assert_eq!(seen.len(), EVENTS.len(), "{seen:?}");
-    let err = stderr(&ours);
     assert!(
         err.contains("kmem:mm_page_alloc: ") && err.contains("`vmemmap_base`"),
         "{err}"

@@ -182,6 +182,31 @@ impl ScriptSample {
     }
 }
 
+/// `memperf script -q` and `perf script` of the same file, as (memperf's text, perf's text,
+/// memperf's standard error); fails the test if either fails.
+pub fn both_scripts(file: &str) -> (String, String, String) {
+    let ours = run_memperf(&["script", "-q", "-i", file]);
+    assert!(ours.status.success(), "{}", stderr(&ours));
+    let theirs = Command::new("perf")
+        .args(["script", "-i", file])
+        .output()
+        .expect("run perf script");
+    assert!(theirs.status.success(), "{}", stderr(&theirs));
+    (
+        String::from_utf8_lossy(&ours.stdout).into_owned(),
+        String::from_utf8_lossy(&theirs.stdout).into_owned(),
+        stderr(&ours),
+    )
+}
+
+/// The sample header lines of perf-script text (frame lines start with a tab).
+pub fn script_headers(text: &str) -> Vec<String> {
+    text.lines()
+        .filter(|l| !l.starts_with('\t'))
+        .map(str::to_string)
+        .collect()
+}
+
 /// Runs `perf script -i FILE` and parses its samples; fails the test on errors.
 pub fn perf_script(file: &Path) -> Vec<ScriptSample> {
     let o = Command::new("perf")
