@@ -2,8 +2,9 @@
 # Times `memperf report --folded` beside `perf script | inferno-collapse-perf` on the
 # page-fault workload (no-frame-pointer build): memperf on its own recording, memperf on
 # perf's --call-graph dwarf recording (offline unwinding), and perf + inferno on perf's
-# recording. Prints the ratios against the goals, and how many samples of the workload's
-# chain each output holds.
+# recording; and `memperf script | inferno-collapse-perf` on perf's recording, the same
+# pipeline with memperf's script in perf's place. Prints the ratios against the goals, and
+# how many samples of the workload's chain each output holds.
 #
 # Usage: benches/compare-report.sh [PAGES] [RUNS]      (defaults: 200000 pages, 3 runs)
 # Installs inferno's collapser with cargo when it is missing.
@@ -40,6 +41,7 @@ configs = {
     "memperf report (memperf file)": f"'{memperf}' report -q --folded -i '{m}'",
     "memperf report (perf dwarf file)": f"'{memperf}' report -q --folded -i '{p}'",
     "perf script | inferno (perf file)": f"perf script -i '{p}' 2>/dev/null | inferno-collapse-perf",
+    "memperf script | inferno (perf file)": f"'{memperf}' script -q -i '{p}' | inferno-collapse-perf",
 }
 times, chains = {}, {}
 for name, cmd in configs.items():
@@ -63,8 +65,9 @@ print(f"files: memperf {os.path.getsize(m)/1e6:.1f} MB, {samples(m)} samples; "
 print(f"{'':36} {'wall s':>8} {'chain samples':>14}")
 for name in configs:
     print(f"{name:36} {times[name]:8.3f} {chains[name]:>14}")
-a, b, c = (times[k] for k in configs)
+a, b, c, d = (times[k] for k in configs)
 print()
 print(f"perf+inferno / memperf on its own file:   {c/a:6.1f}x   (goal >= 10)")
 print(f"perf+inferno / memperf on perf's file:    {c/b:6.1f}x   (goal >= 3)")
+print(f"perf script / memperf script, each through inferno:   {c/d:6.1f}x")
 PY

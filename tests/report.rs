@@ -1218,6 +1218,50 @@ fn script_payloads_are_perf_scripts() {
     }
 }
 
+/// memperf's recordings keep the kernel's printk formats, so a `const char *` field prints
+/// the string it points to, in memperf script as in perf script: `maple_tree:ma_write` (the
+/// VMA tree's writes, kernel 6.1+) names the function that wrote.
+#[test]
+fn const_char_fields_print_their_kernel_strings() {
+    const EVENT: &str = "maple_tree:ma_write";
+    if !require_perf("printk formats") || !require_perf_tool("printk formats") {
+        return;
+    }
+    let tracefs = ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"];
+    if !tracefs
+        .iter()
+        .any(|t| Path::new(t).join("events/maple_tree/ma_write").exists())
+    {
+        eprintln!("skipped: this kernel has no {EVENT} tracepoint (6.1+)");
+        return;
+    }
+    let dir = scratch();
+    let out = dir.path().join("ma.data");
+    record(
+        &out,
+        &["-e", EVENT],
+        &fixture("mmap", Variant::NoFp),
+        &["8"],
+    );
+    let (ours, theirs, _) = both_scripts(out.to_str().unwrap());
+    let (ours, theirs) = (script_headers(&ours), script_headers(&theirs));
+    assert_eq!(ours, theirs);
+    let writers: Vec<&str> = ours
+        .iter()
+        .filter_map(|h| h.split_once(&format!("{EVENT}: ")))
+        .map(|(_, payload)| payload.split('\t').next().unwrap_or(""))
+        .collect();
+    assert!(!writers.is_empty(), "{ours:?}");
+    // A name (`mas_store_prealloc`), not the string's address.
+    assert!(
+        writers
+            .iter()
+            .all(|w| !w.is_empty() && !w.chars().all(|c| c.is_ascii_hexdigit())),
+        "{writers:?}"
+    );
+    assert!(writers.iter().any(|w| w.starts_with("mas_")), "{writers:?}");
+}
+
 #[test]
 fn pprof_profiles_open_in_go_tool_pprof() {
     if !require_perf("pprof") || !have_go() {

@@ -348,8 +348,28 @@ fn brk_from_tracefs() -> Option<(u64, Vec<u8>)> {
             name: "sys_enter_brk".into(),
             format: std::fs::read(ev.join("syscalls/sys_enter_brk/format")).unwrap(),
         }],
+        PRINTK,
     );
     Some((id, td))
+}
+
+/// Printk formats as tracefs lists them; perf must still read the blob's layout past them.
+const PRINTK: &[u8] =
+    b"0xffffffff8281a424 : \"Start context switch\"\n0xffffffff82521880 : \"mt_find\"\n";
+
+#[test]
+fn the_tracing_data_carries_the_printk_formats() {
+    let td = tracing_data(b"page", b"event", &[], PRINTK);
+    assert_eq!(
+        crate::perfdata::tracing_data::parse_printk_formats(&td),
+        [
+            (0xffff_ffff_8281_a424, "Start context switch".to_string()),
+            (0xffff_ffff_8252_1880, "mt_find".to_string()),
+        ]
+    );
+    // The saved cmdlines' size (none) ends the blob.
+    assert!(td.ends_with(&[0; 8]));
+    assert!(td[..td.len() - 8].ends_with(PRINTK));
 }
 
 #[test]

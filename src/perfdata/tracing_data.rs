@@ -16,11 +16,13 @@ fn put_sized_u64(v: &mut Vec<u8>, data: &[u8]) {
 
 /// Builds the TRACING_DATA blob: magic, version "0.6", endianness, sizeof(long), page size,
 /// header_page, header_event, no ftrace formats, the event systems with their formats (in the
-/// order of first appearance), and empty kallsyms, printk formats and saved cmdlines.
+/// order of first appearance), empty kallsyms, the kernel's printk formats (tracefs
+/// `printk_formats`, the strings `const char *` fields point to), and no saved cmdlines.
 pub fn tracing_data(
     header_page: &[u8],
     header_event: &[u8],
     formats: &[TracepointFormat],
+    printk_formats: &[u8],
 ) -> Vec<u8> {
     let mut v = vec![0x17, 0x08, 0x44];
     v.extend_from_slice(b"tracing");
@@ -54,7 +56,9 @@ pub fn tracing_data(
     }
 
     v.extend_from_slice(&0u32.to_ne_bytes()); // kallsyms
-    v.extend_from_slice(&0u32.to_ne_bytes()); // printk formats
+    // perf's layout: a u32 size, then the file's text.
+    v.extend_from_slice(&(printk_formats.len() as u32).to_ne_bytes());
+    v.extend_from_slice(printk_formats);
     v.extend_from_slice(&0u64.to_ne_bytes()); // saved cmdlines
     v
 }

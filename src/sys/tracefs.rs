@@ -177,6 +177,12 @@ impl Tracefs {
         read_with_path(&self.root.join("events/header_page"))
     }
 
+    /// `printk_formats`: the kernel's format strings by address, which `const char *`
+    /// tracepoint fields (`rcu:rcu_utilization`, `maple_tree:ma_write`) point to.
+    pub fn printk_formats(&self) -> io::Result<Vec<u8>> {
+        read_with_path(&self.root.join("printk_formats"))
+    }
+
     /// `events/header_event`.
     pub fn header_event(&self) -> io::Result<Vec<u8>> {
         read_with_path(&self.root.join("events/header_event"))

@@ -418,7 +418,14 @@ fn build_features(cfg: &RecordConfig, opened: &open::Opened, session: &Session) 
             }
         }
         if let (Ok(hp), Ok(he)) = (tfs.header_page(), tfs.header_event()) {
-            f.tracing_data = Some(tracing_data(&hp, &he, &formats));
+            let printk = tfs.printk_formats().unwrap_or_else(|e| {
+                eprintln!(
+                    "memperf: note: {e}; `const char *` tracepoint fields will print as \
+                     addresses"
+                );
+                Vec::new()
+            });
+            f.tracing_data = Some(tracing_data(&hp, &he, &formats, &printk));
         }
     }
     let mut seen = rustc_hash::FxHashSet::default();

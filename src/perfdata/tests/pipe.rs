@@ -178,7 +178,7 @@ fn walk(f: &PerfDataFile) -> (Vec<u64>, u64, Vec<usize>) {
 
 #[test]
 fn pipe_stream_reads_into_the_file_model() {
-    let td = tracing_data(b"header_page", b"header_event", &[brk_tp(777)]);
+    let td = tracing_data(b"header_page", b"header_event", &[brk_tp(777)], b"");
     let (bytes, _) = pipe_recording(5, &td, 777, true);
     let f = PerfDataFile::from_bytes(bytes.clone()).unwrap();
     assert!(f.is_pipe());
@@ -255,7 +255,7 @@ fn pipe_stream_names_and_empty_sample_time() {
 
 #[test]
 fn broken_pipe_streams_say_where_and_what_was_skipped() {
-    let td = tracing_data(b"header_page", b"header_event", &[brk_tp(777)]);
+    let td = tracing_data(b"header_page", b"header_event", &[brk_tp(777)], b"");
     let (good, at) = pipe_recording(5, &td, 777, true);
     let err = |b: &[u8]| {
         PerfDataFile::from_bytes(b.to_vec())
