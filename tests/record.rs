@@ -609,3 +609,91 @@ fn a_full_disk_is_a_clear_error() {
     );
     assert!(!err.contains("panicked"), "{err}");
 }
+
+#[test]
+fn duration_ends_the_recording_and_sends_the_command_sigterm() {
+    if !require_perf("--duration") {
+        return;
+    }
+    let _turn = recording_turn();
+    let dir = scratch();
+    let out = dir.path().join("d.data");
+    // With a command: SIGTERM when the time is up, and its status (128 + 15) is memperf's.
+    let o = memperf()
+        .args(["record", "-e", "page-faults", "--duration", "0.5", "-o"])
+        .arg(&out)
+        .args(["--", "sleep", "30"])
+        .output()
+        .expect("run");
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(143), "{err}");
+    assert!(err.contains("stopped: --duration elapsed"), "{err}");
+    // System-wide: memperf stops by itself.
+    let o = memperf()
+        .args([
+            "record",
+            "-e",
+            "page-faults",
+            "-a",
+            "--duration",
+            "0.5",
+            "-o",
+        ])
+        .arg(&out)
+        .output()
+        .expect("run");
+    let err = stderr(&o);
+    assert!(o.status.success(), "{err}");
+    assert!(err.contains("stopped: --duration elapsed"), "{err}");
+}
+
+#[test]
+fn sigint_is_forwarded_to_the_command_and_its_status_is_memperfs() {
+    if !require_perf("SIGINT forwarding") {
+        return;
+    }
+    let dir = scratch();
+    let out = dir.path().join("fwd.data");
+    let mut rec = memperf()
+        .args(["record", "-e", "page-faults", "-o"])
+        .arg(&out)
+        .args(["--", "sleep", "30"])
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start memperf");
+    let mut err = BufReader::new(rec.stderr.take().expect("stderr"));
+    let mut started = String::new();
+    err.read_line(&mut started).expect("start line");
+    assert!(started.contains("memperf: recording"), "{started}");
+    // Only memperf gets the signal: the command dies of it only if memperf forwards it.
+    assert!(
+        Command::new("kill")
+            .args(["-INT", &rec.id().to_string()])
+            .status()
+            .expect("kill")
+            .success()
+    );
+    let status = rec.wait().expect("wait");
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut err, &mut rest).ok();
+    assert_eq!(status.code(), Some(130), "{rest}");
+    assert!(rest.contains("stopped: the command exited"), "{rest}");
+}
+
+#[test]
+fn consume_none_only_advances_the_rings() {
+    if !require_perf("--consume none") {
+        return;
+    }
+    let dir = scratch();
+    let out = dir.path().join("none.data");
+    let o = memperf()
+        .args(["record", "-e", "page-faults", "--consume", "none", "-o"])
+        .arg(&out)
+        .args(["--", "sh", "-c", "exit 3"])
+        .output()
+        .expect("run");
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(3), "{err}");
+    assert!(err.contains("stopped: the command exited"), "{err}");
+}
