@@ -71,16 +71,8 @@ struct ProbeHold {
 /// Runs `memperf leak`.
 pub fn run(cfg: LeakConfig) -> Result<i32> {
     let facts = SystemFacts::read();
-    let (target, command) = match &cfg.target {
-        LeakTarget::Pid(pid) => {
-            if !crate::procfs::exists(*pid) {
-                bail!("no such process: {pid} (given to -p)");
-            }
-            (Target::Pids(vec![*pid]), None)
-        }
-        LeakTarget::Command(argv) => (Target::Command, Some(argv.clone())),
-        LeakTarget::System => (Target::SystemWide, None),
-    };
+    let (target, command) = leak_target(&cfg);
+    driver::check_attach(&target)?;
     // Probes are created before the events are opened and removed after they are closed:
     // `hold` is declared first so that it is dropped last, on every path out of here.
     let mut hold = ProbeHold::default();
@@ -141,14 +133,9 @@ pub fn run(cfg: LeakConfig) -> Result<i32> {
         lost = lost.max(counted);
     }
     let now = now_ns(monotonic, &session);
-    let completeness = output::Completeness {
-        lost,
-        sample_rate: cfg.sample_rate,
-    };
     // The final report: when tracing ended otherwise than by reaching the count.
     if done.reason != StopReason::Requested && !cfg.folded {
-        let mut out = std::io::stdout().lock();
-        output::write_report(&mut out, &cfg, &sink, &mut names, now, &completeness)?;
+        print_report(&cfg, &sink, &mut names, now, lost)?;
     }
     drop(done.opened);
     let removed = hold.group.as_mut().map(|g| g.remove_all());
@@ -158,6 +145,15 @@ pub fn run(cfg: LeakConfig) -> Result<i32> {
     summary(&sink, lost, done.drain.corrupt_bytes);
     write_profiles(&cfg, &mut sink, now, lost)?;
     Ok(0)
+}
+
+/// The recorder's target for leak's, and the command to start.
+fn leak_target(cfg: &LeakConfig) -> (Target, Option<Vec<std::ffi::OsString>>) {
+    match &cfg.target {
+        LeakTarget::Pid(pid) => (Target::Pids(vec![*pid]), None),
+        LeakTarget::Command(argv) => (Target::Command, Some(argv.clone())),
+        LeakTarget::System => (Target::SystemWide, None),
+    }
 }
 
 /// The recording the leak events are opened as: the recorder's targets, rings and
@@ -355,6 +351,22 @@ fn now_ns(monotonic: bool, session: &Session) -> u64 {
     }
 }
 
+/// One report on standard output.
+fn print_report(
+    cfg: &LeakConfig,
+    sink: &LeakSink,
+    names: &mut output::Names,
+    now: u64,
+    lost: u64,
+) -> Result<()> {
+    let done = output::Completeness {
+        lost,
+        sample_rate: cfg.sample_rate,
+    };
+    let mut out = std::io::stdout().lock();
+    output::write_report(&mut out, cfg, sink, names, now, &done)
+}
+
 /// The report at each interval; the run ends after `-c` of them.
 fn interval_reports<'a>(
     cfg: &'a LeakConfig,
@@ -368,13 +380,8 @@ fn interval_reports<'a>(
         }
         reports += 1;
         if !cfg.folded {
-            let done = output::Completeness {
-                lost: session.stats().lost + session.stats().lost_samples,
-                sample_rate: cfg.sample_rate,
-            };
-            let now = now_ns(monotonic, session);
-            let mut out = std::io::stdout().lock();
-            output::write_report(&mut out, cfg, sink, names, now, &done)?;
+            let lost = session.stats().lost + session.stats().lost_samples;
+            print_report(cfg, sink, names, now_ns(monotonic, session), lost)?;
         }
         if cfg.count.is_some_and(|c| reports >= c) {
             return Ok(Flow::Stop);

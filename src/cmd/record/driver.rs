@@ -88,6 +88,18 @@ pub(crate) fn spawn_gated(command: Option<&[OsString]>) -> Result<Option<GatedCh
         .transpose()
 }
 
+/// Fails, as perf does, when a pid given to -p does not exist.
+pub(crate) fn check_attach(target: &Target) -> Result<()> {
+    if let Target::Pids(pids) = target {
+        for &pid in pids {
+            if !procfs::exists(pid) {
+                anyhow::bail!("no such process: {pid} (given to -p)");
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Why the run ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum StopReason {

@@ -49,13 +49,7 @@ pub fn run(cfg: RecordConfig) -> Result<i32> {
     open::check_period(&cfg)?;
     let facts = SystemFacts::read();
     let (events, tracefs) = open::resolve_events(&cfg.events)?;
-    if let Target::Pids(pids) = &cfg.target {
-        for &pid in pids {
-            if !procfs::exists(pid) {
-                anyhow::bail!("no such process: {pid} (given to -p)");
-            }
-        }
-    }
+    driver::check_attach(&cfg.target)?;
     prepare_output(&cfg.output)?;
     let write_failed = format!("failed to write `{}`", cfg.output.display());
     let signals = SignalState::install()?;
@@ -65,44 +59,16 @@ pub fn run(cfg: RecordConfig) -> Result<i32> {
 
     let online =
         matches!(cfg.call_graph, CallGraph::Dwarf { .. }) && cfg.unwind == UnwindWhen::Online;
-    let mut descs = Vec::new();
-    let mut sevents = Vec::new();
-    for ev in &opened.events {
-        let attr = ev
-            .attr
-            .ok_or_else(|| anyhow!("event `{}` was never opened", ev.spec.name))?;
-        let out_attr = open::output_attr(&attr, online);
-        sevents.push(SessionEvent {
-            name: ev.spec.name.clone(),
-            ring_info: ParseInfo::from_attr(&attr),
-            out_info: ParseInfo::from_attr(&out_attr),
-        });
-        descs.push(EventDesc {
-            attr: out_attr,
-            name: ev.spec.name.clone(),
-            ids: ev.ids.clone(),
-        });
-    }
+    let (sevents, descs) = describe_events(&opened, online)?;
     let mut writer =
         PerfDataWriter::create(&cfg.output, descs).with_context(|| write_failed.clone())?;
     let unwinders = online.then(|| Unwinders::new(UnwindMode::Dwarf));
     let ids: FxHashMap<u64, usize> = opened.ids.clone();
     let mut session = Session::new(sevents.clone(), ids, unwinders);
 
-    let synth_pids: Vec<u32> = match &cfg.target {
-        Target::SystemWide => procfs::all_pids().unwrap_or_default(),
-        Target::Pids(p) => p.clone(),
-        Target::Tids(t) => {
-            let mut v: Vec<u32> = t.iter().filter_map(|&t| procfs::tgid(t).ok()).collect();
-            v.sort_unstable();
-            v.dedup();
-            v
-        }
-        Target::Command => Vec::new(),
-    };
     let first_id = opened.events[0].ids.first().copied().unwrap_or(0);
     synth::synthesize(
-        &synth_pids,
+        &synth_pids(&cfg.target),
         first_id,
         &sevents[0].ring_info,
         &mut session,
@@ -163,6 +129,48 @@ pub fn run(cfg: RecordConfig) -> Result<i32> {
         });
     }
     Ok(done.exit.map_or(0, |e| e.shell_code()))
+}
+
+/// The processes whose mappings are written before the recording starts (a command's are
+/// seen at its exec).
+fn synth_pids(target: &Target) -> Vec<u32> {
+    match target {
+        Target::SystemWide => procfs::all_pids().unwrap_or_default(),
+        Target::Pids(p) => p.clone(),
+        Target::Tids(t) => {
+            let mut v: Vec<u32> = t.iter().filter_map(|&t| procfs::tgid(t).ok()).collect();
+            v.sort_unstable();
+            v.dedup();
+            v
+        }
+        Target::Command => Vec::new(),
+    }
+}
+
+/// How the session parses each event's records, and how the file describes them.
+fn describe_events(
+    opened: &open::Opened,
+    online: bool,
+) -> Result<(Vec<SessionEvent>, Vec<EventDesc>)> {
+    let mut descs = Vec::new();
+    let mut sevents = Vec::new();
+    for ev in &opened.events {
+        let attr = ev
+            .attr
+            .ok_or_else(|| anyhow!("event `{}` was never opened", ev.spec.name))?;
+        let out_attr = open::output_attr(&attr, online);
+        sevents.push(SessionEvent {
+            name: ev.spec.name.clone(),
+            ring_info: ParseInfo::from_attr(&attr),
+            out_info: ParseInfo::from_attr(&out_attr),
+        });
+        descs.push(EventDesc {
+            attr: out_attr,
+            name: ev.spec.name.clone(),
+            ids: ev.ids.clone(),
+        });
+    }
+    Ok((sevents, descs))
 }
 
 /// The kernel reports a ring's losses with a LOST record written when room frees up; losses
