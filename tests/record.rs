@@ -672,3 +672,24 @@ fn consume_none_only_advances_the_rings() {
     assert_eq!(code, Some(3), "{err}");
     assert!(err.contains("stopped: the command exited"), "{err}");
 }
+
+#[test]
+fn recording_threads_given_with_t_stops_when_they_exit() {
+    if !require_perf("attach with -t") {
+        return;
+    }
+    let dir = scratch();
+    let out = dir.path().join("t.data");
+    // `cat` runs until its stdin closes: it is alive while the recording starts.
+    let mut thread = Command::new("cat")
+        .stdin(Stdio::piped())
+        .spawn()
+        .expect("start cat");
+    let tid = thread.id().to_string();
+    let rec = Recording::start(&["-e", "page-faults", "-t", &tid], &out, &[]);
+    drop(thread.stdin.take());
+    assert!(thread.wait().expect("wait cat").success());
+    let (status, rest) = rec.wait("its thread exited");
+    assert!(status.success(), "{rest}");
+    assert!(rest.contains("stopped: every target exited"), "{rest}");
+}
