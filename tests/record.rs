@@ -4,12 +4,72 @@
 mod common;
 
 use std::io::{BufRead, BufReader, Write};
-use std::process::{Command, Stdio};
+use std::path::Path;
+use std::process::{Child, ChildStderr, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use common::*;
 
 const PF_CHAIN: [&str; 5] = ["touch_pages", "pf_level3", "pf_level2", "pf_level1", "main"];
+
+/// `memperf record OPTS -o OUT [-- COMMAND]`.
+fn record_command(opts: &[&str], out: &Path, command: &[&str]) -> Command {
+    let mut cmd = memperf();
+    cmd.arg("record").args(opts).arg("-o").arg(out);
+    if !command.is_empty() {
+        cmd.arg("--").args(command);
+    }
+    cmd
+}
+
+/// Runs `memperf record` to its end: its exit code and its stderr.
+fn record_to_end(opts: &[&str], out: &Path, command: &[&str]) -> (Option<i32>, String) {
+    let o = record_command(opts, out, command).output().expect("run");
+    (o.status.code(), stderr(&o))
+}
+
+/// A `memperf record` running in the background, its start line read.
+struct Recording {
+    child: Child,
+    err: BufReader<ChildStderr>,
+}
+
+impl Recording {
+    fn start(opts: &[&str], out: &Path, command: &[&str]) -> Recording {
+        let mut cmd = record_command(opts, out, command);
+        let mut child = cmd.stderr(Stdio::piped()).spawn().expect("start memperf");
+        let mut err = BufReader::new(child.stderr.take().expect("stderr"));
+        let mut started = String::new();
+        err.read_line(&mut started).expect("start line");
+        assert!(started.contains("memperf: recording"), "{started}");
+        Recording { child, err }
+    }
+
+    /// Sends SIGINT to memperf alone (through `kill`: tests keep `unsafe` out).
+    fn interrupt(&self) {
+        let pid = self.child.id().to_string();
+        let st = Command::new("kill").args(["-INT", &pid]).status();
+        assert!(st.expect("kill").success());
+    }
+
+    /// Its exit status and the rest of its stderr, once it stops (after `why`).
+    fn wait(mut self, why: &str) -> (ExitStatus, String) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let status = loop {
+            if let Some(s) = self.child.try_wait().expect("wait memperf") {
+                break s;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "memperf did not stop after {why}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        let mut rest = String::new();
+        std::io::Read::read_to_string(&mut self.err, &mut rest).ok();
+        (status, rest)
+    }
+}
 
 fn chain_count(samples: &[ScriptSample], chain: &[&str]) -> usize {
     samples.iter().filter(|s| s.has_chain(chain)).count()
@@ -375,16 +435,7 @@ fn attach_to_a_process_catches_every_thread_including_new_ones() {
         .strip_prefix("ready ")
         .expect("ready PID")
         .to_string();
-    let mut rec = memperf()
-        .args(["record", "-e", "page-faults", "-p", &pid, "-o"])
-        .arg(&out)
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start memperf");
-    let mut err = BufReader::new(rec.stderr.take().expect("stderr"));
-    let mut started = String::new();
-    err.read_line(&mut started).expect("start line");
-    assert!(started.contains("memperf: recording"), "{started}");
+    let rec = Recording::start(&["-e", "page-faults", "-p", &pid], &out, &[]);
     work.stdin
         .take()
         .expect("stdin")
@@ -392,19 +443,7 @@ fn attach_to_a_process_catches_every_thread_including_new_ones() {
         .expect("release the workload");
     assert!(work.wait().expect("wait").success());
     // memperf stops by itself once the process is gone.
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let status = loop {
-        if let Some(s) = rec.try_wait().expect("wait memperf") {
-            break s;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "memperf did not stop after its target exited"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    let mut rest = String::new();
-    std::io::Read::read_to_string(&mut err, &mut rest).ok();
+    let (status, rest) = rec.wait("its target exited");
     assert!(status.success(), "memperf failed: {rest}");
     let samples = perf_script(&out);
     let mut per_tid = std::collections::BTreeMap::new();
@@ -440,33 +479,15 @@ fn sigint_leaves_a_complete_file() {
     let _turn = recording_turn();
     let dir = scratch();
     let out = dir.path().join("int.data");
-    let mut rec = memperf()
-        .args(["record", "-e", "page-faults", "-a", "-o"])
-        .arg(&out)
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start memperf");
-    let mut err = BufReader::new(rec.stderr.take().expect("stderr"));
-    let mut started = String::new();
-    err.read_line(&mut started).expect("start line");
-    assert!(started.contains("memperf: recording"), "{started}");
+    let rec = Recording::start(&["-e", "page-faults", "-a"], &out, &[]);
     // Some activity to record.
     let prog = fixture("pagefault", Variant::Fp);
     // Other tests run fixtures at the same time: only this run's pid counts.
     let mut run = Command::new(&prog).arg("100").spawn().expect("run");
     let fixture_pid = run.id();
     assert!(run.wait().expect("wait").success());
-    let pid = rec.id() as i32;
-    assert!(
-        Command::new("kill")
-            .args(["-INT", &pid.to_string()])
-            .status()
-            .expect("kill")
-            .success()
-    );
-    let status = rec.wait().expect("wait");
-    let mut rest = String::new();
-    std::io::Read::read_to_string(&mut err, &mut rest).ok();
+    rec.interrupt();
+    let (status, rest) = rec.wait("SIGINT");
     assert!(status.success(), "{rest}");
     let samples = perf_script(&out);
     let of_fixture: Vec<&ScriptSample> = samples.iter().filter(|s| s.tid == fixture_pid).collect();
@@ -489,13 +510,8 @@ fn command_exit_status_is_memperfs() {
     }
     let dir = scratch();
     let out = dir.path().join("x.data");
-    let o = memperf()
-        .args(["record", "-q", "-o"])
-        .arg(&out)
-        .args(["--", "sh", "-c", "exit 7"])
-        .output()
-        .expect("run");
-    assert_eq!(o.status.code(), Some(7), "{}", stderr(&o));
+    let (code, err) = record_to_end(&["-q"], &out, &["sh", "-c", "exit 7"]);
+    assert_eq!(code, Some(7), "{err}");
 }
 
 #[test]
@@ -608,4 +624,72 @@ fn a_full_disk_is_a_clear_error() {
         "{err}"
     );
     assert!(!err.contains("panicked"), "{err}");
+}
+
+#[test]
+fn duration_ends_the_recording_and_sends_the_command_sigterm() {
+    if !require_perf("--duration") {
+        return;
+    }
+    let _turn = recording_turn();
+    let dir = scratch();
+    let out = dir.path().join("d.data");
+    // With a command: SIGTERM when the time is up, and its status (128 + 15) is memperf's.
+    let opts = ["-e", "page-faults", "--duration", "0.5"];
+    let (code, err) = record_to_end(&opts, &out, &["sleep", "30"]);
+    assert_eq!(code, Some(143), "{err}");
+    assert!(err.contains("stopped: --duration elapsed"), "{err}");
+    // System-wide: memperf stops by itself.
+    let (code, err) = record_to_end(&[&opts[..], &["-a"]].concat(), &out, &[]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(err.contains("stopped: --duration elapsed"), "{err}");
+}
+
+#[test]
+fn sigint_is_forwarded_to_the_command_and_its_status_is_memperfs() {
+    if !require_perf("SIGINT forwarding") {
+        return;
+    }
+    let dir = scratch();
+    let out = dir.path().join("fwd.data");
+    let rec = Recording::start(&["-e", "page-faults"], &out, &["sleep", "30"]);
+    // Only memperf gets the signal: the command dies of it only if memperf forwards it.
+    rec.interrupt();
+    let (status, rest) = rec.wait("SIGINT");
+    assert_eq!(status.code(), Some(130), "{rest}");
+    assert!(rest.contains("stopped: the command exited"), "{rest}");
+}
+
+#[test]
+fn consume_none_only_advances_the_rings() {
+    if !require_perf("--consume none") {
+        return;
+    }
+    let dir = scratch();
+    let out = dir.path().join("none.data");
+    let opts = ["-e", "page-faults", "--consume", "none"];
+    let (code, err) = record_to_end(&opts, &out, &["sh", "-c", "exit 3"]);
+    assert_eq!(code, Some(3), "{err}");
+    assert!(err.contains("stopped: the command exited"), "{err}");
+}
+
+#[test]
+fn recording_threads_given_with_t_stops_when_they_exit() {
+    if !require_perf("attach with -t") {
+        return;
+    }
+    let dir = scratch();
+    let out = dir.path().join("t.data");
+    // `cat` runs until its stdin closes: it is alive while the recording starts.
+    let mut thread = Command::new("cat")
+        .stdin(Stdio::piped())
+        .spawn()
+        .expect("start cat");
+    let tid = thread.id().to_string();
+    let rec = Recording::start(&["-e", "page-faults", "-t", &tid], &out, &[]);
+    drop(thread.stdin.take());
+    assert!(thread.wait().expect("wait cat").success());
+    let (status, rest) = rec.wait("its thread exited");
+    assert!(status.success(), "{rest}");
+    assert!(rest.contains("stopped: every target exited"), "{rest}");
 }

@@ -14,25 +14,24 @@ mod table;
 
 use std::ffi::CString;
 use std::io::Write;
-use std::os::fd::{AsFd, BorrowedFd};
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail};
 use perf_event_open_sys::bindings as b;
 
 use crate::cli::leak::{LeakConfig, LeakTarget, ProbeVia};
 use crate::cli::{CallGraph, Consume, RecordConfig, Target, UnwindWhen};
-use crate::cmd::record::{SignalState, drain, open, synth};
+use crate::cmd::record::driver::{
+    self, Driver, Flow, OnSignal, Round, SignalState, StopReason, Until,
+};
+use crate::cmd::record::{open, synth};
 use crate::events::{EventKind, EventSpec, Modifiers, Period};
 use crate::record::ParseInfo;
 use crate::session::{Session, SessionEvent};
-use crate::sys::child::{GatedChild, RunningChild};
+use crate::sys;
 use crate::sys::diagnose::SystemFacts;
-use crate::sys::open::{ioc_disable, ioc_enable};
 use crate::sys::tracefs::Tracefs;
 use crate::sys::uprobe::{PmuPath, ProbeDef, UprobeGroup, UprobePmu};
-use crate::sys::{self, poll};
 use crate::unwind::{UnwindMode, Unwinders};
 
 use sink::{LeakEvent, LeakSink, Role};
@@ -72,16 +71,8 @@ struct ProbeHold {
 /// Runs `memperf leak`.
 pub fn run(cfg: LeakConfig) -> Result<i32> {
     let facts = SystemFacts::read();
-    let (target, command) = match &cfg.target {
-        LeakTarget::Pid(pid) => {
-            if !crate::procfs::exists(*pid) {
-                bail!("no such process: {pid} (given to -p)");
-            }
-            (Target::Pids(vec![*pid]), None)
-        }
-        LeakTarget::Command(argv) => (Target::Command, Some(argv.clone())),
-        LeakTarget::System => (Target::SystemWide, None),
-    };
+    let (target, command) = leak_target(&cfg);
+    driver::check_attach(&target)?;
     // Probes are created before the events are opened and removed after they are closed:
     // `hold` is declared first so that it is dropped last, on every path out of here.
     let mut hold = ProbeHold::default();
@@ -97,13 +88,10 @@ pub fn run(cfg: LeakConfig) -> Result<i32> {
         ev.sampling = Some(p.sampling.clone());
         ev.filter = p.filter.clone();
     }
-    let gated = match &rcfg.command {
-        Some(argv) => Some(GatedChild::spawn(argv).context("failed to start the command")?),
-        None => None,
-    };
+    let gated = driver::spawn_gated(rcfg.command.as_deref())?;
     let child_pid = gated.as_ref().map(|g| g.pid());
-    let mut signals = SignalState::install()?;
-    let mut opened = open::open_all(
+    let signals = SignalState::install()?;
+    let opened = open::open_all(
         &rcfg,
         events,
         tracefs.or(tfs_for_tracepoints),
@@ -122,60 +110,50 @@ pub fn run(cfg: LeakConfig) -> Result<i32> {
             .context("failed to read the target's mappings")?;
     }
 
-    // Start: the command's events enable themselves at its exec.
-    if target != Target::Command {
-        for ring in &opened.rings {
-            ioc_enable(ring.fd()).context("failed to enable an event")?;
-        }
-        for fd in &opened.fds {
-            ioc_enable(fd.as_fd()).context("failed to enable an event")?;
-        }
-    }
     let header = header_line(&cfg, &target, child_pid);
-    let mut child = match gated {
-        Some(g) => Some(g.release().context("failed to start the command")?),
-        None => None,
-    };
+    let mut driver = Driver::new(opened, signals, gated, &target);
+    driver.start()?;
     say(&cfg, &header)?;
 
     let mut names = output::Names::default();
-    let mut dstats = drain::DrainStats::default();
-    let mut state = LoopState {
-        reports: 0,
-        last_report: Instant::now(),
-        clock_monotonic: opened.clock_monotonic,
+    let until = Until {
+        duration: None,
+        tick: Some(cfg.interval),
+        on_signal: OnSignal::ForwardAndStop,
     };
-    let reason = trace_loop(
-        &cfg,
-        &target,
-        &mut opened.rings,
-        &mut session,
-        &mut sink,
-        &mut signals,
-        &mut child,
-        &mut dstats,
-        &mut names,
-        &mut state,
-    )?;
-    let lost = stop(&mut opened, &mut session, &mut sink, &mut dstats)?;
-    let now = now_ns(opened.clock_monotonic, &session);
-    let done = output::Completeness {
-        lost,
-        sample_rate: cfg.sample_rate,
-    };
-    // The final report: when tracing ended otherwise than by reaching the count.
-    if reason != Stop::Count && !cfg.folded {
-        let mut out = std::io::stdout().lock();
-        output::write_report(&mut out, &cfg, &sink, &mut names, now, &done)?;
+    let monotonic = driver.opened().clock_monotonic;
+    let on_round = interval_reports(&cfg, &mut names, monotonic);
+    if driver.run_until(&mut session, &mut sink, &until, on_round)? == StopReason::Requested {
+        driver.signal_child(libc::SIGTERM);
     }
-    drop(opened);
+    let done = driver.finish(&mut session, &mut sink)?;
+    // Every loss: the LOST records, and what the kernel counted but had no room to report.
+    let mut lost = session.stats().lost + session.stats().lost_samples;
+    if let Some(counted) = done.kernel_lost {
+        lost = lost.max(counted);
+    }
+    let now = now_ns(monotonic, &session);
+    // The final report: when tracing ended otherwise than by reaching the count.
+    if done.reason != StopReason::Requested && !cfg.folded {
+        print_report(&cfg, &sink, &mut names, now, lost)?;
+    }
+    drop(done.opened);
     let removed = hold.group.as_mut().map(|g| g.remove_all());
     if let Some(Err(e)) = removed {
         eprintln!("memperf: warning: {e}");
     }
-    summary(&sink, lost, dstats.corrupt_bytes);
+    summary(&sink, lost, done.drain.corrupt_bytes);
     write_profiles(&cfg, &mut sink, now, lost)?;
     Ok(0)
+}
+
+/// The recorder's target for leak's, and the command to start.
+fn leak_target(cfg: &LeakConfig) -> (Target, Option<Vec<std::ffi::OsString>>) {
+    match &cfg.target {
+        LeakTarget::Pid(pid) => (Target::Pids(vec![*pid]), None),
+        LeakTarget::Command(argv) => (Target::Command, Some(argv.clone())),
+        LeakTarget::System => (Target::SystemWide, None),
+    }
 }
 
 /// The recording the leak events are opened as: the recorder's targets, rings and
@@ -256,33 +234,6 @@ fn header_line(cfg: &LeakConfig, target: &Target, child_pid: Option<i32>) -> Str
         (_, true) => format!("Attaching to kernel allocators of pid {pid}, Ctrl+C to quit."),
         _ => format!("Attaching to pid {pid}, Ctrl+C to quit."),
     }
-}
-
-/// Disables the events, takes what is left in the rings, and counts every loss (the LOST
-/// records, and what the kernel counted but had no room to report).
-fn stop(
-    opened: &mut open::Opened,
-    session: &mut Session,
-    sink: &mut LeakSink,
-    dstats: &mut drain::DrainStats,
-) -> Result<u64> {
-    for ring in &opened.rings {
-        let _ = ioc_disable(ring.fd());
-    }
-    for fd in &opened.fds {
-        let _ = ioc_disable(fd.as_fd());
-    }
-    drain::round(&mut opened.rings, session, sink, None, dstats)?;
-    let mut lost = session.stats().lost + session.stats().lost_samples;
-    if opened.format_lost {
-        let mut counted = 0;
-        let owners = opened.rings.iter().map(|r| r.fd());
-        for fd in owners.chain(opened.fds.iter().map(|f| f.as_fd())) {
-            counted += sys::open::read_lost(fd).context("failed to read an event's lost count")?;
-        }
-        lost = lost.max(counted);
-    }
-    Ok(lost)
 }
 
 /// The end-of-run summary on stderr: what was traced, what the table held, what was lost.
@@ -400,87 +351,42 @@ fn now_ns(monotonic: bool, session: &Session) -> u64 {
     }
 }
 
-/// Why tracing stopped.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Stop {
-    Count,
-    TargetExited,
-    Signal,
-}
-
-struct LoopState {
-    reports: u64,
-    last_report: Instant,
-    /// Whether sample times are CLOCK_MONOTONIC (use_clockid; 4.1+).
-    clock_monotonic: bool,
-}
-
-#[allow(clippy::too_many_arguments)]
-fn trace_loop(
+/// One report on standard output.
+fn print_report(
     cfg: &LeakConfig,
-    target: &Target,
-    rings: &mut [crate::sys::ring::RingBuffer],
-    session: &mut Session,
-    sink: &mut LeakSink,
-    signals: &mut SignalState,
-    child: &mut Option<RunningChild>,
-    dstats: &mut drain::DrainStats,
+    sink: &LeakSink,
     names: &mut output::Names,
-    state: &mut LoopState,
-) -> Result<Stop> {
-    let mut last_alive_check = Instant::now();
-    loop {
-        let next = state.last_report + cfg.interval;
-        let timeout = next
-            .saturating_duration_since(Instant::now())
-            .min(Duration::from_millis(100));
-        let mut fds: Vec<BorrowedFd<'_>> = vec![signals.wake.as_fd()];
-        fds.extend(rings.iter().map(|r| r.fd()));
-        poll::poll(&fds, timeout).context("failed to wait for events")?;
-        drop(fds);
-        signals.drain_wakeups();
-        let limit = sys::clock_monotonic_ns().saturating_sub(drain::HOLD_BACK_NS);
-        drain::round(rings, session, sink, Some(limit), dstats)?;
-        if Instant::now() >= next {
-            state.last_report = Instant::now();
-            state.reports += 1;
-            if !cfg.folded {
-                let done = output::Completeness {
-                    lost: session.stats().lost + session.stats().lost_samples,
-                    sample_rate: cfg.sample_rate,
-                };
-                let now = now_ns(state.clock_monotonic, session);
-                let mut out = std::io::stdout().lock();
-                output::write_report(&mut out, cfg, sink, names, now, &done)?;
-            }
-            if cfg.count.is_some_and(|c| state.reports >= c) {
-                if let Some(c) = child.as_ref() {
-                    let _ = c.kill(libc::SIGTERM);
-                }
-                return Ok(Stop::Count);
-            }
+    now: u64,
+    lost: u64,
+) -> Result<()> {
+    let done = output::Completeness {
+        lost,
+        sample_rate: cfg.sample_rate,
+    };
+    let mut out = std::io::stdout().lock();
+    output::write_report(&mut out, cfg, sink, names, now, &done)
+}
+
+/// The report at each interval; the run ends after `-c` of them.
+fn interval_reports<'a>(
+    cfg: &'a LeakConfig,
+    names: &'a mut output::Names,
+    monotonic: bool,
+) -> impl FnMut(&mut Session, &mut LeakSink, Round) -> Result<Flow> + 'a {
+    let mut reports = 0u64;
+    move |session, sink, round| {
+        if !round.tick {
+            return Ok(Flow::Continue);
         }
-        if let Some(sig) = signals.take() {
-            if let Some(c) = child.as_ref() {
-                let _ = c.kill(sig);
-            }
-            return Ok(Stop::Signal);
+        reports += 1;
+        if !cfg.folded {
+            let lost = session.stats().lost + session.stats().lost_samples;
+            print_report(cfg, sink, names, now_ns(monotonic, session), lost)?;
         }
-        if let Some(c) = child.as_mut()
-            && c.try_wait()
-                .context("failed to wait for the command")?
-                .is_some()
-        {
-            return Ok(Stop::TargetExited);
+        if cfg.count.is_some_and(|c| reports >= c) {
+            return Ok(Flow::Stop);
         }
-        if last_alive_check.elapsed() >= Duration::from_millis(200) {
-            last_alive_check = Instant::now();
-            if let Target::Pids(p) = target
-                && p.iter().all(|&pid| !crate::procfs::exists(pid))
-            {
-                return Ok(Stop::TargetExited);
-            }
-        }
+        Ok(Flow::Continue)
     }
 }
 

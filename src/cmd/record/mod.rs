@@ -1,17 +1,13 @@
 //! `memperf record`: open events, drain the rings, unwind, write perf.data.
 
 pub(crate) mod drain;
+pub(crate) mod driver;
 pub(crate) mod open;
 mod summary;
 pub(crate) mod synth;
 
-use std::io::Read;
-use std::os::fd::{AsFd, BorrowedFd};
-use std::os::unix::net::UnixStream;
 use std::path::Path;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use anyhow::{Context, Result, anyhow};
 use rustc_hash::FxHashMap;
@@ -23,68 +19,11 @@ use crate::perfdata::{
 use crate::procfs;
 use crate::record::{self, ParseInfo};
 use crate::session::{Session, SessionEvent};
-use crate::sys::child::{ExitStatusInfo, GatedChild, RunningChild};
 use crate::sys::diagnose::SystemFacts;
-use crate::sys::open::{ioc_disable, ioc_enable};
-use crate::sys::ring::RingBuffer;
-use crate::sys::{self, poll};
 use crate::unwind::{UnwindMode, Unwinders};
+use driver::{Driver, Flow, OnSignal, SignalState, Until};
 
 pub use open::default_mmap_pages;
-
-/// Signals that end or shape a recording, set by handlers, read by the loop.
-pub(crate) struct SignalState {
-    interrupt: Arc<AtomicBool>,
-    terminate: Arc<AtomicBool>,
-    pub(crate) wake: UnixStream,
-    _wake_tx: UnixStream,
-}
-
-impl SignalState {
-    pub(crate) fn install() -> Result<SignalState> {
-        let (rx, tx) = UnixStream::pair().context("failed to create the signal pipe")?;
-        rx.set_nonblocking(true)
-            .context("failed to set up the signal pipe")?;
-        let interrupt = Arc::new(AtomicBool::new(false));
-        let terminate = Arc::new(AtomicBool::new(false));
-        for (sig, flag) in [
-            (signal_hook::consts::SIGINT, &interrupt),
-            (signal_hook::consts::SIGTERM, &terminate),
-            (signal_hook::consts::SIGHUP, &terminate),
-        ] {
-            signal_hook::flag::register(sig, Arc::clone(flag))
-                .context("failed to install a signal handler")?;
-            let tx2 = tx.try_clone().context("failed to set up the signal pipe")?;
-            signal_hook::low_level::pipe::register(sig, tx2)
-                .context("failed to install a signal handler")?;
-        }
-        let tx2 = tx.try_clone().context("failed to set up the signal pipe")?;
-        signal_hook::low_level::pipe::register(signal_hook::consts::SIGCHLD, tx2)
-            .context("failed to install a signal handler")?;
-        Ok(SignalState {
-            interrupt,
-            terminate,
-            wake: rx,
-            _wake_tx: tx,
-        })
-    }
-
-    pub(crate) fn drain_wakeups(&mut self) {
-        let mut buf = [0u8; 64];
-        while matches!(self.wake.read(&mut buf), Ok(n) if n > 0) {}
-    }
-
-    /// The signal received since the last call, if any.
-    pub(crate) fn take(&self) -> Option<i32> {
-        if self.interrupt.swap(false, Ordering::SeqCst) {
-            Some(libc::SIGINT)
-        } else if self.terminate.swap(false, Ordering::SeqCst) {
-            Some(libc::SIGTERM)
-        } else {
-            None
-        }
-    }
-}
 
 /// Moves an existing output file aside, as perf does, and checks the path is writable.
 fn prepare_output(path: &Path) -> Result<()> {
@@ -105,50 +44,114 @@ fn prepare_output(path: &Path) -> Result<()> {
     Ok(())
 }
 
-/// Why the recording ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum StopReason {
-    CommandExited,
-    TargetsExited,
-    Duration,
-    Signal(i32),
-}
-
-impl std::fmt::Display for StopReason {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            StopReason::CommandExited => f.write_str("the command exited"),
-            StopReason::TargetsExited => f.write_str("every target exited"),
-            StopReason::Duration => f.write_str("--duration elapsed"),
-            StopReason::Signal(libc::SIGINT) => f.write_str("interrupted (SIGINT)"),
-            StopReason::Signal(s) => write!(f, "signal {s}"),
-        }
-    }
-}
-
 /// Runs `memperf record`; returns the exit code (the command's, when there is one).
 pub fn run(cfg: RecordConfig) -> Result<i32> {
     open::check_period(&cfg)?;
     let facts = SystemFacts::read();
     let (events, tracefs) = open::resolve_events(&cfg.events)?;
-    if let Target::Pids(pids) = &cfg.target {
-        for &pid in pids {
-            if !procfs::exists(pid) {
-                anyhow::bail!("no such process: {pid} (given to -p)");
-            }
-        }
-    }
+    driver::check_attach(&cfg.target)?;
     prepare_output(&cfg.output)?;
-    let mut signals = SignalState::install()?;
-    let gated = match &cfg.command {
-        Some(argv) => Some(GatedChild::spawn(argv).context("failed to start the command")?),
-        None => None,
-    };
+    let write_failed = format!("failed to write `{}`", cfg.output.display());
+    let signals = SignalState::install()?;
+    let gated = driver::spawn_gated(cfg.command.as_deref())?;
     let child_pid = gated.as_ref().map(|g| g.pid());
-    let mut opened = open::open_all(&cfg, events, tracefs, child_pid, &facts)?;
+    let opened = open::open_all(&cfg, events, tracefs, child_pid, &facts)?;
 
     let online =
         matches!(cfg.call_graph, CallGraph::Dwarf { .. }) && cfg.unwind == UnwindWhen::Online;
+    let (sevents, descs) = describe_events(&opened, online)?;
+    let mut writer =
+        PerfDataWriter::create(&cfg.output, descs).with_context(|| write_failed.clone())?;
+    let unwinders = online.then(|| Unwinders::new(UnwindMode::Dwarf));
+    let ids: FxHashMap<u64, usize> = opened.ids.clone();
+    let mut session = Session::new(sevents.clone(), ids, unwinders);
+
+    let first_id = opened.events[0].ids.first().copied().unwrap_or(0);
+    synth::synthesize(
+        &synth_pids(&cfg.target),
+        first_id,
+        &sevents[0].ring_info,
+        &mut session,
+        &mut writer,
+    )
+    .with_context(|| write_failed.clone())?;
+
+    let mut driver = Driver::new(opened, signals, gated, &cfg.target)
+        .discard(cfg.consume == Consume::None)
+        .sink_context(write_failed.clone());
+    driver.start()?;
+    let started = Instant::now();
+    if !cfg.quiet {
+        summary::print_start(&cfg, driver.opened(), driver.child_pid());
+    }
+    let until = Until {
+        duration: cfg.duration,
+        tick: None,
+        on_signal: OnSignal::Forward,
+    };
+    let mut round_buf = Vec::with_capacity(16);
+    driver.run_until(&mut session, &mut writer, &until, |_, writer, round| {
+        // Each round that took records ends with a FINISHED_ROUND, as perf's do.
+        if cfg.consume != Consume::None && round.drained > 0 {
+            round_buf.clear();
+            record::encode_finished_round(&mut round_buf);
+            writer
+                .write_record(&round_buf)
+                .with_context(|| write_failed.clone())?;
+        }
+        Ok(Flow::Continue)
+    })?;
+    let done = driver.finish(&mut session, &mut writer)?;
+    let opened = done.opened;
+    if let Some(counted) = done.kernel_lost {
+        report_unflushed_losses(counted, &opened, &mut session, &mut writer)
+            .with_context(|| write_failed.clone())?;
+    }
+    let elapsed = started.elapsed();
+
+    let features = build_features(&cfg, &opened, &session);
+    let data_bytes = writer.data_bytes();
+    let total = writer
+        .finish(&features)
+        .with_context(|| format!("failed to finish `{}`", cfg.output.display()))?;
+    drop(opened.fds);
+    if !cfg.quiet {
+        summary::print_end(&summary::EndInfo {
+            cfg: &cfg,
+            session: &session,
+            drain: &done.drain,
+            notes: &opened.notes,
+            elapsed,
+            file_bytes: total,
+            data_bytes,
+            reason: done.reason.to_string(),
+            pages: cfg.mmap_pages,
+        });
+    }
+    Ok(done.exit.map_or(0, |e| e.shell_code()))
+}
+
+/// The processes whose mappings are written before the recording starts (a command's are
+/// seen at its exec).
+fn synth_pids(target: &Target) -> Vec<u32> {
+    match target {
+        Target::SystemWide => procfs::all_pids().unwrap_or_default(),
+        Target::Pids(p) => p.clone(),
+        Target::Tids(t) => {
+            let mut v: Vec<u32> = t.iter().filter_map(|&t| procfs::tgid(t).ok()).collect();
+            v.sort_unstable();
+            v.dedup();
+            v
+        }
+        Target::Command => Vec::new(),
+    }
+}
+
+/// How the session parses each event's records, and how the file describes them.
+fn describe_events(
+    opened: &open::Opened,
+    online: bool,
+) -> Result<(Vec<SessionEvent>, Vec<EventDesc>)> {
     let mut descs = Vec::new();
     let mut sevents = Vec::new();
     for ev in &opened.events {
@@ -167,107 +170,7 @@ pub fn run(cfg: RecordConfig) -> Result<i32> {
             ids: ev.ids.clone(),
         });
     }
-    let mut writer = PerfDataWriter::create(&cfg.output, descs)
-        .with_context(|| format!("failed to write `{}`", cfg.output.display()))?;
-    let unwinders = online.then(|| Unwinders::new(UnwindMode::Dwarf));
-    let ids: FxHashMap<u64, usize> = opened.ids.clone();
-    let mut session = Session::new(sevents.clone(), ids, unwinders);
-
-    let synth_pids: Vec<u32> = match &cfg.target {
-        Target::SystemWide => procfs::all_pids().unwrap_or_default(),
-        Target::Pids(p) => p.clone(),
-        Target::Tids(t) => {
-            let mut v: Vec<u32> = t.iter().filter_map(|&t| procfs::tgid(t).ok()).collect();
-            v.sort_unstable();
-            v.dedup();
-            v
-        }
-        Target::Command => Vec::new(),
-    };
-    let first_id = opened.events[0].ids.first().copied().unwrap_or(0);
-    synth::synthesize(
-        &synth_pids,
-        first_id,
-        &sevents[0].ring_info,
-        &mut session,
-        &mut writer,
-    )
-    .with_context(|| format!("failed to write `{}`", cfg.output.display()))?;
-
-    // Start: let the command exec (events enable themselves at exec), or enable now.
-    let mut child: Option<RunningChild> = None;
-    if cfg.target != Target::Command {
-        for ring in &opened.rings {
-            ioc_enable(ring.fd()).context("failed to enable an event")?;
-        }
-        for fd in &opened.fds {
-            ioc_enable(fd.as_fd()).context("failed to enable an event")?;
-        }
-    }
-    if let Some(g) = gated {
-        child = Some(g.release().context("failed to start the command")?);
-    }
-    let started = Instant::now();
-    if !cfg.quiet {
-        summary::print_start(&cfg, &opened, child.as_ref().map(|c| c.pid()));
-    }
-
-    let mut dstats = drain::DrainStats::default();
-    let (reason, exit) = record_loop(
-        &cfg,
-        &mut opened.rings,
-        &mut session,
-        &mut writer,
-        &mut signals,
-        &mut child,
-        &mut dstats,
-    )?;
-
-    // Stop: disable every event, then take what is left.
-    for ring in &opened.rings {
-        let _ = ioc_disable(ring.fd());
-    }
-    for fd in &opened.fds {
-        let _ = ioc_disable(fd.as_fd());
-    }
-    if cfg.consume == Consume::None {
-        drain::discard_round(&mut opened.rings, &mut dstats);
-    } else {
-        drain::round(
-            &mut opened.rings,
-            &mut session,
-            &mut writer,
-            None,
-            &mut dstats,
-        )
-        .with_context(|| format!("failed to write `{}`", cfg.output.display()))?;
-    }
-    if opened.format_lost && cfg.consume != Consume::None {
-        report_unflushed_losses(&opened, &mut session, &mut writer)
-            .with_context(|| format!("failed to write `{}`", cfg.output.display()))?;
-    }
-    let elapsed = started.elapsed();
-
-    let features = build_features(&cfg, &opened, &session);
-    let data_bytes = writer.data_bytes();
-    let total = writer
-        .finish(&features)
-        .with_context(|| format!("failed to finish `{}`", cfg.output.display()))?;
-    drop(opened.fds);
-    if !cfg.quiet {
-        summary::print_end(&summary::EndInfo {
-            cfg: &cfg,
-            session: &session,
-            drain: &dstats,
-            notes: &opened.notes,
-            elapsed,
-            file_bytes: total,
-            data_bytes,
-            reason: reason.to_string(),
-            pages: cfg.mmap_pages,
-        });
-    }
-    Ok(exit.map_or(0, |e| e.shell_code()))
+    Ok((sevents, descs))
 }
 
 /// The kernel reports a ring's losses with a LOST record written when room frees up; losses
@@ -275,15 +178,11 @@ pub fn run(cfg: RecordConfig) -> Result<i32> {
 /// event's PERF_FORMAT_LOST count has them all: what exceeds the LOST records seen becomes
 /// one more LOST record, so the summary and the file both count every loss.
 fn report_unflushed_losses(
+    counted: u64,
     opened: &open::Opened,
     session: &mut Session,
     writer: &mut PerfDataWriter,
 ) -> Result<()> {
-    let mut counted = 0u64;
-    let owners = opened.rings.iter().map(|r| r.fd());
-    for fd in owners.chain(opened.fds.iter().map(|f| f.as_fd())) {
-        counted += sys::open::read_lost(fd).context("failed to read an event's lost count")?;
-    }
     let seen = session.stats().lost;
     if counted <= seen {
         return Ok(());
@@ -304,101 +203,6 @@ fn report_unflushed_losses(
         writer,
     )?;
     Ok(())
-}
-
-#[allow(clippy::too_many_arguments)]
-fn record_loop(
-    cfg: &RecordConfig,
-    rings: &mut [RingBuffer],
-    session: &mut Session,
-    writer: &mut PerfDataWriter,
-    signals: &mut SignalState,
-    child: &mut Option<RunningChild>,
-    dstats: &mut drain::DrainStats,
-) -> Result<(StopReason, Option<ExitStatusInfo>)> {
-    let deadline = cfg.duration.map(|d| Instant::now() + d);
-    let mut hung_up = vec![false; rings.len()];
-    let mut round_buf = Vec::with_capacity(16);
-    let mut last_alive_check = Instant::now();
-    loop {
-        let timeout = deadline
-            .map(|d| d.saturating_duration_since(Instant::now()))
-            .unwrap_or(Duration::from_millis(100))
-            .min(Duration::from_millis(100));
-        let mut fds: Vec<BorrowedFd<'_>> = vec![signals.wake.as_fd()];
-        let mut which = Vec::new();
-        for (i, ring) in rings.iter().enumerate() {
-            if !hung_up[i] {
-                fds.push(ring.fd());
-                which.push(i);
-            }
-        }
-        let revents = poll::poll(&fds, timeout).context("failed to wait for events")?;
-        for (k, &i) in which.iter().enumerate() {
-            if revents[k + 1] & (libc::POLLHUP | libc::POLLERR) != 0 {
-                hung_up[i] = true;
-            }
-        }
-        drop(fds);
-        signals.drain_wakeups();
-        if cfg.consume == Consume::None {
-            drain::discard_round(rings, dstats);
-        } else {
-            let limit = sys::clock_monotonic_ns().saturating_sub(drain::HOLD_BACK_NS);
-            let before = dstats.records;
-            drain::round(rings, session, writer, Some(limit), dstats)
-                .with_context(|| format!("failed to write `{}`", cfg.output.display()))?;
-            if dstats.records != before {
-                round_buf.clear();
-                record::encode_finished_round(&mut round_buf);
-                writer
-                    .write_record(&round_buf)
-                    .with_context(|| format!("failed to write `{}`", cfg.output.display()))?;
-            }
-        }
-        if let Some(sig) = signals.take() {
-            match child.as_ref() {
-                // Forward to the command; we stop when it exits.
-                Some(c) => {
-                    let _ = c.kill(sig);
-                }
-                None => return Ok((StopReason::Signal(sig), None)),
-            }
-        }
-        if let Some(c) = child.as_mut()
-            && let Some(status) = c.try_wait().context("failed to wait for the command")?
-        {
-            return Ok((StopReason::CommandExited, Some(status)));
-        }
-        if deadline.is_some_and(|d| Instant::now() >= d) {
-            if let Some(c) = child.as_mut() {
-                let _ = c.kill(libc::SIGTERM);
-                let status = wait_blocking(c)?;
-                return Ok((StopReason::Duration, Some(status)));
-            }
-            return Ok((StopReason::Duration, None));
-        }
-        if last_alive_check.elapsed() >= Duration::from_millis(200) {
-            last_alive_check = Instant::now();
-            let gone = match &cfg.target {
-                Target::Pids(p) => p.iter().all(|&pid| !procfs::exists(pid)),
-                Target::Tids(t) => t.iter().all(|&tid| procfs::tgid(tid).is_err()),
-                _ => false,
-            };
-            if gone {
-                return Ok((StopReason::TargetsExited, None));
-            }
-        }
-    }
-}
-
-fn wait_blocking(c: &mut RunningChild) -> Result<ExitStatusInfo> {
-    loop {
-        if let Some(s) = c.try_wait().context("failed to wait for the command")? {
-            return Ok(s);
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    }
 }
 
 /// The feature sections: system facts, tracepoint formats, build-ids of what was hit.

@@ -1,0 +1,432 @@
+//! The live run every recording tool shares: start the target, poll and drain the rings into
+//! the session until a stop condition, then disable the events, drain what is left and read
+//! what the kernel counted as lost. `record` feeds a perf.data writer, `leak` its table.
+
+use std::ffi::OsString;
+use std::io::Read;
+use std::os::fd::{AsFd, BorrowedFd};
+use std::os::unix::net::UnixStream;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+
+use super::drain::{self, DrainStats};
+use super::open::Opened;
+use crate::cli::Target;
+use crate::procfs;
+use crate::session::{RecordSink, Session};
+use crate::sys::child::{ExitStatusInfo, GatedChild, RunningChild};
+use crate::sys::open::{ioc_disable, ioc_enable, read_lost};
+use crate::sys::{self, poll};
+
+/// The longest wait between two drains.
+const POLL_EVERY: Duration = Duration::from_millis(100);
+/// How often attached targets are checked for having exited.
+const ALIVE_EVERY: Duration = Duration::from_millis(200);
+
+/// Signals that end or shape a recording, set by handlers, read by the loop.
+pub(crate) struct SignalState {
+    interrupt: Arc<AtomicBool>,
+    terminate: Arc<AtomicBool>,
+    wake: UnixStream,
+    _wake_tx: UnixStream,
+}
+
+impl SignalState {
+    pub(crate) fn install() -> Result<SignalState> {
+        let (rx, tx) = UnixStream::pair().context("failed to create the signal pipe")?;
+        rx.set_nonblocking(true)
+            .context("failed to set up the signal pipe")?;
+        let interrupt = Arc::new(AtomicBool::new(false));
+        let terminate = Arc::new(AtomicBool::new(false));
+        for (sig, flag) in [
+            (signal_hook::consts::SIGINT, &interrupt),
+            (signal_hook::consts::SIGTERM, &terminate),
+            (signal_hook::consts::SIGHUP, &terminate),
+        ] {
+            signal_hook::flag::register(sig, Arc::clone(flag))
+                .context("failed to install a signal handler")?;
+            let tx2 = tx.try_clone().context("failed to set up the signal pipe")?;
+            signal_hook::low_level::pipe::register(sig, tx2)
+                .context("failed to install a signal handler")?;
+        }
+        let tx2 = tx.try_clone().context("failed to set up the signal pipe")?;
+        signal_hook::low_level::pipe::register(signal_hook::consts::SIGCHLD, tx2)
+            .context("failed to install a signal handler")?;
+        Ok(SignalState {
+            interrupt,
+            terminate,
+            wake: rx,
+            _wake_tx: tx,
+        })
+    }
+
+    fn drain_wakeups(&mut self) {
+        let mut buf = [0u8; 64];
+        while matches!(self.wake.read(&mut buf), Ok(n) if n > 0) {}
+    }
+
+    /// The signal received since the last call, if any.
+    fn take(&self) -> Option<i32> {
+        if self.interrupt.swap(false, Ordering::SeqCst) {
+            Some(libc::SIGINT)
+        } else if self.terminate.swap(false, Ordering::SeqCst) {
+            Some(libc::SIGTERM)
+        } else {
+            None
+        }
+    }
+}
+
+/// Starts the command, if there is one, held before its exec so that its events can be
+/// opened on its pid first.
+pub(crate) fn spawn_gated(command: Option<&[OsString]>) -> Result<Option<GatedChild>> {
+    command
+        .map(|argv| GatedChild::spawn(argv).context("failed to start the command"))
+        .transpose()
+}
+
+/// Fails, as perf does, when a pid given to -p does not exist.
+pub(crate) fn check_attach(target: &Target) -> Result<()> {
+    if let Target::Pids(pids) = target {
+        for &pid in pids {
+            if !procfs::exists(pid) {
+                anyhow::bail!("no such process: {pid} (given to -p)");
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Why the run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum StopReason {
+    CommandExited,
+    TargetsExited,
+    Duration,
+    Signal(i32),
+    /// The tool's own round handler asked to stop (leak's report count).
+    Requested,
+}
+
+impl std::fmt::Display for StopReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StopReason::CommandExited => f.write_str("the command exited"),
+            StopReason::TargetsExited => f.write_str("every target exited"),
+            StopReason::Duration => f.write_str("--duration elapsed"),
+            StopReason::Signal(libc::SIGINT) => f.write_str("interrupted (SIGINT)"),
+            StopReason::Signal(s) => write!(f, "signal {s}"),
+            StopReason::Requested => f.write_str("the tool's end condition was met"),
+        }
+    }
+}
+
+/// What SIGINT, SIGTERM or SIGHUP does while a command runs (without one, it stops the run).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum OnSignal {
+    /// Forward it to the command and keep draining until the command exits.
+    Forward,
+    /// Forward it to the command and stop at once.
+    ForwardAndStop,
+}
+
+/// The stop conditions of `Driver::run_until`, besides the targets exiting.
+pub(crate) struct Until {
+    /// Stop after this long (a command is sent SIGTERM and waited for).
+    pub duration: Option<Duration>,
+    /// How often a round is marked as a tick, for periodic output.
+    pub tick: Option<Duration>,
+    pub on_signal: OnSignal,
+}
+
+/// What one drain round did, as the round handler sees it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Round {
+    /// Records taken from the rings in this round.
+    pub drained: u64,
+    /// Whether a `tick` interval ended with this round.
+    pub tick: bool,
+}
+
+/// The round handler's answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Flow {
+    Continue,
+    Stop,
+}
+
+/// How the run ended, from `Driver::finish`.
+pub(crate) struct Finished {
+    pub reason: StopReason,
+    /// The command's exit status, when the run waited for it.
+    pub exit: Option<ExitStatusInfo>,
+    /// The events' PERF_FORMAT_LOST total (when the kernel has it and records were read):
+    /// it includes losses no LOST record reported.
+    pub kernel_lost: Option<u64>,
+    pub drain: DrainStats,
+    /// The events, still open: the caller decides when they close.
+    pub opened: Opened,
+}
+
+/// The opened events and their target, from start to the last drain.
+pub(crate) struct Driver {
+    opened: Opened,
+    signals: SignalState,
+    gated: Option<GatedChild>,
+    child: Option<RunningChild>,
+    target: Target,
+    discard: bool,
+    sink_context: Option<String>,
+    stats: DrainStats,
+    reason: StopReason,
+    exit: Option<ExitStatusInfo>,
+}
+
+impl Driver {
+    /// A driver for events opened on `target` (on `gated`'s pid for a command).
+    pub(crate) fn new(
+        opened: Opened,
+        signals: SignalState,
+        gated: Option<GatedChild>,
+        target: &Target,
+    ) -> Driver {
+        Driver {
+            opened,
+            signals,
+            gated,
+            child: None,
+            target: target.clone(),
+            discard: false,
+            sink_context: None,
+            stats: DrainStats::default(),
+            reason: StopReason::Requested,
+            exit: None,
+        }
+    }
+
+    /// Advances the rings without reading the records (a benchmark aid); losses are then
+    /// not counted either.
+    pub(crate) fn discard(mut self, yes: bool) -> Driver {
+        self.discard = yes;
+        self
+    }
+
+    /// The context given to errors of the sink while draining (e.g. which file failed).
+    pub(crate) fn sink_context(mut self, what: String) -> Driver {
+        self.sink_context = Some(what);
+        self
+    }
+
+    pub(crate) fn opened(&self) -> &Opened {
+        &self.opened
+    }
+
+    pub(crate) fn child_pid(&self) -> Option<i32> {
+        let gated = self.gated.as_ref().map(|g| g.pid());
+        gated.or(self.child.as_ref().map(|c| c.pid()))
+    }
+
+    /// Enables the events (a command's enable themselves at its exec) and lets the command run.
+    pub(crate) fn start(&mut self) -> Result<()> {
+        if self.target != Target::Command {
+            for fd in self.event_fds() {
+                ioc_enable(fd).context("failed to enable an event")?;
+            }
+        }
+        if let Some(g) = self.gated.take() {
+            self.child = Some(g.release().context("failed to start the command")?);
+        }
+        Ok(())
+    }
+
+    /// Sends `sig` to the command, if there is one.
+    pub(crate) fn signal_child(&self, sig: i32) {
+        if let Some(c) = &self.child {
+            let _ = c.kill(sig);
+        }
+    }
+
+    /// Polls and drains the rings into `session` and `sink`, calling `on_round` after each
+    /// round, until a signal, the targets exiting, `until`, or `on_round` ends the run.
+    pub(crate) fn run_until<S: RecordSink>(
+        &mut self,
+        session: &mut Session,
+        sink: &mut S,
+        until: &Until,
+        mut on_round: impl FnMut(&mut Session, &mut S, Round) -> Result<Flow>,
+    ) -> Result<StopReason> {
+        let deadline = until.duration.map(|d| Instant::now() + d);
+        let mut next_tick = until.tick.map(|t| Instant::now() + t);
+        let mut hung_up = vec![false; self.opened.rings.len()];
+        let mut last_alive_check = Instant::now();
+        let (reason, exit) = loop {
+            let timeout = [deadline, next_tick]
+                .into_iter()
+                .flatten()
+                .map(|t| t.saturating_duration_since(Instant::now()))
+                .fold(POLL_EVERY, Duration::min);
+            self.poll(&mut hung_up, timeout)?;
+            self.signals.drain_wakeups();
+            let before = self.stats.records;
+            let limit = sys::clock_monotonic_ns().saturating_sub(drain::HOLD_BACK_NS);
+            self.drain(session, sink, Some(limit))?;
+            let tick = next_tick.is_some_and(|t| Instant::now() >= t);
+            if tick {
+                next_tick = until.tick.map(|t| Instant::now() + t);
+            }
+            let drained = self.stats.records - before;
+            if on_round(session, sink, Round { drained, tick })? == Flow::Stop {
+                break (StopReason::Requested, None);
+            }
+            if let Some(end) = self.ended(until, deadline, &mut last_alive_check)? {
+                break end;
+            }
+        };
+        self.reason = reason;
+        self.exit = exit;
+        Ok(reason)
+    }
+
+    /// The stop condition met after a round, if any: a signal, the command exiting, the
+    /// duration, or every attached target gone (checked every `ALIVE_EVERY`).
+    fn ended(
+        &mut self,
+        until: &Until,
+        deadline: Option<Instant>,
+        last_alive_check: &mut Instant,
+    ) -> Result<Option<(StopReason, Option<ExitStatusInfo>)>> {
+        if let Some(sig) = self.signals.take() {
+            self.signal_child(sig);
+            if self.child.is_none() || until.on_signal == OnSignal::ForwardAndStop {
+                return Ok(Some((StopReason::Signal(sig), None)));
+            }
+        }
+        if let Some(c) = self.child.as_mut()
+            && let Some(status) = c.try_wait().context("failed to wait for the command")?
+        {
+            return Ok(Some((StopReason::CommandExited, Some(status))));
+        }
+        if deadline.is_some_and(|d| Instant::now() >= d) {
+            let status = match self.child.as_mut() {
+                Some(c) => {
+                    let _ = c.kill(libc::SIGTERM);
+                    Some(wait_blocking(c)?)
+                }
+                None => None,
+            };
+            return Ok(Some((StopReason::Duration, status)));
+        }
+        if last_alive_check.elapsed() >= ALIVE_EVERY {
+            *last_alive_check = Instant::now();
+            if self.targets_gone() {
+                return Ok(Some((StopReason::TargetsExited, None)));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Waits for a signal or data; rings that hung up (their task exited) are left out, as
+    /// they would end every wait at once.
+    fn poll(&self, hung_up: &mut [bool], timeout: Duration) -> Result<()> {
+        let mut fds: Vec<BorrowedFd<'_>> = vec![self.signals.wake.as_fd()];
+        let mut which = Vec::new();
+        for (i, ring) in self.opened.rings.iter().enumerate() {
+            if !hung_up[i] {
+                fds.push(ring.fd());
+                which.push(i);
+            }
+        }
+        let revents = poll::poll(&fds, timeout).context("failed to wait for events")?;
+        for (k, &i) in which.iter().enumerate() {
+            if revents[k + 1] & (libc::POLLHUP | libc::POLLERR) != 0 {
+                hung_up[i] = true;
+            }
+        }
+        Ok(())
+    }
+
+    fn drain<S: RecordSink>(
+        &mut self,
+        session: &mut Session,
+        sink: &mut S,
+        limit: Option<u64>,
+    ) -> Result<()> {
+        if self.discard {
+            drain::discard_round(&mut self.opened.rings, &mut self.stats);
+            return Ok(());
+        }
+        let drained = drain::round(
+            &mut self.opened.rings,
+            session,
+            sink,
+            limit,
+            &mut self.stats,
+        );
+        self.in_sink(drained.map_err(anyhow::Error::from))
+    }
+
+    fn in_sink<T>(&self, r: Result<T>) -> Result<T> {
+        match &self.sink_context {
+            Some(what) => r.context(what.clone()),
+            None => r,
+        }
+    }
+
+    fn targets_gone(&self) -> bool {
+        match &self.target {
+            Target::Pids(p) => p.iter().all(|&pid| !procfs::exists(pid)),
+            Target::Tids(t) => t.iter().all(|&tid| procfs::tgid(tid).is_err()),
+            _ => false,
+        }
+    }
+
+    /// Every event fd: the ring owners and the others.
+    fn event_fds(&self) -> impl Iterator<Item = BorrowedFd<'_>> {
+        let owners = self.opened.rings.iter().map(|r| r.fd());
+        owners.chain(self.opened.fds.iter().map(|f| f.as_fd()))
+    }
+
+    fn kernel_lost(&self) -> Result<u64> {
+        let mut counted = 0;
+        for fd in self.event_fds() {
+            counted += read_lost(fd).context("failed to read an event's lost count")?;
+        }
+        Ok(counted)
+    }
+
+    /// Disables every event, drains what is left and reads the kernel's loss counts.
+    pub(crate) fn finish<S: RecordSink>(
+        mut self,
+        session: &mut Session,
+        sink: &mut S,
+    ) -> Result<Finished> {
+        for fd in self.event_fds() {
+            let _ = ioc_disable(fd);
+        }
+        self.drain(session, sink, None)?;
+        let kernel_lost = if self.opened.format_lost && !self.discard {
+            Some(self.in_sink(self.kernel_lost())?)
+        } else {
+            None
+        };
+        Ok(Finished {
+            reason: self.reason,
+            exit: self.exit,
+            kernel_lost,
+            drain: self.stats,
+            opened: self.opened,
+        })
+    }
+}
+
+fn wait_blocking(c: &mut RunningChild) -> Result<ExitStatusInfo> {
+    loop {
+        if let Some(s) = c.try_wait().context("failed to wait for the command")? {
+            return Ok(s);
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
