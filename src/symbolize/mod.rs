@@ -31,6 +31,7 @@ mod tests;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
 
@@ -166,7 +167,8 @@ pub struct Symbolizer {
     by_build_id: FxHashMap<Vec<u8>, usize>,
     by_file: FxHashMap<FileId, usize>,
     by_path: PathMemo,
-    kallsyms: Option<Kallsyms>,
+    /// Shared: `memperf script` also names payload call sites with the same table.
+    kallsyms: Option<Arc<Kallsyms>>,
     kallsyms_unreadable: bool,
     perf_maps: FxHashMap<u32, Option<PerfMap>>,
     stats: SymbolizeStats,
@@ -208,8 +210,8 @@ impl Symbolizer {
     }
 
     /// Uses `kallsyms` (e.g. recorded with the profile) instead of reading `/proc/kallsyms`.
-    pub fn set_kallsyms(&mut self, kallsyms: Kallsyms) {
-        self.kallsyms = Some(kallsyms);
+    pub fn set_kallsyms(&mut self, kallsyms: impl Into<Arc<Kallsyms>>) {
+        self.kallsyms = Some(kallsyms.into());
         self.kallsyms_unreadable = false;
     }
 
@@ -415,7 +417,7 @@ impl Symbolizer {
                     let n = k.malformed_lines();
                     self.note_failure(format!("/proc/kallsyms: {n} malformed lines"));
                 }
-                self.kallsyms = Some(k);
+                self.kallsyms = Some(Arc::new(k));
             }
             Err(e) => {
                 self.kallsyms_unreadable = true;
@@ -488,7 +490,7 @@ impl Symbolizer {
 
     /// True when kallsyms was read and kptr_restrict hid its addresses.
     pub fn kernel_hidden(&self) -> bool {
-        self.kallsyms.as_ref().is_some_and(Kallsyms::is_hidden)
+        self.kallsyms.as_deref().is_some_and(Kallsyms::is_hidden)
     }
 
     /// A copy of the counters.

@@ -311,7 +311,7 @@ fn write_profiles(cfg: &LeakConfig, sink: &mut LeakSink, now: u64, lost: u64) ->
     let kallsyms = if agg.kernel_frames {
         std::fs::read_to_string("/proc/kallsyms")
             .ok()
-            .map(|t| crate::symbolize::Kallsyms::from_text(&t))
+            .map(|t| std::sync::Arc::new(crate::symbolize::Kallsyms::from_text(&t)))
     } else {
         None
     };

@@ -184,7 +184,7 @@ pub fn run(cfg: ReportConfig) -> Result<i32> {
         std::thread::spawn(|| {
             std::fs::read_to_string("/proc/kallsyms")
                 .ok()
-                .map(|t| crate::symbolize::Kallsyms::from_text(&t))
+                .map(|t| std::sync::Arc::new(crate::symbolize::Kallsyms::from_text(&t)))
         })
     });
     let file = input::open(&cfg.input)?;
@@ -233,6 +233,7 @@ pub fn run(cfg: ReportConfig) -> Result<i32> {
         );
     }
     let kallsyms = kallsyms.and_then(|h| h.join().ok().flatten());
+    // One table, shared with the symbolizer.
     let payload_syms = kallsyms.as_ref().filter(|_| trace_syms).cloned();
     let mut resolved = output::resolve(&cfg, &agg, kallsyms);
     if let Some(path) = &cfg.pprof {
@@ -257,7 +258,7 @@ pub fn run(cfg: ReportConfig) -> Result<i32> {
             fields,
             file: &file,
             names: &names,
-            kallsyms: payload_syms.as_ref(),
+            kallsyms: payload_syms.as_deref(),
         };
         script::print(&input, &agg, &resolved)?;
         header::note_losses(&agg.stats);

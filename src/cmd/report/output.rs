@@ -2,6 +2,7 @@
 
 use std::collections::BTreeMap;
 use std::io::Write;
+use std::sync::Arc;
 
 use anyhow::{Context, Result};
 
@@ -53,7 +54,7 @@ fn frame_text(cfg: &ReportConfig, f: &Frame, fallback: &str) -> String {
 }
 
 /// Looks up every unique frame once.
-pub fn resolve(cfg: &ReportConfig, agg: &Aggregate, kallsyms: Option<Kallsyms>) -> Resolved {
+pub fn resolve(cfg: &ReportConfig, agg: &Aggregate, kallsyms: Option<Arc<Kallsyms>>) -> Resolved {
     let mut sym = Symbolizer::new(SymbolizeOptions {
         inline: cfg.inline,
         lines: cfg.lines,

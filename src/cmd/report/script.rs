@@ -121,11 +121,16 @@ pub fn write_script(
             format.filter(|_| tracepoint).map(Payload::new)
         })
         .collect();
+    let layout = Layout {
+        want_frames,
+        // perf right-aligns event names to the longest one in the file.
+        name_width: input.names.iter().map(String::len).max().unwrap_or(0),
+    };
     let mut ids: Vec<FrameId> = Vec::new();
     let mut line: Vec<u8> = Vec::new();
     for row in &agg.rows {
         line.clear();
-        write_header(input, agg, row, &mut line)?;
+        write_header(input, layout, agg, row, &mut line)?;
         // A sample without raw data (no PERF_SAMPLE_RAW) has no payload, as with perf.
         let printed = has(ScriptField::Trace)
             && !row.raw.is_empty()
@@ -166,9 +171,19 @@ pub fn write_script(
     Ok(notes)
 }
 
+/// What shapes every header line alike, found once per file.
+#[derive(Clone, Copy)]
+struct Layout {
+    /// Frame lines follow the header.
+    want_frames: bool,
+    /// The longest event name.
+    name_width: usize,
+}
+
 /// The header up to the payload, in perf's layout: each field followed by a blank.
 fn write_header(
     input: &ScriptInput<'_>,
+    layout: Layout,
     agg: &Aggregate,
     row: &ScriptRow,
     line: &mut Vec<u8>,
@@ -178,7 +193,7 @@ fn write_header(
         let comm = agg.prefixes.get(row.comm).map_or("", String::as_str);
         // Unpadded above frames, as perf prints it: collapsers take a line that starts
         // with a non-blank character as a sample header.
-        if has(ScriptField::Ip) || has(ScriptField::Sym) || has(ScriptField::Dso) {
+        if layout.want_frames {
             write!(line, "{comm} ")?;
         } else {
             write!(line, "{comm:>16} ")?;
@@ -208,8 +223,7 @@ fn write_header(
         write!(line, "{:>10} ", row.period.unwrap_or(1))?;
     }
     if has(ScriptField::Event) {
-        // perf right-aligns event names to the longest one in the file.
-        let width = input.names.iter().map(String::len).max().unwrap_or(0);
+        let width = layout.name_width;
         write!(line, "{:>width$}: ", input.names[row.ev])?;
     }
     if has(ScriptField::Addr) {
@@ -226,25 +240,25 @@ fn write_frames(
     out: &mut dyn Write,
 ) -> Result<()> {
     let has = |f: ScriptField| fields.contains(&f);
+    // Written straight to the buffered output: no string per frame.
     for &id in ids.iter().rev() {
         let fi = &res.info[id as usize];
-        let mut l = String::from("\t");
+        out.write_all(b"\t")?;
         if has(ScriptField::Ip) {
-            l.push_str(&format!("{:>16x}", fi.addr));
+            write!(out, "{:>16x}", fi.addr)?;
         }
         if has(ScriptField::Sym) {
-            l.push(' ');
-            l.push_str(fi.sym.as_deref().unwrap_or("[unknown]"));
+            write!(out, " {}", fi.sym.as_deref().unwrap_or("[unknown]"))?;
             if has(ScriptField::Symoff)
                 && let (Some(_), Some(off)) = (&fi.sym, fi.off)
             {
-                l.push_str(&format!("+0x{off:x}"));
+                write!(out, "+0x{off:x}")?;
             }
         }
         if has(ScriptField::Dso) {
-            l.push_str(&format!(" ({})", fi.dso));
+            write!(out, " ({})", fi.dso)?;
         }
-        writeln!(out, "{l}")?;
+        out.write_all(b"\n")?;
     }
     writeln!(out)?;
     Ok(())
