@@ -6,12 +6,18 @@
 //! perf.data files, and `cmd` holds one module per subcommand.
 #![deny(unsafe_code)]
 
+pub mod abi;
+pub mod aggregate;
 pub mod buildid;
 pub mod cli;
 pub mod cmd;
 pub mod events;
+pub mod live;
 pub mod man;
+pub mod maps;
+pub mod output;
 pub mod perfdata;
+pub mod printfmt;
 pub mod procfs;
 pub mod record;
 pub mod session;

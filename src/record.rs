@@ -18,19 +18,13 @@ pub use encode::{
     encode_fork, encode_lost, encode_mmap2, encode_sample, encode_sample_id,
 };
 
-/// perf's user record type marking the end of a flush round (`PERF_RECORD_FINISHED_ROUND`).
-pub const PERF_RECORD_FINISHED_ROUND: u32 = 68;
-/// First record type that perf reserves for its own (user-space) records.
-pub const PERF_RECORD_USER_TYPE_START: u32 = 64;
-
-const SAMPLE_IDENTIFIER: u64 = b::PERF_SAMPLE_IDENTIFIER as u64;
-const SAMPLE_IP: u64 = b::PERF_SAMPLE_IP as u64;
-const SAMPLE_TID: u64 = b::PERF_SAMPLE_TID as u64;
-const SAMPLE_TIME: u64 = b::PERF_SAMPLE_TIME as u64;
-const SAMPLE_ADDR: u64 = b::PERF_SAMPLE_ADDR as u64;
-const SAMPLE_ID: u64 = b::PERF_SAMPLE_ID as u64;
-const SAMPLE_STREAM_ID: u64 = b::PERF_SAMPLE_STREAM_ID as u64;
-const SAMPLE_CPU: u64 = b::PERF_SAMPLE_CPU as u64;
+use crate::abi::{
+    self, PERF_SAMPLE_ADDR as SAMPLE_ADDR, PERF_SAMPLE_CPU as SAMPLE_CPU,
+    PERF_SAMPLE_ID as SAMPLE_ID, PERF_SAMPLE_IDENTIFIER as SAMPLE_IDENTIFIER,
+    PERF_SAMPLE_IP as SAMPLE_IP, PERF_SAMPLE_STREAM_ID as SAMPLE_STREAM_ID,
+    PERF_SAMPLE_TID as SAMPLE_TID, PERF_SAMPLE_TIME as SAMPLE_TIME,
+};
+pub use crate::abi::{PERF_RECORD_FINISHED_ROUND, PERF_RECORD_USER_TYPE_START};
 
 /// What a record's layout depends on, computed once per event attr.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -135,13 +129,28 @@ impl<'a> U64Slice<'a> {
         let bytes = self.0.get(start..start.checked_add(8)?)?;
         Some(u64::from_ne_bytes(bytes.try_into().ok()?))
     }
-    pub fn iter(&self) -> impl Iterator<Item = u64> + 'a {
-        self.0
-            .chunks_exact(8)
-            .map(|c| u64::from_ne_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]))
+    pub fn iter(&self) -> U64Iter<'a> {
+        U64Iter(self.0.chunks_exact(8))
     }
     pub fn as_bytes(&self) -> &'a [u8] {
         self.0
+    }
+}
+
+/// The words of a [`U64Slice`].
+#[derive(Clone, Debug)]
+pub struct U64Iter<'a>(std::slice::ChunksExact<'a, u8>);
+
+impl Iterator for U64Iter<'_> {
+    type Item = u64;
+    fn next(&mut self) -> Option<u64> {
+        let c = self.0.next()?;
+        Some(u64::from_ne_bytes([
+            c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7],
+        ]))
+    }
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        self.0.size_hint()
     }
 }
 
@@ -609,19 +618,19 @@ pub fn parse_sample<'a>(body: &'a [u8], info: &ParseInfo) -> Result<Sample<'a>, 
     if info.has(SAMPLE_CPU) {
         s.cpu = Some(c.u32_pair("cpu")?.0);
     }
-    s.period = c.opt_u64(info, b::PERF_SAMPLE_PERIOD.into(), "period")?;
-    if info.has(b::PERF_SAMPLE_READ.into()) {
+    s.period = c.opt_u64(info, abi::PERF_SAMPLE_PERIOD, "period")?;
+    if info.has(abi::PERF_SAMPLE_READ) {
         s.read = Some(parse_read(&mut c, info)?);
     }
-    if info.has(b::PERF_SAMPLE_CALLCHAIN.into()) {
+    if info.has(abi::PERF_SAMPLE_CALLCHAIN) {
         let nr = c.u64("callchain.nr")?;
         s.callchain = Some(U64Slice(c.count_bytes(nr, 8, "callchain")?));
     }
-    if info.has(b::PERF_SAMPLE_RAW.into()) {
+    if info.has(abi::PERF_SAMPLE_RAW) {
         let size = c.u32("raw.size")?;
         s.raw = Some(c.bytes(size as usize, "raw")?);
     }
-    if info.has(b::PERF_SAMPLE_BRANCH_STACK.into()) {
+    if info.has(abi::PERF_SAMPLE_BRANCH_STACK) {
         let start = c.pos;
         let nr = c.u64("branch_stack.nr")?;
         if info.branch_hw_index {
@@ -630,10 +639,10 @@ pub fn parse_sample<'a>(body: &'a [u8], info: &ParseInfo) -> Result<Sample<'a>, 
         c.count_bytes(nr, 24, "branch_stack")?;
         s.branch_stack = body.get(start..c.pos);
     }
-    if info.has(b::PERF_SAMPLE_REGS_USER.into()) {
+    if info.has(abi::PERF_SAMPLE_REGS_USER) {
         s.regs_user = Some(parse_regs(&mut c, info.regs_user, "regs_user")?);
     }
-    if info.has(b::PERF_SAMPLE_STACK_USER.into()) {
+    if info.has(abi::PERF_SAMPLE_STACK_USER) {
         s.stack_user = Some(parse_stack_user(&mut c)?);
     }
     parse_sample_tail(&mut c, info, &mut s)?;
@@ -677,19 +686,19 @@ fn parse_sample_tail<'a>(
     info: &ParseInfo,
     s: &mut Sample<'a>,
 ) -> Result<(), ParseError> {
-    let weight_bits = u64::from(b::PERF_SAMPLE_WEIGHT | b::PERF_SAMPLE_WEIGHT_STRUCT);
+    let weight_bits = abi::PERF_SAMPLE_WEIGHT | abi::PERF_SAMPLE_WEIGHT_STRUCT;
     if info.sample_type & weight_bits != 0 {
         s.weight = Some(c.u64("weight")?);
     }
-    s.data_src = c.opt_u64(info, b::PERF_SAMPLE_DATA_SRC.into(), "data_src")?;
-    s.transaction = c.opt_u64(info, b::PERF_SAMPLE_TRANSACTION.into(), "transaction")?;
-    if info.has(b::PERF_SAMPLE_REGS_INTR.into()) {
+    s.data_src = c.opt_u64(info, abi::PERF_SAMPLE_DATA_SRC, "data_src")?;
+    s.transaction = c.opt_u64(info, abi::PERF_SAMPLE_TRANSACTION, "transaction")?;
+    if info.has(abi::PERF_SAMPLE_REGS_INTR) {
         s.regs_intr = Some(parse_regs(c, info.regs_intr, "regs_intr")?);
     }
-    s.phys_addr = c.opt_u64(info, b::PERF_SAMPLE_PHYS_ADDR.into(), "phys_addr")?;
-    s.cgroup = c.opt_u64(info, b::PERF_SAMPLE_CGROUP.into(), "cgroup")?;
-    s.data_page_size = c.opt_u64(info, b::PERF_SAMPLE_DATA_PAGE_SIZE.into(), "data_page_size")?;
-    s.code_page_size = c.opt_u64(info, b::PERF_SAMPLE_CODE_PAGE_SIZE.into(), "code_page_size")?;
+    s.phys_addr = c.opt_u64(info, abi::PERF_SAMPLE_PHYS_ADDR, "phys_addr")?;
+    s.cgroup = c.opt_u64(info, abi::PERF_SAMPLE_CGROUP, "cgroup")?;
+    s.data_page_size = c.opt_u64(info, abi::PERF_SAMPLE_DATA_PAGE_SIZE, "data_page_size")?;
+    s.code_page_size = c.opt_u64(info, abi::PERF_SAMPLE_CODE_PAGE_SIZE, "code_page_size")?;
     Ok(())
 }
 

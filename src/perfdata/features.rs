@@ -2,26 +2,12 @@
 
 use super::{EventDesc, PERF_RECORD_HEADER_BUILD_ID, attr_file_bytes, le_u32, le_u64};
 
-pub const HEADER_TRACING_DATA: u32 = 1;
-pub const HEADER_BUILD_ID: u32 = 2;
-pub const HEADER_HOSTNAME: u32 = 3;
-pub const HEADER_OSRELEASE: u32 = 4;
-pub const HEADER_VERSION: u32 = 5;
-pub const HEADER_ARCH: u32 = 6;
-pub const HEADER_NRCPUS: u32 = 7;
-pub const HEADER_CPUDESC: u32 = 8;
-pub const HEADER_CPUID: u32 = 9;
-pub const HEADER_TOTAL_MEM: u32 = 10;
-pub const HEADER_CMDLINE: u32 = 11;
-pub const HEADER_EVENT_DESC: u32 = 12;
-pub const HEADER_SAMPLE_TIME: u32 = 21;
-pub const HEADER_CLOCKID: u32 = 23;
-/// Set when the records are zstd-compressed (`perf record -z`); memperf does not write it.
-pub const HEADER_COMPRESSED: u32 = 27;
-/// memperf's own counts ([`MemperfStats`]). perf reads the feature bits below its
-/// `HEADER_LAST_FEATURE` (about 30) and passes over the table entries of higher ones, so the
-/// last of the 256 bits is one perf will not give a meaning of its own.
-pub const HEADER_MEMPERF_STATS: u32 = 255;
+pub use crate::abi::{
+    HEADER_ARCH, HEADER_BUILD_ID, HEADER_CLOCKID, HEADER_CMDLINE, HEADER_COMPRESSED,
+    HEADER_CPUDESC, HEADER_CPUID, HEADER_EVENT_DESC, HEADER_HOSTNAME, HEADER_MEMPERF_STATS,
+    HEADER_NRCPUS, HEADER_OSRELEASE, HEADER_SAMPLE_TIME, HEADER_TOTAL_MEM, HEADER_TRACING_DATA,
+    HEADER_VERSION,
+};
 
 const PERF_RECORD_MISC_BUILD_ID_SIZE: u16 = 1 << 15;
 /// perf pads strings and build-id file names to this alignment.

@@ -33,19 +33,11 @@ pub const ATTR_SIZE_VER7: usize = 128;
 /// Size of the `perf_event_attr` this crate knows (`PERF_ATTR_SIZE_VER9`).
 pub const ATTR_SIZE_MAX: usize = 144;
 
-// perf's own record types, above the kernel's (`enum perf_user_event_type` in
-// tools/lib/perf/include/perf/event.h). A pipe-mode stream carries its header this way.
-pub const PERF_RECORD_HEADER_ATTR: u32 = 64;
-pub const PERF_RECORD_HEADER_EVENT_TYPE: u32 = 65;
-/// Followed by the tracing data blob, of the (8-aligned) size the record holds.
-pub const PERF_RECORD_HEADER_TRACING_DATA: u32 = 66;
-pub const PERF_RECORD_HEADER_BUILD_ID: u32 = 67;
-/// Followed by the trace data, of the size the record holds.
-pub const PERF_RECORD_AUXTRACE: u32 = 71;
-pub const PERF_RECORD_EVENT_UPDATE: u32 = 78;
-pub const PERF_RECORD_HEADER_FEATURE: u32 = 80;
-pub const PERF_RECORD_COMPRESSED: u32 = 81;
-pub const PERF_RECORD_COMPRESSED2: u32 = 83;
+pub use crate::abi::{
+    PERF_RECORD_AUXTRACE, PERF_RECORD_COMPRESSED, PERF_RECORD_COMPRESSED2,
+    PERF_RECORD_EVENT_UPDATE, PERF_RECORD_HEADER_ATTR, PERF_RECORD_HEADER_BUILD_ID,
+    PERF_RECORD_HEADER_EVENT_TYPE, PERF_RECORD_HEADER_FEATURE, PERF_RECORD_HEADER_TRACING_DATA,
+};
 
 /// One event of a recording: its attr, its name and the sample ids its fds were given.
 #[derive(Clone)]

@@ -34,6 +34,8 @@ pub struct RawFileRecord<'a> {
     pub misc: u16,
     /// The record without its 8-byte header.
     pub body: &'a [u8],
+    /// The whole record, header included.
+    pub bytes: &'a [u8],
     /// What follows the record and belongs to it: the tracing data after
     /// PERF_RECORD_HEADER_TRACING_DATA, the trace after PERF_RECORD_AUXTRACE; else empty.
     pub payload: &'a [u8],
@@ -105,6 +107,7 @@ impl<'a> Iterator for RecordIter<'a> {
             ty,
             misc,
             body,
+            bytes: &self.bytes[start..start + usize::from(size)],
             payload,
             offset,
         }))
@@ -321,6 +324,11 @@ impl PerfDataFile {
         }
         let id = record_identifier(ty, body, &self.parse_info(0))?;
         self.ids.get(&id).copied()
+    }
+
+    /// Sample id → event index, from the attrs' id lists.
+    pub fn id_map(&self) -> &FxHashMap<u64, usize> {
+        &self.ids
     }
 
     /// How records of event `idx` are laid out (the first event's if `idx` is out of range).

@@ -3,6 +3,7 @@
 //! Used to rewrite samples after online unwinding and to synthesize records from /proc.
 //! Each encoder is the inverse of [`super::parse_record`] for the same [`ParseInfo`].
 
+use crate::abi;
 use perf_event_open_sys::bindings as b;
 
 use super::{
@@ -145,13 +146,13 @@ pub fn encode_sample(
         put_u32(out, 0);
     }
     opt(out, b::PERF_SAMPLE_PERIOD, s.period);
-    if info.has(b::PERF_SAMPLE_READ.into()) {
+    if info.has(abi::PERF_SAMPLE_READ) {
         encode_read(out, s.read, info);
     }
-    if info.has(b::PERF_SAMPLE_CALLCHAIN.into()) {
+    if info.has(abi::PERF_SAMPLE_CALLCHAIN) {
         encode_callchain(out, s, callchain);
     }
-    if info.has(b::PERF_SAMPLE_RAW.into()) {
+    if info.has(abi::PERF_SAMPLE_RAW) {
         let data = s.raw.unwrap_or(&[]);
         let raw_start = out.len();
         let padded = (4 + data.len()).next_multiple_of(8) - 4;
@@ -159,7 +160,7 @@ pub fn encode_sample(
         out.extend_from_slice(data);
         pad_to_8(out, raw_start);
     }
-    if info.has(b::PERF_SAMPLE_BRANCH_STACK.into()) {
+    if info.has(abi::PERF_SAMPLE_BRANCH_STACK) {
         match s.branch_stack {
             Some(bytes) => out.extend_from_slice(bytes),
             None => {
@@ -170,18 +171,18 @@ pub fn encode_sample(
             }
         }
     }
-    if info.has(b::PERF_SAMPLE_REGS_USER.into()) {
+    if info.has(abi::PERF_SAMPLE_REGS_USER) {
         encode_regs(out, s.regs_user.as_ref(), info.regs_user);
     }
-    if info.has(b::PERF_SAMPLE_STACK_USER.into()) {
+    if info.has(abi::PERF_SAMPLE_STACK_USER) {
         encode_stack_user(out, s);
     }
-    if info.sample_type & u64::from(b::PERF_SAMPLE_WEIGHT | b::PERF_SAMPLE_WEIGHT_STRUCT) != 0 {
+    if info.sample_type & (abi::PERF_SAMPLE_WEIGHT | abi::PERF_SAMPLE_WEIGHT_STRUCT) != 0 {
         put_u64(out, s.weight.unwrap_or(0));
     }
     opt(out, b::PERF_SAMPLE_DATA_SRC, s.data_src);
     opt(out, b::PERF_SAMPLE_TRANSACTION, s.transaction);
-    if info.has(b::PERF_SAMPLE_REGS_INTR.into()) {
+    if info.has(abi::PERF_SAMPLE_REGS_INTR) {
         encode_regs(out, s.regs_intr.as_ref(), info.regs_intr);
     }
     opt(out, b::PERF_SAMPLE_PHYS_ADDR, s.phys_addr);

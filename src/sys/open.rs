@@ -158,7 +158,7 @@ fn apply_missing(attr: &mut perf_event_attr, features: &FeatureState) {
     }
 }
 
-const DATA_PAGE_SIZE: u64 = b::PERF_SAMPLE_DATA_PAGE_SIZE as u64;
+use crate::abi::PERF_SAMPLE_DATA_PAGE_SIZE as DATA_PAGE_SIZE;
 
 /// `PERF_FORMAT_LOST`: `read()` returns the records the kernel dropped for the event.
 pub const FORMAT_LOST: u64 = 1 << 4;

@@ -21,24 +21,22 @@ use perf_event_open_sys::bindings as b;
 
 use crate::cli::leak::{LeakConfig, LeakTarget, ProbeVia};
 use crate::cli::{CallGraph, Consume, RecordConfig, Target, UnwindWhen};
-use crate::cmd::record::driver::{
-    self, Driver, Flow, OnSignal, Round, SignalState, StopReason, Until,
-};
-use crate::cmd::record::{open, synth};
 use crate::events::{EventKind, EventSpec, Modifiers, Period};
+use crate::live::driver::{self, Driver, Flow, OnSignal, Round, SignalState, StopReason, Until};
+use crate::live::{open, synth};
+use crate::maps::ProcessMaps;
 use crate::record::ParseInfo;
-use crate::session::{Session, SessionEvent};
+use crate::session::{Keep, Session};
 use crate::sys;
 use crate::sys::diagnose::SystemFacts;
 use crate::sys::tracefs::Tracefs;
 use crate::sys::uprobe::{PmuPath, ProbeDef, UprobeGroup, UprobePmu};
-use crate::unwind::{UnwindMode, Unwinders};
+use crate::unwind::UnwindMode;
 
 use sink::{LeakEvent, LeakSink, Role};
 use table::Table;
 
-const PERF_SAMPLE_CALLCHAIN: u64 = b::PERF_SAMPLE_CALLCHAIN as u64;
-const PERF_SAMPLE_STACK_USER: u64 = b::PERF_SAMPLE_STACK_USER as u64;
+use crate::abi::{PERF_SAMPLE_CALLCHAIN, PERF_SAMPLE_STACK_USER};
 
 const fn reg(r: u32) -> u64 {
     1u64 << r
@@ -135,7 +133,7 @@ pub fn run(cfg: LeakConfig) -> Result<i32> {
     let now = now_ns(monotonic, &session);
     // The final report: when tracing ended otherwise than by reaching the count.
     if done.reason != StopReason::Requested && !cfg.folded {
-        print_report(&cfg, &sink, &mut names, now, lost)?;
+        print_report(&cfg, &sink, session.procs(), &mut names, now, lost)?;
     }
     drop(done.opened);
     let removed = hold.group.as_mut().map(|g| g.remove_all());
@@ -143,7 +141,7 @@ pub fn run(cfg: LeakConfig) -> Result<i32> {
         eprintln!("memperf: warning: {e}");
     }
     summary(&sink, lost, done.drain.corrupt_bytes);
-    write_profiles(&cfg, &mut sink, now, lost)?;
+    write_profiles(&cfg, &mut sink, session, now, lost)?;
     Ok(0)
 }
 
@@ -188,41 +186,29 @@ fn handler(
     opened: &open::Opened,
     planned: &[Planned],
 ) -> Result<(Session, LeakSink)> {
-    let mut sevents = Vec::new();
+    let mut infos = Vec::new();
     let mut levents = Vec::new();
     for (ev, p) in opened.events.iter().zip(planned) {
         let attr = ev
             .attr
             .ok_or_else(|| anyhow!("event `{}` was never opened", ev.spec.name))?;
-        // The return of posix_memalign keeps its stack bytes for the handler to read.
-        let keep_stack = matches!(p.role, Role::Return(table::Func::PosixMemalign));
-        let out = out_attr(&attr, keep_stack);
         let stack = attr.sample_type & (PERF_SAMPLE_STACK_USER | PERF_SAMPLE_CALLCHAIN) != 0;
-        sevents.push(SessionEvent {
-            name: ev.spec.name.clone(),
-            ring_info: ParseInfo::from_attr(&attr),
-            out_info: ParseInfo::from_attr(&out),
-        });
+        infos.push(ParseInfo::from_attr(&attr));
         levents.push(LeakEvent {
             role: p.role.clone(),
-            info: ParseInfo::from_attr(&out),
             stack,
         });
     }
     let dwarf = matches!(cfg.call_graph, CallGraph::Dwarf { .. }) && !cfg.kernel;
-    let session = Session::new(
-        sevents.clone(),
-        opened.ids.clone(),
-        dwarf.then(|| Unwinders::new(UnwindMode::Dwarf)),
-    );
+    let keep = Keep {
+        unwind: dwarf.then_some(UnwindMode::Dwarf),
+        maps: Some(ProcessMaps::default()),
+        comms: true,
+        dsos: false,
+    };
+    let session = Session::new(infos, opened.ids.clone(), keep);
     let table = Table::new(cfg.max_entries, cfg.min_size, cfg.max_size);
-    let sink = LeakSink::new(
-        levents,
-        opened.ids.clone(),
-        sevents[0].ring_info,
-        table,
-        sys::read_process_u64,
-    );
+    let sink = LeakSink::new(levents, table, sys::read_process_u64);
     Ok((session, sink))
 }
 
@@ -296,17 +282,25 @@ fn say(cfg: &LeakConfig, line: &str) -> Result<()> {
     Ok(())
 }
 
-fn write_profiles(cfg: &LeakConfig, sink: &mut LeakSink, now: u64, lost: u64) -> Result<()> {
+fn write_profiles(
+    cfg: &LeakConfig,
+    sink: &mut LeakSink,
+    mut session: Session,
+    now: u64,
+    lost: u64,
+) -> Result<()> {
     if !cfg.folded && cfg.pprof.is_none() {
         return Ok(());
     }
-    use crate::cmd::report::{Weigher, output as report_output, pprof};
+    use crate::aggregate::Weigher;
+    use crate::output::{self as report_output, pprof};
     let older_ns = if cfg.combined_only {
         0
     } else {
         cfg.older_ms.saturating_mul(1_000_000)
     };
-    let mut agg = output::to_aggregate(sink, now, older_ns, lost);
+    let maps = session.take_maps().unwrap_or_default();
+    let mut agg = output::to_aggregate(sink, session.procs(), maps, now, older_ns, lost);
     let rcfg = report_config(cfg);
     let kallsyms = if agg.kernel_frames {
         std::fs::read_to_string("/proc/kallsyms")
@@ -355,6 +349,7 @@ fn now_ns(monotonic: bool, session: &Session) -> u64 {
 fn print_report(
     cfg: &LeakConfig,
     sink: &LeakSink,
+    procs: &crate::session::Processes,
     names: &mut output::Names,
     now: u64,
     lost: u64,
@@ -364,7 +359,8 @@ fn print_report(
         sample_rate: cfg.sample_rate,
     };
     let mut out = std::io::stdout().lock();
-    output::write_report(&mut out, cfg, sink, names, now, &done)
+    let maps = procs.maps().unwrap_or(ProcessMaps::empty());
+    output::write_report(&mut out, cfg, sink, maps, names, now, &done)
 }
 
 /// The report at each interval; the run ends after `-c` of them.
@@ -381,27 +377,20 @@ fn interval_reports<'a>(
         reports += 1;
         if !cfg.folded {
             let lost = session.stats().lost + session.stats().lost_samples;
-            print_report(cfg, sink, names, now_ns(monotonic, session), lost)?;
+            print_report(
+                cfg,
+                sink,
+                session.procs(),
+                names,
+                now_ns(monotonic, session),
+                lost,
+            )?;
         }
         if cfg.count.is_some_and(|c| reports >= c) {
             return Ok(Flow::Stop);
         }
         Ok(Flow::Continue)
     }
-}
-
-/// The attr the handler parses samples with: after online unwinding, samples carry a
-/// callchain instead of the stack bytes, and keep their argument registers.
-fn out_attr(attr: &b::perf_event_attr, keep_stack: bool) -> b::perf_event_attr {
-    let mut out = *attr;
-    if out.sample_type & PERF_SAMPLE_STACK_USER != 0 && !keep_stack {
-        out.sample_type &= !PERF_SAMPLE_STACK_USER;
-        out.sample_type |= PERF_SAMPLE_CALLCHAIN;
-        out.sample_stack_user = 0;
-        out.set_exclude_callchain_user(0);
-    }
-    out.read_format = 0;
-    out
 }
 
 /// The allocator object of the target.

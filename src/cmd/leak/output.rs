@@ -5,9 +5,10 @@ use std::io::Write;
 use anyhow::Result;
 use rustc_hash::FxHashMap;
 
+use crate::aggregate::{Aggregate, EMPTY_STACK, FrameKey, ReadStats};
 use crate::cli::leak::{LeakConfig, LeakSort};
-use crate::cmd::report::FrameKey;
-use crate::cmd::report::maps::ModuleKind;
+use crate::maps::{ModuleKind, ProcessMaps};
+use crate::session::Processes;
 use crate::stacks::{FrameId, StackId};
 use crate::symbolize::{Kallsyms, ModuleKey, SymbolizeOptions, Symbolizer};
 
@@ -43,7 +44,7 @@ impl Default for Names {
 }
 
 impl Names {
-    fn frame(&mut self, sink: &LeakSink, id: FrameId) -> FrameText {
+    fn frame(&mut self, sink: &LeakSink, maps: &ProcessMaps, id: FrameId) -> FrameText {
         if let Some(Some(t)) = self.cache.get(id as usize) {
             return t.clone();
         }
@@ -64,7 +65,7 @@ impl Names {
                 offset,
                 ret,
             }) => {
-                let m = sink.maps.module(module);
+                let m = maps.module(module);
                 let tag = format!("[{}]", m.basename());
                 match m.kind() {
                     ModuleKind::File => {
@@ -72,7 +73,7 @@ impl Names {
                             &ModuleKey {
                                 path: &m.path,
                                 build_id: m.build_id.as_deref(),
-                                pid: Some(sink.maps.module_pid(module)),
+                                pid: Some(maps.module_pid(module)),
                             },
                             offset,
                             ret,
@@ -131,6 +132,7 @@ pub fn write_report(
     w: &mut dyn Write,
     cfg: &LeakConfig,
     sink: &LeakSink,
+    maps: &ProcessMaps,
     names: &mut Names,
     now: u64,
     done: &Completeness,
@@ -180,7 +182,7 @@ pub fn write_report(
                 sink.stacks.frames(stack, &mut ids);
                 // Leaf first, as memleak prints.
                 for &id in ids.iter().rev() {
-                    let f = names.frame(sink, id);
+                    let f = names.frame(sink, maps, id);
                     writeln!(w, "\t\t{:#018x}\t{}", f.addr, f.text)?;
                 }
             }
@@ -253,11 +255,12 @@ fn libc_tm_zero() -> libc::tm {
 /// call it once, at the end.
 pub fn to_aggregate(
     sink: &mut LeakSink,
+    procs: &Processes,
+    maps: ProcessMaps,
     now: u64,
     older_ns: u64,
     lost: u64,
-) -> crate::cmd::report::Aggregate {
-    use crate::cmd::report::{Aggregate, EMPTY_STACK, ReadStats};
+) -> Aggregate {
     use crate::stacks::FrameTable;
     let mut prefixes: FrameTable<String> = FrameTable::default();
     let mut counts = FxHashMap::default();
@@ -272,7 +275,7 @@ pub fn to_aggregate(
         e.1 += 1;
     }
     for ((space, stack), (b, n)) in per {
-        let mut prefix = sink.comm_of(space);
+        let mut prefix = LeakSink::comm_of(procs, space);
         let stack = match stack {
             UNSAMPLED => {
                 prefix.push_str(";[stack not sampled]");
@@ -290,7 +293,7 @@ pub fn to_aggregate(
         stacks: std::mem::take(&mut sink.stacks),
         prefixes,
         counts,
-        maps: std::mem::take(&mut sink.maps),
+        maps,
         stats: ReadStats {
             samples: vec![0],
             kept: vec![1],

@@ -1,16 +1,16 @@
-//! The leak handler: what the session passes on (samples with unwound callchains, and the
-//! side-band records) becomes the outstanding table and interned stacks.
+//! The leak handler: the session's samples (entry-probe stacks unwound by the session) and
+//! its process events become the outstanding table and interned stacks.
 
 use std::io::{self, Write};
 
 use perf_event_open_sys::bindings as b;
-use rustc_hash::FxHashMap;
 
-use crate::cmd::report::maps::ProcessMaps;
-use crate::cmd::report::{CONTEXT_KERNEL, CONTEXT_MAX, CONTEXT_USER, FrameKey};
+use crate::abi::{PERF_CONTEXT_KERNEL, PERF_CONTEXT_MAX, PERF_CONTEXT_USER};
+use crate::aggregate::FrameKey;
+use crate::maps::ProcessMaps;
 use crate::perfdata::tracing_data::FieldFormat;
-use crate::record::{self, ParseInfo, Record, Sample};
-use crate::session::RecordSink;
+use crate::record::{Record, Sample};
+use crate::session::{Handler, Processes, SampleCtx, SideBand};
 use crate::stacks::{FrameId, FrameTable, StackId, StackTable};
 
 use super::table::{Args, Entry, Func, NO_STACK, Space, Table, UNSAMPLED};
@@ -45,7 +45,6 @@ pub enum Role {
 #[derive(Debug, Clone)]
 pub struct LeakEvent {
     pub role: Role,
-    pub info: ParseInfo,
     /// Whether its samples carry a stack (else the allocation's stack is not sampled).
     pub stack: bool,
 }
@@ -56,9 +55,6 @@ pub type MemReader = fn(u32, u64) -> io::Result<u64>;
 /// The handler.
 pub struct LeakSink {
     events: Vec<LeakEvent>,
-    ids: FxHashMap<u64, usize>,
-    side: ParseInfo,
-    pub maps: ProcessMaps,
     pub frames: FrameTable<FrameKey>,
     /// The address each frame was first seen at, for memleak's `0x%016x` column.
     pub frame_addrs: Vec<u64>,
@@ -74,22 +70,12 @@ pub struct LeakSink {
     pub trace: Option<Box<dyn Write>>,
     read_mem: MemReader,
     leaf_first: Vec<FrameId>,
-    comms: FxHashMap<u32, String>,
 }
 
 impl LeakSink {
-    pub fn new(
-        events: Vec<LeakEvent>,
-        ids: FxHashMap<u64, usize>,
-        side: ParseInfo,
-        table: Table,
-        read_mem: MemReader,
-    ) -> LeakSink {
+    pub fn new(events: Vec<LeakEvent>, table: Table, read_mem: MemReader) -> LeakSink {
         LeakSink {
             events,
-            ids,
-            side,
-            maps: ProcessMaps::new(FxHashMap::default()),
             frames: FrameTable::default(),
             frame_addrs: Vec::new(),
             stacks: StackTable::default(),
@@ -101,87 +87,43 @@ impl LeakSink {
             trace: None,
             read_mem,
             leaf_first: Vec::with_capacity(128),
-            comms: FxHashMap::default(),
         }
     }
 
     /// The command name of a process (for folded prefixes); `[kernel]` for kernel memory.
-    pub fn comm_of(&self, space: Space) -> String {
+    pub fn comm_of(procs: &Processes, space: Space) -> String {
         if space >= super::table::KERNEL_PERCPU {
             return "[kernel]".to_string();
         }
-        self.comms
-            .get(&space)
-            .cloned()
-            .unwrap_or_else(|| space.to_string())
+        procs
+            .comm(space, space)
+            .map_or_else(|| space.to_string(), str::to_string)
     }
 
-    fn handle_side_band(&mut self, ty: u32, misc: u16, body: &[u8]) {
-        let Ok(rec) = record::parse_record(ty, misc, body, &self.side) else {
-            return;
-        };
-        match rec {
-            Record::Mmap {
-                pid,
-                addr,
-                len,
-                pgoff,
-                filename,
-                ..
-            } => self.maps.map(pid, addr, len, pgoff, filename, None),
-            Record::Mmap2 {
-                pid,
-                addr,
-                len,
-                pgoff,
-                build_id,
-                filename,
-                ..
-            } => self.maps.map(pid, addr, len, pgoff, filename, build_id),
+    fn handle_side_band(&mut self, rec: &Record<'_>) {
+        match *rec {
+            // Nothing allocated before the exec is the new program's.
             Record::Comm {
-                pid,
-                tid,
-                name,
-                exec,
-                ..
-            } => {
-                if exec {
-                    // Nothing allocated before the exec is the new program's.
-                    self.maps.exec(pid);
-                    self.table.reset_space(pid);
-                }
-                if pid == tid {
-                    let n = name.split(|&b| b == 0).next().unwrap_or(name);
-                    self.comms
-                        .insert(pid, String::from_utf8_lossy(n).into_owned());
-                }
-            }
-            Record::Fork { pid, ppid, .. } => self.maps.fork(pid, ppid),
+                pid, exec: true, ..
+            } => self.table.reset_space(pid),
             Record::Exit { tid, .. } => self.table.thread_exit(tid),
             _ => {}
         }
     }
 
-    fn handle_sample(&mut self, misc: u16, body: &[u8]) {
-        let ev = match body.get(..8).and_then(|b| b.try_into().ok()) {
-            Some(id) => self.ids.get(&u64::from_le_bytes(id)).copied(),
-            None => None,
-        };
-        let Some(ev) = ev.or((self.events.len() == 1).then_some(0)) else {
+    fn handle_sample(&mut self, c: &SampleCtx<'_>) {
+        let (ev, s) = (c.ev, c.sample);
+        let Some(event) = self.events.get(ev) else {
             self.malformed += 1;
             return;
         };
-        let info = self.events[ev].info;
-        let Ok(Record::Sample(s)) = record::parse_record(b::PERF_RECORD_SAMPLE, misc, body, &info)
-        else {
-            self.malformed += 1;
-            return;
-        };
+        let maps = c.procs.maps().unwrap_or(ProcessMaps::empty());
         let (pid, tid, time) = (s.pid.unwrap_or(0), s.tid.unwrap_or(0), s.time.unwrap_or(0));
-        match self.events[ev].role.clone() {
+        let with_stack = event.stack;
+        match event.role.clone() {
             Role::Entry(func) => {
-                let stack = if self.events[ev].stack {
-                    self.user_stack(pid, &s)
+                let stack = if with_stack {
+                    self.user_stack(maps, pid, c)
                 } else {
                     UNSAMPLED
                 };
@@ -211,7 +153,7 @@ impl LeakSink {
                     .and_then(|r| r.get(b::PERF_REG_X86_AX))
                     .unwrap_or(0);
                 if func == Func::PosixMemalign {
-                    ret = self.memalign_result(pid, tid, ret, &s);
+                    ret = self.memalign_result(pid, tid, ret, s);
                 }
                 let out = self.table.leave(tid, pid, func, ret);
                 if let (Some(w), super::table::Returned::Alloc { size, addr }) =
@@ -235,8 +177,8 @@ impl LeakSink {
                     self.table.stats.failed_allocs += 1;
                     return;
                 }
-                let stack = if self.events[ev].stack {
-                    self.kernel_stack(&s)
+                let stack = if with_stack {
+                    self.kernel_stack(c)
                 } else {
                     UNSAMPLED
                 };
@@ -282,16 +224,16 @@ impl LeakSink {
 
     /// The user part of the sample's callchain, without the probed function itself (the
     /// leaf is the probe site: memleak lists the caller first).
-    fn user_stack(&mut self, pid: u32, s: &Sample<'_>) -> StackId {
-        let Some(chain) = &s.callchain else {
+    fn user_stack(&mut self, maps: &ProcessMaps, pid: u32, c: &SampleCtx<'_>) -> StackId {
+        let Some(chain) = c.callchain() else {
             return NO_STACK;
         };
         self.leaf_first.clear();
         let mut in_user = false;
         let mut first = true;
-        for ip in chain.iter() {
-            if ip >= CONTEXT_MAX {
-                in_user = ip == CONTEXT_USER;
+        for ip in chain {
+            if ip >= PERF_CONTEXT_MAX {
+                in_user = ip == PERF_CONTEXT_USER;
                 continue;
             }
             if !in_user {
@@ -301,22 +243,22 @@ impl LeakSink {
                 first = false;
                 continue;
             }
-            let id = self.user_frame(pid, ip);
+            let id = self.user_frame(maps, pid, ip);
             self.leaf_first.push(id);
         }
         self.intern_leaf_first()
     }
 
-    fn kernel_stack(&mut self, s: &Sample<'_>) -> StackId {
-        let Some(chain) = &s.callchain else {
+    fn kernel_stack(&mut self, c: &SampleCtx<'_>) -> StackId {
+        let Some(chain) = c.callchain() else {
             return NO_STACK;
         };
         self.leaf_first.clear();
         let mut in_kernel = false;
         let mut n = 0;
-        for ip in chain.iter() {
-            if ip >= CONTEXT_MAX {
-                in_kernel = ip == CONTEXT_KERNEL;
+        for ip in chain {
+            if ip >= PERF_CONTEXT_MAX {
+                in_kernel = ip == PERF_CONTEXT_KERNEL;
                 continue;
             }
             if in_kernel {
@@ -341,8 +283,8 @@ impl LeakSink {
             .unwrap_or(NO_STACK)
     }
 
-    fn user_frame(&mut self, pid: u32, addr: u64) -> FrameId {
-        let key = FrameKey::user(&self.maps, pid, addr, true);
+    fn user_frame(&mut self, maps: &ProcessMaps, pid: u32, addr: u64) -> FrameId {
+        let key = FrameKey::user(maps, pid, addr, true);
         self.intern_frame(key, addr)
     }
 
@@ -406,26 +348,23 @@ fn trace_entry(
     }
 }
 
-impl RecordSink for LeakSink {
-    fn write_record(&mut self, bytes: &[u8]) -> io::Result<()> {
-        let (Some(ty), Some(misc), Some(body)) = (
-            bytes
-                .get(..4)
-                .and_then(|b| b.try_into().ok())
-                .map(u32::from_le_bytes),
-            bytes
-                .get(4..6)
-                .and_then(|b| b.try_into().ok())
-                .map(u16::from_le_bytes),
-            bytes.get(8..),
-        ) else {
-            self.malformed += 1;
-            return Ok(());
-        };
-        if ty == b::PERF_RECORD_SAMPLE {
-            self.handle_sample(misc, body);
-        } else {
-            self.handle_side_band(ty, misc, body);
+impl Handler for LeakSink {
+    fn sample(&mut self, c: &SampleCtx<'_>) -> io::Result<()> {
+        self.handle_sample(c);
+        Ok(())
+    }
+
+    /// Only entry probes' stacks are the allocation's; a return probe's copied stack is
+    /// kept for posix_memalign's result, not unwound.
+    fn wants_unwind(&mut self, ev: usize, _s: &Sample<'_>, _procs: &Processes) -> bool {
+        self.events
+            .get(ev)
+            .is_some_and(|e| matches!(e.role, Role::Entry(_)))
+    }
+
+    fn side_band(&mut self, r: &SideBand<'_>) -> io::Result<()> {
+        if let Some(rec) = r.rec {
+            self.handle_side_band(rec);
         }
         Ok(())
     }

@@ -1,10 +1,6 @@
 //! `memperf record`: open events, drain the rings, unwind, write perf.data.
 
-pub(crate) mod drain;
-pub(crate) mod driver;
-pub(crate) mod open;
 mod summary;
-pub(crate) mod synth;
 
 use std::path::Path;
 use std::time::Instant;
@@ -13,17 +9,19 @@ use anyhow::{Context, Result, anyhow};
 use rustc_hash::FxHashMap;
 
 use crate::cli::{CallGraph, Consume, RecordConfig, Target, UnwindWhen};
+use crate::live::driver::{self, Driver, Flow, OnSignal, SignalState, Until};
+use crate::live::writer::RecordWriter;
+use crate::live::{open, synth};
 use crate::perfdata::{
     BuildIdEntry, EventDesc, Features, MemperfStats, PerfDataWriter, TracepointFormat, tracing_data,
 };
 use crate::procfs;
 use crate::record::{self, ParseInfo};
-use crate::session::{Session, SessionEvent};
+use crate::session::{Keep, Session};
 use crate::sys::diagnose::SystemFacts;
-use crate::unwind::{UnwindMode, Unwinders};
-use driver::{Driver, Flow, OnSignal, SignalState, Until};
+use crate::unwind::UnwindMode;
 
-pub use open::default_mmap_pages;
+pub use crate::live::open::default_mmap_pages;
 
 /// Moves an existing output file aside, as perf does, and checks the path is writable.
 fn prepare_output(path: &Path) -> Result<()> {
@@ -59,18 +57,22 @@ pub fn run(cfg: RecordConfig) -> Result<i32> {
 
     let online =
         matches!(cfg.call_graph, CallGraph::Dwarf { .. }) && cfg.unwind == UnwindWhen::Online;
-    let (sevents, descs) = describe_events(&opened, online)?;
-    let mut writer =
-        PerfDataWriter::create(&cfg.output, descs).with_context(|| write_failed.clone())?;
-    let unwinders = online.then(|| Unwinders::new(UnwindMode::Dwarf));
+    let (layouts, descs) = describe_events(&opened, online)?;
+    let file = PerfDataWriter::create(&cfg.output, descs).with_context(|| write_failed.clone())?;
+    let mut writer = RecordWriter::new(file, layouts.out);
     let ids: FxHashMap<u64, usize> = opened.ids.clone();
-    let mut session = Session::new(sevents.clone(), ids, unwinders);
+    let keep = Keep {
+        unwind: online.then_some(UnwindMode::Dwarf),
+        dsos: true,
+        ..Keep::default()
+    };
+    let mut session = Session::new(layouts.ring.clone(), ids, keep);
 
     let first_id = opened.events[0].ids.first().copied().unwrap_or(0);
     synth::synthesize(
         &synth_pids(&cfg.target),
         first_id,
-        &sevents[0].ring_info,
+        &layouts.ring[0],
         &mut session,
         &mut writer,
     )
@@ -96,6 +98,7 @@ pub fn run(cfg: RecordConfig) -> Result<i32> {
             round_buf.clear();
             record::encode_finished_round(&mut round_buf);
             writer
+                .writer
                 .write_record(&round_buf)
                 .with_context(|| write_failed.clone())?;
         }
@@ -110,8 +113,9 @@ pub fn run(cfg: RecordConfig) -> Result<i32> {
     let elapsed = started.elapsed();
 
     let features = build_features(&cfg, &opened, &session);
-    let data_bytes = writer.data_bytes();
+    let data_bytes = writer.writer.data_bytes();
     let total = writer
+        .writer
         .finish(&features)
         .with_context(|| format!("failed to finish `{}`", cfg.output.display()))?;
     drop(opened.fds);
@@ -147,30 +151,33 @@ fn synth_pids(target: &Target) -> Vec<u32> {
     }
 }
 
+/// How each event's samples are laid out in the rings and in the file.
+struct Layouts {
+    ring: Vec<ParseInfo>,
+    out: Vec<ParseInfo>,
+}
+
 /// How the session parses each event's records, and how the file describes them.
-fn describe_events(
-    opened: &open::Opened,
-    online: bool,
-) -> Result<(Vec<SessionEvent>, Vec<EventDesc>)> {
+fn describe_events(opened: &open::Opened, online: bool) -> Result<(Layouts, Vec<EventDesc>)> {
     let mut descs = Vec::new();
-    let mut sevents = Vec::new();
+    let mut layouts = Layouts {
+        ring: Vec::new(),
+        out: Vec::new(),
+    };
     for ev in &opened.events {
         let attr = ev
             .attr
             .ok_or_else(|| anyhow!("event `{}` was never opened", ev.spec.name))?;
         let out_attr = open::output_attr(&attr, online);
-        sevents.push(SessionEvent {
-            name: ev.spec.name.clone(),
-            ring_info: ParseInfo::from_attr(&attr),
-            out_info: ParseInfo::from_attr(&out_attr),
-        });
+        layouts.ring.push(ParseInfo::from_attr(&attr));
+        layouts.out.push(ParseInfo::from_attr(&out_attr));
         descs.push(EventDesc {
             attr: out_attr,
             name: ev.spec.name.clone(),
             ids: ev.ids.clone(),
         });
     }
-    Ok((sevents, descs))
+    Ok((layouts, descs))
 }
 
 /// The kernel reports a ring's losses with a LOST record written when room frees up; losses
@@ -181,7 +188,7 @@ fn report_unflushed_losses(
     counted: u64,
     opened: &open::Opened,
     session: &mut Session,
-    writer: &mut PerfDataWriter,
+    writer: &mut RecordWriter,
 ) -> Result<()> {
     let seen = session.stats().lost;
     if counted <= seen {
@@ -233,7 +240,7 @@ fn build_features(cfg: &RecordConfig, opened: &open::Opened, session: &Session) 
         }
     }
     let mut seen = rustc_hash::FxHashSet::default();
-    for (pid, path) in session.hit_dsos() {
+    for (pid, path) in session.procs().hit_dsos() {
         if !seen.insert(path.to_vec()) {
             continue;
         }

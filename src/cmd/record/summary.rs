@@ -5,8 +5,8 @@ use std::time::Duration;
 use crate::cli::{RecordConfig, Target};
 use crate::session::Session;
 
-use super::drain::{self, DrainStats};
-use super::open::Opened;
+use crate::live::drain::{self, DrainStats};
+use crate::live::open::Opened;
 
 /// Printed once events are live; tests and scripts wait for it.
 pub fn print_start(cfg: &RecordConfig, opened: &Opened, child: Option<i32>) {

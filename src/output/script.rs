@@ -14,9 +14,9 @@ use crate::perfdata::tracing_data::{EventFormat, parse_printk_formats};
 use crate::stacks::FrameId;
 use crate::symbolize::Kallsyms;
 
-use super::output::Resolved;
-use super::printfmt::{Kernel, PrintFmt, PrintFmtError};
-use super::{Aggregate, EMPTY_STACK, ScriptRow};
+use super::Resolved;
+use crate::aggregate::{Aggregate, EMPTY_STACK, ScriptRow};
+use crate::printfmt::{Kernel, PrintFmt, PrintFmtError};
 
 /// What `memperf script` prints from: the fields asked for and the file's events.
 pub struct ScriptInput<'a> {
@@ -101,7 +101,7 @@ pub fn write_script(
     let has = |f: ScriptField| input.fields.contains(&f);
     let want_frames = has(ScriptField::Ip) || has(ScriptField::Sym) || has(ScriptField::Dso);
     let tracing_data = input.file.features.tracing_data.as_deref();
-    let formats = super::weigh::event_formats(input.file);
+    let formats = crate::aggregate::weigh::event_formats(input.file);
     let printk: FxHashMap<u64, String> = tracing_data
         .map(parse_printk_formats)
         .unwrap_or_default()

@@ -7,7 +7,7 @@ use perf_event_open_sys::bindings::{PERF_RECORD_MISC_KERNEL, PERF_RECORD_MMAP};
 
 use crate::procfs::{self, MapEntry};
 use crate::record::{self, Mmap2Fields, ParseInfo, SampleId};
-use crate::session::{RecordSink, Session};
+use crate::session::{Handler, Session};
 
 /// What synthesis produced and skipped.
 #[derive(Debug, Default)]
@@ -56,7 +56,7 @@ fn synthesize_process(
     id: u64,
     info: &ParseInfo,
     session: &mut Session,
-    sink: &mut dyn RecordSink,
+    sink: &mut dyn Handler,
     out: &mut Vec<u8>,
 ) -> io::Result<u64> {
     let comm = procfs::comm(pid)?;
@@ -119,11 +119,11 @@ pub fn synthesize(
     id: u64,
     info: &ParseInfo,
     session: &mut Session,
-    sink: &mut dyn RecordSink,
+    sink: &mut dyn Handler,
 ) -> io::Result<SynthStats> {
     let mut stats = SynthStats::default();
     let mut out = Vec::with_capacity(512);
-    synthesize_kernel(id, info, sink, &mut out)?;
+    synthesize_kernel(id, info, session, sink, &mut out)?;
     for &pid in pids {
         match synthesize_process(pid, id, info, session, sink, &mut out) {
             Ok(n) => {
@@ -147,7 +147,8 @@ pub fn synthesize(
 fn synthesize_kernel(
     id: u64,
     info: &ParseInfo,
-    sink: &mut dyn RecordSink,
+    session: &mut Session,
+    sink: &mut dyn Handler,
     out: &mut Vec<u8>,
 ) -> io::Result<()> {
     let Some(text) = kernel_text_address() else {
@@ -169,7 +170,7 @@ fn synthesize_kernel(
     record::encode_sample_id(out, &sid(u32::MAX, 0, id), info);
     let size = out.len() as u16;
     out[6..8].copy_from_slice(&size.to_ne_bytes());
-    sink.write_record(out)
+    session.handle(PERF_RECORD_MMAP, PERF_RECORD_MISC_KERNEL as u16, out, sink)
 }
 
 /// The address of `_text` from /proc/kallsyms (None when hidden by kptr_restrict).

@@ -6,7 +6,7 @@ use crate::cli::Input;
 use crate::perfdata::PerfDataFile;
 use crate::unwind::TruncCounts;
 
-use super::ReadStats;
+use crate::aggregate::ReadStats;
 
 /// User stacks unwound and truncated, while recording (memperf's feature section) and here.
 pub struct Truncation {

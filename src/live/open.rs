@@ -4,8 +4,7 @@ use std::os::fd::{AsFd, OwnedFd};
 
 use anyhow::{Context, Result, anyhow, bail};
 use perf_event_open_sys::bindings::{
-    self as b, PERF_TYPE_HARDWARE, PERF_TYPE_RAW, PERF_TYPE_SOFTWARE, PERF_TYPE_TRACEPOINT,
-    perf_event_attr,
+    PERF_TYPE_HARDWARE, PERF_TYPE_RAW, PERF_TYPE_SOFTWARE, PERF_TYPE_TRACEPOINT, perf_event_attr,
 };
 use rustc_hash::FxHashMap;
 
@@ -21,17 +20,11 @@ use crate::sys::ring::RingBuffer;
 use crate::sys::tracefs::Tracefs;
 
 // The bindings declare the sample_type bits as u32; attr.sample_type is u64.
-const PERF_SAMPLE_ADDR: u64 = b::PERF_SAMPLE_ADDR as u64;
-const PERF_SAMPLE_CALLCHAIN: u64 = b::PERF_SAMPLE_CALLCHAIN as u64;
-const PERF_SAMPLE_CPU: u64 = b::PERF_SAMPLE_CPU as u64;
-const PERF_SAMPLE_IDENTIFIER: u64 = b::PERF_SAMPLE_IDENTIFIER as u64;
-const PERF_SAMPLE_IP: u64 = b::PERF_SAMPLE_IP as u64;
-const PERF_SAMPLE_PERIOD: u64 = b::PERF_SAMPLE_PERIOD as u64;
-const PERF_SAMPLE_RAW: u64 = b::PERF_SAMPLE_RAW as u64;
-const PERF_SAMPLE_REGS_USER: u64 = b::PERF_SAMPLE_REGS_USER as u64;
-const PERF_SAMPLE_STACK_USER: u64 = b::PERF_SAMPLE_STACK_USER as u64;
-const PERF_SAMPLE_TID: u64 = b::PERF_SAMPLE_TID as u64;
-const PERF_SAMPLE_TIME: u64 = b::PERF_SAMPLE_TIME as u64;
+use crate::abi::{
+    PERF_SAMPLE_ADDR, PERF_SAMPLE_CALLCHAIN, PERF_SAMPLE_CPU, PERF_SAMPLE_IDENTIFIER,
+    PERF_SAMPLE_IP, PERF_SAMPLE_PERIOD, PERF_SAMPLE_RAW, PERF_SAMPLE_REGS_USER,
+    PERF_SAMPLE_STACK_USER, PERF_SAMPLE_TID, PERF_SAMPLE_TIME,
+};
 
 /// How one event samples when it differs from the recording's defaults (memperf leak: entry
 /// probes copy the stack, return and free probes only registers).

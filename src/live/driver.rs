@@ -16,7 +16,7 @@ use super::drain::{self, DrainStats};
 use super::open::Opened;
 use crate::cli::Target;
 use crate::procfs;
-use crate::session::{RecordSink, Session};
+use crate::session::{Handler, Session};
 use crate::sys::child::{ExitStatusInfo, GatedChild, RunningChild};
 use crate::sys::open::{ioc_disable, ioc_enable, read_lost};
 use crate::sys::{self, poll};
@@ -251,7 +251,7 @@ impl Driver {
 
     /// Polls and drains the rings into `session` and `sink`, calling `on_round` after each
     /// round, until a signal, the targets exiting, `until`, or `on_round` ends the run.
-    pub(crate) fn run_until<S: RecordSink>(
+    pub(crate) fn run_until<S: Handler>(
         &mut self,
         session: &mut Session,
         sink: &mut S,
@@ -348,7 +348,7 @@ impl Driver {
         Ok(())
     }
 
-    fn drain<S: RecordSink>(
+    fn drain<S: Handler>(
         &mut self,
         session: &mut Session,
         sink: &mut S,
@@ -398,7 +398,7 @@ impl Driver {
     }
 
     /// Disables every event, drains what is left and reads the kernel's loss counts.
-    pub(crate) fn finish<S: RecordSink>(
+    pub(crate) fn finish<S: Handler>(
         mut self,
         session: &mut Session,
         sink: &mut S,

@@ -75,6 +75,13 @@ impl ProcessMaps {
         }
     }
 
+    /// A table with no process in it, for a session that keeps no maps.
+    pub fn empty() -> &'static ProcessMaps {
+        static EMPTY: std::sync::LazyLock<ProcessMaps> =
+            std::sync::LazyLock::new(ProcessMaps::default);
+        &EMPTY
+    }
+
     pub fn module(&self, id: u32) -> &ModuleInfo {
         &self.modules[id as usize]
     }

@@ -10,7 +10,7 @@ use std::io;
 
 use perf_event_open_sys::bindings::PERF_RECORD_SAMPLE;
 
-use crate::session::{RecordSink, Session};
+use crate::session::{Handler, Session};
 use crate::sys::ring::RingBuffer;
 
 /// How long a record may take between its timestamp and its commit to the ring.
@@ -36,7 +36,7 @@ pub struct DrainStats {
 pub fn round(
     rings: &mut [RingBuffer],
     session: &mut Session,
-    sink: &mut dyn RecordSink,
+    sink: &mut dyn Handler,
     limit: Option<u64>,
     stats: &mut DrainStats,
 ) -> io::Result<()> {

@@ -1,5 +1,9 @@
 //! Naming the unique frames once, then printing stacks folded or as a text report.
 
+pub mod header;
+pub mod pprof;
+pub mod script;
+
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::sync::Arc;
@@ -13,8 +17,8 @@ use crate::symbolize::{
     Frame, Kallsyms, ModuleKey, SymbolizeOptions, SymbolizeStats, Symbolized, Symbolizer,
 };
 
-use super::maps::ModuleKind;
-use super::{Aggregate, ByRow, EMPTY_STACK, FrameKey};
+use crate::aggregate::{Aggregate, ByRow, EMPTY_STACK, FrameKey};
+use crate::maps::ModuleKind;
 
 /// The names of every unique frame (outermost first; inline frames make several).
 pub struct Resolved {
@@ -273,7 +277,7 @@ pub fn write_text(
     if !file.features.cmdline.is_empty() {
         writeln!(out, "# recorded with: {}", file.features.cmdline.join(" "))?;
     }
-    let when = super::header::recorded(&cfg.input, file);
+    let when = header::recorded(&cfg.input, file);
     match &file.features.osrelease {
         Some(rel) if !when.is_empty() => writeln!(out, "# {when}, Linux {rel}")?,
         Some(rel) => writeln!(out, "# Linux {rel}")?,
@@ -481,13 +485,13 @@ pub fn write_flamegraph(
         .clone()
         .unwrap_or_else(|| format!("{ev_name}: {command}"));
     opts.subtitle = Some(fg.subtitle.clone().unwrap_or_else(|| {
-        let t = super::header::truncation(st);
+        let t = header::truncation(st);
         let truncated = if t.unwound > 0 {
             format!(", {} of {} user stacks truncated", t.truncated, t.unwound)
         } else {
             String::new()
         };
-        let mut when = super::header::recorded(&cfg.input, file);
+        let mut when = header::recorded(&cfg.input, file);
         if !when.is_empty() {
             when.push_str("; ");
         }
@@ -569,7 +573,7 @@ pub fn write_by(
         rows.sort_by(|a, b| b.1.samples.cmp(&a.1.samples).then_with(|| a.0.cmp(&b.0)));
         let sized = agg.sized.get(i).copied().unwrap_or(false);
         writeln!(out, "# {name} by {key} ({total} samples) in {}", cfg.input)?;
-        writeln!(out, "# {}", super::header::losses(&agg.stats))?;
+        writeln!(out, "# {}", header::losses(&agg.stats))?;
         writeln!(out, "{:>12} {:>8} {:>12}  {key}", "samples", "%", "bytes")?;
         for (label, row) in rows {
             let n = row.samples;
@@ -607,7 +611,7 @@ pub fn write_timeline(
         interval as f64 / 1e9,
         cfg.input
     )?;
-    writeln!(out, "# {}", super::header::losses(&agg.stats))?;
+    writeln!(out, "# {}", header::losses(&agg.stats))?;
     let mut header = format!("{:>10}", "start s");
     for &i in &shown {
         header.push_str(&format!(" {:>24}", names[i]));

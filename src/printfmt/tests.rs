@@ -9,7 +9,7 @@ use rustc_hash::FxHashMap;
 macro_rules! fixture {
     ($name:literal) => {
         EventFormat::parse(include_str!(concat!(
-            "../../../../fixtures/formats/",
+            "../../fixtures/formats/",
             $name,
             ".format"
         )))

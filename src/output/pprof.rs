@@ -13,8 +13,8 @@ use rustc_hash::FxHashMap;
 use crate::cli::ReportConfig;
 use crate::stacks::FrameId;
 
-use super::output::Resolved;
-use super::{Aggregate, EMPTY_STACK, FrameKey, Weigher};
+use super::Resolved;
+use crate::aggregate::{Aggregate, EMPTY_STACK, FrameKey, Weigher};
 
 #[derive(Clone, PartialEq, Message)]
 pub struct Profile {

@@ -9,7 +9,8 @@ use crate::perfdata::tracing_data::{EventFormat, FieldFormat, parse_event_format
 use crate::record::Sample;
 use crate::stacks::StackId;
 
-use super::Reader;
+use super::{Aggregator, maps_of};
+use crate::session::Processes;
 
 /// How a sample of an event is weighed under `--weight bytes`.
 #[derive(Debug, Clone)]
@@ -222,7 +223,7 @@ impl BrkTracker {
     }
 }
 
-impl Reader<'_> {
+impl Aggregator<'_> {
     /// A sample's size in bytes (0 for events without one). A brk call whose weight is
     /// known only once the heap it creates is mapped counts 0 now; `target` says where its
     /// weight goes then.
@@ -231,12 +232,13 @@ impl Reader<'_> {
         ev: usize,
         pid: u32,
         s: &Sample<'_>,
+        procs: &Processes,
         target: impl FnOnce() -> Target,
     ) -> u64 {
         if matches!(self.weighers.get(ev), Some(Weigher::None) | None) {
             return 0;
         }
-        self.weigh(ev, pid, s).unwrap_or_else(|| {
+        self.weigh(ev, pid, s, procs).unwrap_or_else(|| {
             self.brk.defer(pid, target());
             0
         })
@@ -256,19 +258,20 @@ impl Reader<'_> {
 
     /// A sample's size in bytes under `--weight bytes`; `None` for a brk call whose weight
     /// is known only once the heap it creates is mapped ([`Self::weigh_or_defer`] defers it).
-    fn weigh(&mut self, ev: usize, pid: u32, s: &Sample<'_>) -> Option<u64> {
+    fn weigh(&mut self, ev: usize, pid: u32, s: &Sample<'_>, procs: &Processes) -> Option<u64> {
+        let maps = maps_of(procs);
         let raw = s.raw.unwrap_or(&[]);
         let bytes = match self.weighers.get(ev) {
             // A fault in a hugetlbfs mapping maps a huge page; the kernel's data page size,
             // where a file has it, is taken as is; otherwise a base page.
             Some(Weigher::Fixed(n)) => {
-                let hugetlb = s
-                    .addr
-                    .and_then(|a| self.agg.maps.mapping_of(pid, a))
-                    .is_some_and(|(m, _, _)| {
-                        let p = &self.agg.maps.module(m).path;
-                        p.starts_with(b"/anon_hugepage") || p.starts_with(b"/dev/hugepages")
-                    });
+                let hugetlb =
+                    s.addr
+                        .and_then(|a| maps.mapping_of(pid, a))
+                        .is_some_and(|(m, _, _)| {
+                            let p = &maps.module(m).path;
+                            p.starts_with(b"/anon_hugepage") || p.starts_with(b"/dev/hugepages")
+                        });
                 match s.data_page_size.filter(|&p| p > 0) {
                     Some(p) => p,
                     None if hugetlb => huge_page_size(),
@@ -282,7 +285,7 @@ impl Reader<'_> {
                 .map_or(0, |o| (crate::sys::page_size() as u64) << o),
             Some(Weigher::BrkGrowth(f)) => {
                 let new = f.read(raw).unwrap_or(0);
-                let heap_known = self.agg.maps.heap_start(pid).is_some();
+                let heap_known = maps.heap_start(pid).is_some();
                 return match self.brk.entered(pid, new, heap_known) {
                     BrkWeight::Now(w) => Some(w),
                     BrkWeight::Deferred => None,

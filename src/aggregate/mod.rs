@@ -1,0 +1,511 @@
+//! Aggregation: the handler that turns the session's samples into interned stacks of frame
+//! ids with counts and byte weights (and `--by`, `--timeline` and script rows). Names are
+//! looked up later, once per unique frame, by the output stage.
+
+mod by;
+pub mod weigh;
+
+use std::io;
+
+use perf_event_open_sys::bindings as b;
+use rustc_hash::FxHashMap;
+
+use crate::abi::{
+    PERF_CONTEXT_GUEST, PERF_CONTEXT_GUEST_KERNEL, PERF_CONTEXT_GUEST_USER, PERF_CONTEXT_HV,
+    PERF_CONTEXT_KERNEL, PERF_CONTEXT_MAX, PERF_CONTEXT_USER, PERF_SAMPLE_REGS_USER,
+    PERF_SAMPLE_STACK_USER,
+};
+use crate::cli::{Prefix, ReportConfig, StackSpace, Weight};
+use crate::maps::{ModuleKind, ProcessMaps};
+use crate::perfdata::PerfDataFile;
+use crate::perfdata::tracing_data::FieldFormat;
+use crate::record::{ParseInfo, Record, Sample};
+use crate::session::order::{self, Slack};
+use crate::session::{Handler, Keep, Processes, SampleCtx, Session, SideBand};
+use crate::stacks::{FrameId, FrameTable, StackId, StackTable};
+use crate::unwind::UnwindMode;
+
+pub use by::ByRow;
+use weigh::{BrkTracker, Target};
+pub use weigh::{Weigher, weighers};
+
+/// An unresolved frame: what is needed to name it once, later.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum FrameKey {
+    Kernel {
+        addr: u64,
+        ret: bool,
+    },
+    /// In a mapped module, by file offset.
+    User {
+        module: u32,
+        offset: u64,
+        ret: bool,
+    },
+    /// Anonymous executable memory or no known mapping: a JIT map may name it.
+    Jit {
+        pid: u32,
+        addr: u64,
+    },
+}
+
+impl FrameKey {
+    /// A user address of `pid`: its module and file offset, or, in anonymous executable
+    /// memory or outside every known mapping, a JIT frame that a perf map may name.
+    pub fn user(maps: &ProcessMaps, pid: u32, addr: u64, ret: bool) -> FrameKey {
+        match maps.lookup(pid, addr) {
+            Some((module, offset)) if maps.module(module).kind() != ModuleKind::Anon => {
+                FrameKey::User {
+                    module,
+                    offset,
+                    ret,
+                }
+            }
+            _ => FrameKey::Jit { pid, addr },
+        }
+    }
+}
+
+/// What stays "no stack frames" for an empty stack in the aggregation key.
+pub(crate) const EMPTY_STACK: StackId = u32::MAX;
+
+/// Everything counted while reading, for the header.
+#[derive(Debug, Default)]
+pub struct ReadStats {
+    /// Samples per event in the file, and those kept by the filters.
+    pub samples: Vec<u64>,
+    pub kept: Vec<u64>,
+    pub lost: u64,
+    pub lost_records: u64,
+    pub lost_samples: u64,
+    pub throttled: u64,
+    /// User stacks unwound here (raw stacks of `--call-graph dwarf` files) and truncated.
+    pub unwound: u64,
+    pub truncated: u64,
+    pub truncated_reasons: crate::unwind::TruncCounts,
+    /// User stacks memperf unwound while recording and truncated (its feature section).
+    pub recorded_unwound: u64,
+    pub recorded_truncated: u64,
+    pub recorded_reasons: crate::unwind::TruncCounts,
+    /// Records that could not be parsed.
+    pub malformed: u64,
+    /// Why the data section ended early, if it did.
+    pub read_error: Option<String>,
+    pub first_time: Option<u64>,
+    pub last_time: Option<u64>,
+    pub records: u64,
+    /// `--weight bytes`: bytes the break shrank by (not in the stacks), and brk calls whose
+    /// starting break was unknown (weighed 0).
+    pub brk_shrunk: u64,
+    pub brk_unknown_base: u64,
+}
+
+/// The aggregated stacks of one file.
+pub struct Aggregate {
+    pub frames: FrameTable<FrameKey>,
+    pub stacks: StackTable,
+    pub prefixes: FrameTable<String>,
+    /// (event, prefix, stack) → samples.
+    pub counts: FxHashMap<(usize, u32, StackId), u64>,
+    pub maps: ProcessMaps,
+    pub stats: ReadStats,
+    /// `--by`: (event, label, mapping start) → samples and bytes.
+    pub by: FxHashMap<(usize, String, u64), ByRow>,
+    /// `--timeline`: (interval index, event) → (samples, bytes).
+    pub timeline: std::collections::BTreeMap<(u64, usize), (u64, u64)>,
+    /// Which events have a byte weight (`--timeline`, `--by`).
+    pub sized: Vec<bool>,
+    pub kernel_frames: bool,
+    /// `memperf script`: every kept sample, in time order.
+    pub rows: Vec<ScriptRow>,
+    /// `--pprof`: bytes beside the counts, for events with a size.
+    pub bytes: FxHashMap<(usize, u32, StackId), u64>,
+}
+
+impl Aggregate {
+    fn new(events: usize) -> Aggregate {
+        Aggregate {
+            frames: FrameTable::default(),
+            stacks: StackTable::default(),
+            prefixes: FrameTable::default(),
+            counts: FxHashMap::default(),
+            maps: ProcessMaps::default(),
+            stats: ReadStats {
+                samples: vec![0; events],
+                kept: vec![0; events],
+                ..ReadStats::default()
+            },
+            kernel_frames: false,
+            by: FxHashMap::default(),
+            timeline: std::collections::BTreeMap::new(),
+            sized: Vec::new(),
+            rows: Vec::new(),
+            bytes: FxHashMap::default(),
+        }
+    }
+}
+
+/// One sample kept for `memperf script`.
+#[derive(Debug, Clone)]
+pub struct ScriptRow {
+    pub ev: usize,
+    pub comm: u32,
+    pub pid: u32,
+    pub tid: u32,
+    pub cpu: Option<u32>,
+    pub time: Option<u64>,
+    pub period: Option<u64>,
+    pub addr: Option<u64>,
+    /// Tracepoint payload.
+    pub raw: Vec<u8>,
+    pub stack: StackId,
+}
+
+/// The report's handler.
+struct Aggregator<'c> {
+    cfg: &'c ReportConfig,
+    agg: Aggregate,
+    leaf_first: Vec<FrameId>,
+    event_filter: Option<usize>,
+    weighers: Vec<Weigher>,
+    brk: BrkTracker,
+    /// `syscalls:sys_exit_brk`, when the file has it: the break each brk call left.
+    exit_brk: Option<(usize, FieldFormat)>,
+    /// (pid, address, is return address) → frame, valid until a mapping changes.
+    frame_memo: FxHashMap<(u32, u64, bool), FrameId>,
+    /// Each event's fixed sample period (not a frequency): the period of samples that do
+    /// not carry PERF_SAMPLE_PERIOD, as perf script prints it.
+    fixed_periods: Vec<Option<u64>>,
+}
+
+/// Reads every record of `file` through the session into an aggregate of stacks;
+/// `progress` is told the file offset reached after each round.
+pub fn read(
+    cfg: &ReportConfig,
+    file: &PerfDataFile,
+    names: &[String],
+    event_filter: Option<usize>,
+    progress: &mut dyn FnMut(u64),
+) -> io::Result<Aggregate> {
+    let infos: Vec<ParseInfo> = (0..file.events.len().max(1))
+        .map(|i| file.parse_info(i))
+        .collect();
+    let raw_stacks = infos.iter().any(|i| {
+        i.sample_type & PERF_SAMPLE_STACK_USER != 0 && i.sample_type & PERF_SAMPLE_REGS_USER != 0
+    });
+    let build_ids: FxHashMap<Vec<u8>, Vec<u8>> = file
+        .features
+        .build_ids
+        .iter()
+        .filter(|e| !e.kernel)
+        .map(|e| (e.filename.as_bytes().to_vec(), e.build_id.clone()))
+        .collect();
+    let keep = Keep {
+        unwind: (raw_stacks && cfg.space != StackSpace::Kernel).then_some(UnwindMode::Dwarf),
+        maps: Some(ProcessMaps::new(build_ids)),
+        comms: true,
+        dsos: false,
+    };
+    let mut session = Session::new(infos, file.id_map().clone(), keep);
+    let weighers = weighers(file, names);
+    let mut a = Aggregator {
+        cfg,
+        agg: Aggregate::new(file.events.len()),
+        leaf_first: Vec::new(),
+        event_filter,
+        frame_memo: FxHashMap::default(),
+        fixed_periods: file
+            .events
+            .iter()
+            .map(|e| (e.attr.freq() == 0).then_some(e.attr.sample_period))
+            .collect(),
+        exit_brk: weigh::exit_brk_event(file, names),
+        brk: BrkTracker::default(),
+        weighers,
+    };
+    a.agg.sized = a
+        .weighers
+        .iter()
+        .map(|w| !matches!(w, Weigher::None))
+        .collect();
+    let read = order::replay(file, &mut session, &mut a, Slack::None, progress)?;
+    a.brk.finish();
+    let mut agg = a.agg;
+    let st = &mut agg.stats;
+    st.brk_shrunk = a.brk.shrunk;
+    st.brk_unknown_base = a.brk.unknown_base;
+    st.records = read.records;
+    st.read_error = read.read_error;
+    let ss = session.stats();
+    (st.lost, st.lost_records, st.lost_samples) = (ss.lost, ss.lost_records, ss.lost_samples);
+    st.throttled = ss.throttled;
+    st.malformed = ss.malformed;
+    if let Some(u) = session.unwinders() {
+        let s = u.stats();
+        st.unwound = s.samples;
+        st.truncated = s.truncated.total();
+        st.truncated_reasons = s.truncated;
+    }
+    if let Some(m) = &file.features.memperf_stats {
+        st.recorded_unwound = m.get("unwound").unwrap_or(0);
+        st.recorded_truncated = m.get("truncated").unwrap_or(0);
+        st.recorded_reasons =
+            crate::unwind::TruncCounts::from_named(|n| m.get(&format!("truncated.{n}")));
+    }
+    agg.maps = session.take_maps().unwrap_or_default();
+    Ok(agg)
+}
+
+impl Handler for Aggregator<'_> {
+    fn sample(&mut self, c: &SampleCtx<'_>) -> io::Result<()> {
+        self.sample(c);
+        Ok(())
+    }
+
+    fn wants_unwind(&mut self, ev: usize, s: &Sample<'_>, procs: &Processes) -> bool {
+        self.cfg.timeline.is_none() && self.cfg.by.is_none() && self.keep(ev, s, procs)
+    }
+
+    fn side_band(&mut self, r: &SideBand<'_>) -> io::Result<()> {
+        match r.rec {
+            Some(&Record::Mmap { pid, .. } | &Record::Mmap2 { pid, .. }) if pid != u32::MAX => {
+                self.frame_memo.clear();
+                if self.brk.is_pending(pid)
+                    && let Some(start) = r.procs.maps().and_then(|m| m.heap_start(pid))
+                    && let Some((bytes, targets)) = self.brk.resolve(pid, start)
+                {
+                    self.add_deferred(bytes, targets);
+                }
+            }
+            Some(&Record::Comm {
+                pid, exec: true, ..
+            }) => {
+                self.frame_memo.clear();
+                self.brk.forget(pid);
+            }
+            Some(&Record::Fork { pid, ppid, .. }) if pid != ppid => self.frame_memo.clear(),
+            Some(&Record::Exit { pid, tid, .. }) if pid == tid => self.brk.forget(pid),
+            _ => {}
+        }
+        Ok(())
+    }
+}
+
+/// The maps of `procs` (the report's session always keeps them).
+fn maps_of(procs: &Processes) -> &ProcessMaps {
+    procs.maps().unwrap_or(ProcessMaps::empty())
+}
+
+impl Aggregator<'_> {
+    fn keep(&self, ev: usize, s: &Sample<'_>, procs: &Processes) -> bool {
+        let cfg = self.cfg;
+        if self.event_filter.is_some_and(|e| e != ev) {
+            return false;
+        }
+        let (pid, tid) = (s.pid.unwrap_or(0), s.tid.unwrap_or(0));
+        if cfg.pids.as_ref().is_some_and(|p| !p.contains(&pid))
+            || cfg.tids.as_ref().is_some_and(|t| !t.contains(&tid))
+            || cfg
+                .cpus
+                .as_ref()
+                .is_some_and(|c| !s.cpu.is_some_and(|cpu| c.contains(&cpu)))
+        {
+            return false;
+        }
+        if let Some(t) = s.time {
+            if cfg.time.0.is_some_and(|start| t < start) || cfg.time.1.is_some_and(|end| t > end) {
+                return false;
+            }
+        } else if cfg.time != (None, None) {
+            return false;
+        }
+        if let Some(comms) = &cfg.comms {
+            let comm = comm_of(procs, pid, tid);
+            if !comms.contains(&comm) {
+                return false;
+            }
+        }
+        true
+    }
+
+    fn sample(&mut self, c: &SampleCtx<'_>) {
+        let (ev, s) = (c.ev, c.sample);
+        self.agg.stats.samples[ev] += 1;
+        if let Some(t) = s.time.filter(|&t| t != 0) {
+            self.agg.stats.first_time.get_or_insert(t);
+            self.agg.stats.last_time = Some(t);
+        }
+        if let Some((exit_ev, ret)) = &self.exit_brk
+            && *exit_ev == ev
+            && let Some(v) = ret.read(s.raw.unwrap_or(&[]))
+        {
+            self.brk.exited(s.pid.unwrap_or(0), v);
+        }
+        if !self.keep(ev, s, c.procs) {
+            return;
+        }
+        self.agg.stats.kept[ev] += 1;
+        let (pid, tid) = (s.pid.unwrap_or(0), s.tid.unwrap_or(0));
+        if let Some(interval) = self.cfg.timeline {
+            let start = self.agg.stats.first_time.unwrap_or(0);
+            let slot = s.time.unwrap_or(start).saturating_sub(start) / interval;
+            let bytes = self.weigh_or_defer(ev, pid, s, c.procs, || Target::Timeline((slot, ev)));
+            let e = self.agg.timeline.entry((slot, ev)).or_insert((0, 0));
+            e.0 += 1;
+            e.1 += bytes;
+            return;
+        }
+        if let Some(by) = self.cfg.by {
+            let label = by::label(c.procs, by, pid, tid, s.addr);
+            let key = (ev, label.name, label.start);
+            let bytes = self.weigh_or_defer(ev, pid, s, c.procs, || Target::By(key.clone()));
+            // A mapping that grows (the heap) keeps one row, with its largest extent.
+            let row = self.agg.by.entry(key).or_default();
+            row.samples += 1;
+            row.bytes += bytes;
+            row.end = row.end.max(label.end);
+            return;
+        }
+        let stack = self.stack_of(c, pid);
+        let comm = comm_of(c.procs, pid, tid);
+        let prefix = match self.cfg.prefix {
+            Prefix::Comm => comm,
+            Prefix::Pid => format!("{comm}-{pid}"),
+            Prefix::Tid => format!("{comm}-{pid}/{tid}"),
+        };
+        let prefix = self.agg.prefixes.intern(&prefix);
+        if self.cfg.script.is_some() {
+            self.agg.rows.push(ScriptRow {
+                ev,
+                comm: prefix,
+                pid,
+                tid,
+                cpu: s.cpu,
+                time: s.time,
+                period: s
+                    .period
+                    .or_else(|| self.fixed_periods.get(ev).copied().flatten()),
+                addr: s.addr,
+                raw: s.raw.map(<[u8]>::to_vec).unwrap_or_default(),
+                stack,
+            });
+            return;
+        }
+        let key = (ev, prefix, stack);
+        if self.cfg.pprof.is_some() && !matches!(self.weighers.get(ev), Some(Weigher::None) | None)
+        {
+            let b = self.weigh_or_defer(ev, pid, s, c.procs, || Target::Bytes(key));
+            *self.agg.bytes.entry(key).or_insert(0) += b;
+            *self.agg.counts.entry(key).or_insert(0) += 1;
+            return;
+        }
+        let weight = match self.cfg.weight {
+            Weight::Count => 1,
+            Weight::Bytes => self.weigh_or_defer(ev, pid, s, c.procs, || Target::Counts(key)),
+        };
+        *self.agg.counts.entry(key).or_insert(0) += weight;
+    }
+
+    /// The sample's stack, interned: its callchain (with the user frames the session
+    /// unwound), or its instruction pointer alone.
+    fn stack_of(&mut self, c: &SampleCtx<'_>, pid: u32) -> StackId {
+        self.leaf_first.clear();
+        let maps = maps_of(c.procs);
+        if let Some(chain) = c.callchain() {
+            let mut context = None;
+            let mut first_in_context = true;
+            for addr in chain {
+                if addr >= PERF_CONTEXT_MAX {
+                    context = Some(addr);
+                    first_in_context = true;
+                    continue;
+                }
+                let ret = !first_in_context;
+                first_in_context = false;
+                match context {
+                    Some(PERF_CONTEXT_KERNEL) => self.kernel_frame(addr, ret),
+                    Some(PERF_CONTEXT_USER) => self.user_frame(maps, pid, addr, ret),
+                    Some(
+                        PERF_CONTEXT_HV
+                        | PERF_CONTEXT_GUEST
+                        | PERF_CONTEXT_GUEST_KERNEL
+                        | PERF_CONTEXT_GUEST_USER,
+                    ) => {}
+                    _ => {
+                        // No marker: decide by address, as perf does for old files.
+                        if addr >= 0xffff_8000_0000_0000 {
+                            self.kernel_frame(addr, ret);
+                        } else {
+                            self.user_frame(maps, pid, addr, ret);
+                        }
+                    }
+                }
+            }
+        }
+        if self.leaf_first.is_empty()
+            && let Some(ip) = c.sample.ip
+        {
+            let cpumode = u32::from(c.misc) & b::PERF_RECORD_MISC_CPUMODE_MASK;
+            if cpumode == b::PERF_RECORD_MISC_KERNEL {
+                self.kernel_frame(ip, false);
+            } else if cpumode == b::PERF_RECORD_MISC_USER {
+                self.user_frame(maps, pid, ip, false);
+            }
+        }
+        self.agg
+            .stacks
+            .intern(self.leaf_first.iter().rev().copied())
+            .unwrap_or(EMPTY_STACK)
+    }
+
+    fn kernel_frame(&mut self, addr: u64, ret: bool) {
+        if self.cfg.space == StackSpace::User {
+            return;
+        }
+        self.agg.kernel_frames = true;
+        let id = self.agg.frames.intern(&FrameKey::Kernel { addr, ret });
+        self.leaf_first.push(id);
+    }
+
+    fn user_frame(&mut self, maps: &ProcessMaps, pid: u32, addr: u64, ret: bool) {
+        if self.cfg.space == StackSpace::Kernel {
+            return;
+        }
+        if let Some(&id) = self.frame_memo.get(&(pid, addr, ret)) {
+            self.leaf_first.push(id);
+            return;
+        }
+        let key = FrameKey::user(maps, pid, addr, ret);
+        let id = self.agg.frames.intern(&key);
+        self.frame_memo.insert((pid, addr, ret), id);
+        self.leaf_first.push(id);
+    }
+}
+
+/// The name of thread `tid` of `pid`, as perf names threads: its COMM, `swapper` for the idle
+/// task (pid 0, whose samples system-wide kernel events have), else `:TID`.
+pub(crate) fn comm_of(procs: &Processes, pid: u32, tid: u32) -> String {
+    match procs.comm(pid, tid) {
+        Some(c) => c.to_string(),
+        None => unnamed_comm(tid),
+    }
+}
+
+fn unnamed_comm(tid: u32) -> String {
+    if tid == 0 {
+        "swapper".to_string()
+    } else {
+        format!(":{tid}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::unnamed_comm;
+
+    #[test]
+    fn threads_without_a_comm_are_named_as_perf_names_them() {
+        assert_eq!(unnamed_comm(0), "swapper");
+        assert_eq!(unnamed_comm(4242), ":4242");
+    }
+}

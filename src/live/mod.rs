@@ -1,0 +1,9 @@
+//! Live recording: open the events, start the target, drain the rings in time order into the
+//! session, synthesize the processes that existed before, stop, and count what was lost.
+//! `record` and `leak` run on it with their own handlers.
+
+pub mod drain;
+pub mod driver;
+pub mod open;
+pub mod synth;
+pub mod writer;

@@ -1,0 +1,426 @@
+//! The one consumer of records, live or recorded.
+//!
+//! A source (the live rings through `live::drain`, or a perf.data file or pipe through
+//! [`order::FileOrder`]) hands the session raw records in time order. The session parses
+//! each record once, keeps the one process table ([`Processes`]), unwinds copied user stacks
+//! (memperf's while recording, perf's `--call-graph dwarf` stacks when reading), counts
+//! losses per CPU, and passes typed events to a [`Handler`]: the perf.data writer, report's
+//! aggregator, script's printer, leak's allocation table.
+
+pub mod order;
+mod processes;
+
+use std::io;
+
+use perf_event_open_sys::bindings::{
+    PERF_CONTEXT_USER, PERF_RECORD_COMM, PERF_RECORD_EXIT, PERF_RECORD_FORK, PERF_RECORD_LOST,
+    PERF_RECORD_LOST_SAMPLES, PERF_RECORD_MMAP, PERF_RECORD_MMAP2, PERF_RECORD_SAMPLE,
+    PERF_RECORD_THROTTLE, PERF_RECORD_UNTHROTTLE,
+};
+use rustc_hash::FxHashMap;
+
+use crate::maps::ProcessMaps;
+use crate::record::{self, ParseInfo, Record, Sample, U64Iter};
+use crate::unwind::{UnwindMode, UnwindOutcome, Unwinders, UserRegs};
+
+pub use processes::{Processes, executable};
+
+/// A sample as a handler receives it: parsed once, with its event and context.
+pub struct SampleCtx<'a> {
+    /// The event's index (in the order the events were opened or stored).
+    pub ev: usize,
+    pub misc: u16,
+    pub sample: &'a Sample<'a>,
+    /// The record as it was read, header included.
+    pub bytes: &'a [u8],
+    /// When the session unwound the copied user stack: the sample's own callchain (its
+    /// kernel part), then `PERF_CONTEXT_USER` and the user frames.
+    pub unwound: Option<&'a [u64]>,
+    pub procs: &'a Processes,
+}
+
+impl SampleCtx<'_> {
+    /// The callchain to use: the one with the unwound user frames, else the sample's own.
+    pub fn callchain(&self) -> Option<Chain<'_>> {
+        match (self.unwound, &self.sample.callchain) {
+            (Some(c), _) => Some(Chain::Built(c.iter())),
+            (None, Some(c)) => Some(Chain::Recorded(c.iter())),
+            (None, None) => None,
+        }
+    }
+}
+
+/// The addresses of a callchain, recorded or built by the session.
+pub enum Chain<'a> {
+    Recorded(U64Iter<'a>),
+    Built(std::slice::Iter<'a, u64>),
+}
+
+impl Iterator for Chain<'_> {
+    type Item = u64;
+    fn next(&mut self) -> Option<u64> {
+        match self {
+            Chain::Recorded(it) => it.next(),
+            Chain::Built(it) => it.next().copied(),
+        }
+    }
+}
+
+/// Any other record, after the session applied it to the process table.
+pub struct SideBand<'a> {
+    pub ty: u32,
+    pub misc: u16,
+    /// The record as it was read, header included.
+    pub bytes: &'a [u8],
+    /// The parsed record; `None` for perf's user records (type 64 and up) and for records
+    /// of types memperf does not decode.
+    pub rec: Option<&'a Record<'a>>,
+    pub procs: &'a Processes,
+}
+
+/// What a tool does with the records the session hands it.
+pub trait Handler {
+    fn sample(&mut self, s: &SampleCtx<'_>) -> io::Result<()>;
+
+    /// Whether the session should unwind this sample's copied user stack (a handler that
+    /// will not use the stack, such as a filtered-out sample's, saves the work).
+    fn wants_unwind(&mut self, _ev: usize, _s: &Sample<'_>, _procs: &Processes) -> bool {
+        true
+    }
+
+    fn side_band(&mut self, _r: &SideBand<'_>) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// A handler that keeps nothing (benchmarks, dry runs).
+pub struct NullHandler;
+
+impl Handler for NullHandler {
+    fn sample(&mut self, _s: &SampleCtx<'_>) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// The longest callchain handed on for one sample (perf's own default limit is 127 frames;
+/// this keeps deep recursion while fitting any re-encoded record in 64 KiB).
+pub const MAX_CHAIN_FRAMES: usize = 4096;
+
+/// Counters printed in the end-of-run summary and the report header.
+#[derive(Debug, Default, Clone)]
+pub struct SessionStats {
+    pub samples: Vec<u64>,
+    /// Events the kernel dropped because a ring buffer was full (PERF_RECORD_LOST).
+    pub lost: u64,
+    pub lost_records: u64,
+    /// Samples dropped by the kernel for other reasons (PERF_RECORD_LOST_SAMPLES).
+    pub lost_samples: u64,
+    pub throttled: u64,
+    pub unthrottled: u64,
+    /// Records that could not be parsed (not handed on, counted here).
+    pub malformed: u64,
+    /// User stacks unwound by this session, and those truncated.
+    pub unwound: u64,
+    pub truncated: u64,
+    pub first_time: Option<u64>,
+    pub last_time: Option<u64>,
+    /// Whether any sample carried a kernel callchain.
+    pub kernel_stacks: bool,
+    /// Losses and throttling per CPU (from the records' sample_id trailers).
+    pub per_cpu: std::collections::BTreeMap<u32, CpuLosses>,
+}
+
+/// What one CPU's ring lost or had throttled.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct CpuLosses {
+    pub lost: u64,
+    pub lost_samples: u64,
+    pub throttled: u64,
+}
+
+/// What the session keeps besides the per-event layouts.
+#[derive(Default)]
+pub struct Keep {
+    /// Unwind copied user stacks in this mode.
+    pub unwind: Option<UnwindMode>,
+    /// Every process's mappings, for naming user frames (given with the file's build-ids).
+    pub maps: Option<ProcessMaps>,
+    /// Thread names.
+    pub comms: bool,
+    /// The executable files of processes that had samples (for the recorder's build-ids).
+    pub dsos: bool,
+}
+
+/// The consumer of records.
+pub struct Session {
+    /// How each event's records are laid out, by event index.
+    infos: Vec<ParseInfo>,
+    ids: FxHashMap<u64, usize>,
+    procs: Processes,
+    stats: SessionStats,
+    frames: Vec<u64>,
+    chain: Vec<u64>,
+}
+
+impl Session {
+    /// A session for events laid out as `infos`, told apart by the sample ids in `ids`.
+    pub fn new(infos: Vec<ParseInfo>, ids: FxHashMap<u64, usize>, keep: Keep) -> Self {
+        let n = infos.len();
+        let infos = if infos.is_empty() {
+            vec![ParseInfo::default()]
+        } else {
+            infos
+        };
+        Session {
+            infos,
+            ids,
+            procs: Processes::new(
+                keep.maps,
+                keep.unwind.map(Unwinders::new),
+                keep.comms,
+                keep.dsos,
+            ),
+            stats: SessionStats {
+                samples: vec![0; n],
+                ..SessionStats::default()
+            },
+            frames: Vec::with_capacity(128),
+            chain: Vec::with_capacity(256),
+        }
+    }
+
+    pub fn stats(&self) -> &SessionStats {
+        &self.stats
+    }
+
+    pub fn procs(&self) -> &Processes {
+        &self.procs
+    }
+
+    pub fn unwinders(&self) -> Option<&Unwinders> {
+        self.procs.unwinders()
+    }
+
+    /// Takes the process maps, for naming frames once the records are all read.
+    pub fn take_maps(&mut self) -> Option<ProcessMaps> {
+        self.procs.take_maps()
+    }
+
+    /// The layout shared by every event's sample_id trailer (the first event's: every attr
+    /// is opened with the same sample_id fields).
+    pub fn side_info(&self) -> &ParseInfo {
+        &self.infos[0]
+    }
+
+    /// The event a record belongs to: the only one, or the one its sample id names.
+    pub fn event_of(&self, ty: u32, body: &[u8]) -> Option<usize> {
+        if ty >= record::PERF_RECORD_USER_TYPE_START {
+            return None;
+        }
+        if self.infos.len() == 1 {
+            return Some(0);
+        }
+        let id = record::record_identifier(ty, body, self.side_info())?;
+        self.ids.get(&id).copied()
+    }
+
+    /// The timestamp used to order a record, without parsing all of it.
+    pub fn record_time(&self, ty: u32, body: &[u8]) -> Option<u64> {
+        let info = if ty == PERF_RECORD_SAMPLE {
+            &self.infos[self.event_of(ty, body)?]
+        } else {
+            self.side_info()
+        };
+        record::record_time(ty, body, info)
+    }
+
+    /// Handles one complete record (header included).
+    pub fn handle(
+        &mut self,
+        ty: u32,
+        misc: u16,
+        bytes: &[u8],
+        handler: &mut dyn Handler,
+    ) -> io::Result<()> {
+        let Some(body) = bytes.get(8..) else {
+            self.stats.malformed += 1;
+            return Ok(());
+        };
+        if ty == PERF_RECORD_SAMPLE {
+            return self.handle_sample(misc, bytes, body, handler);
+        }
+        let info = match self.event_of(ty, body) {
+            Some(ev) => self.infos[ev],
+            None => *self.side_info(),
+        };
+        let parsed = if ty < record::PERF_RECORD_USER_TYPE_START {
+            record::parse_record(ty, misc, body, &info).ok()
+        } else {
+            None
+        };
+        if let Some(rec) = &parsed {
+            self.handle_side_band(misc, rec);
+        } else if is_kernel_side_band(ty) {
+            self.stats.malformed += 1;
+            return Ok(());
+        }
+        handler.side_band(&SideBand {
+            ty,
+            misc,
+            bytes,
+            rec: parsed.as_ref(),
+            procs: &self.procs,
+        })
+    }
+
+    fn note_time(&mut self, t: Option<u64>) {
+        if let Some(t) = t.filter(|&t| t != 0) {
+            self.stats.first_time.get_or_insert(t);
+            self.stats.last_time = Some(t);
+        }
+    }
+
+    fn handle_side_band(&mut self, misc: u16, rec: &Record<'_>) {
+        self.procs.apply(misc, rec);
+        match *rec {
+            Record::Lost { lost, ref sid, .. } => {
+                self.stats.lost += lost;
+                self.stats.lost_records += 1;
+                self.cpu_losses(sid.cpu).lost += lost;
+            }
+            Record::LostSamples { lost, ref sid } => {
+                self.stats.lost_samples += lost;
+                self.cpu_losses(sid.cpu).lost_samples += lost;
+            }
+            Record::Throttle {
+                unthrottle,
+                ref sid,
+                ..
+            } => {
+                if unthrottle {
+                    self.stats.unthrottled += 1;
+                } else {
+                    self.stats.throttled += 1;
+                    self.cpu_losses(sid.cpu).throttled += 1;
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn cpu_losses(&mut self, cpu: Option<u32>) -> &mut CpuLosses {
+        self.stats
+            .per_cpu
+            .entry(cpu.unwrap_or(u32::MAX))
+            .or_default()
+    }
+
+    fn handle_sample(
+        &mut self,
+        misc: u16,
+        bytes: &[u8],
+        body: &[u8],
+        handler: &mut dyn Handler,
+    ) -> io::Result<()> {
+        let Some(ev) = self.event_of(PERF_RECORD_SAMPLE, body) else {
+            self.stats.malformed += 1;
+            return Ok(());
+        };
+        let sample = match record::parse_record(PERF_RECORD_SAMPLE, misc, body, &self.infos[ev]) {
+            Ok(Record::Sample(s)) => s,
+            _ => {
+                self.stats.malformed += 1;
+                return Ok(());
+            }
+        };
+        if let Some(n) = self.stats.samples.get_mut(ev) {
+            *n += 1;
+        }
+        self.note_time(sample.time);
+        if let Some(pid) = sample.pid {
+            self.procs.sampled(pid);
+        }
+        if sample.callchain.as_ref().is_some_and(|c| !c.is_empty()) {
+            self.stats.kernel_stacks = true;
+        }
+        let unwound = self.procs.unwinders.is_some()
+            && sample.stack_user.is_some()
+            && handler.wants_unwind(ev, &sample, &self.procs);
+        if unwound {
+            self.unwind_sample(&sample);
+        }
+        handler.sample(&SampleCtx {
+            ev,
+            misc,
+            sample: &sample,
+            bytes,
+            unwound: unwound.then_some(self.chain.as_slice()),
+            procs: &self.procs,
+        })
+    }
+
+    /// Builds `self.chain`: the kernel part of the sample's callchain, then the user frames
+    /// unwound from the copied stack.
+    fn unwind_sample(&mut self, sample: &Sample<'_>) {
+        self.chain.clear();
+        if let Some(cc) = &sample.callchain {
+            self.chain.extend(cc.iter());
+        }
+        self.frames.clear();
+        let (Some(regs), Some(stack), Some(pid), Some(unwinders)) = (
+            sample.regs_user.as_ref(),
+            sample.stack_user.as_ref(),
+            sample.pid,
+            self.procs.unwinders.as_mut(),
+        ) else {
+            return;
+        };
+        if regs.abi == 0 {
+            // A kernel thread, or a sample taken without user context.
+            return;
+        }
+        let Some(user) = user_regs(regs) else {
+            self.stats.truncated += 1;
+            return;
+        };
+        let outcome = unwinders.unwind(pid, user, stack.data, &mut self.frames);
+        self.stats.unwound += 1;
+        if matches!(outcome, UnwindOutcome::Truncated(_)) {
+            self.stats.truncated += 1;
+        }
+        if !self.frames.is_empty() {
+            self.chain.push(PERF_CONTEXT_USER);
+            self.chain.extend_from_slice(&self.frames);
+        }
+        if self.chain.len() > MAX_CHAIN_FRAMES {
+            // Only thousands of kernel frames get here: keep those nearest the leaf.
+            self.chain.truncate(MAX_CHAIN_FRAMES);
+            self.stats.truncated += 1;
+        }
+    }
+}
+
+fn is_kernel_side_band(ty: u32) -> bool {
+    matches!(
+        ty,
+        PERF_RECORD_MMAP
+            | PERF_RECORD_MMAP2
+            | PERF_RECORD_COMM
+            | PERF_RECORD_FORK
+            | PERF_RECORD_EXIT
+            | PERF_RECORD_LOST
+            | PERF_RECORD_LOST_SAMPLES
+            | PERF_RECORD_THROTTLE
+            | PERF_RECORD_UNTHROTTLE
+    )
+}
+
+#[cfg(target_arch = "x86_64")]
+pub(crate) fn user_regs(regs: &record::Regs<'_>) -> Option<UserRegs> {
+    use perf_event_open_sys::bindings::{PERF_REG_X86_BP, PERF_REG_X86_IP, PERF_REG_X86_SP};
+    Some(UserRegs {
+        ip: regs.get(PERF_REG_X86_IP)?,
+        sp: regs.get(PERF_REG_X86_SP)?,
+        bp: regs.get(PERF_REG_X86_BP)?,
+    })
+}

@@ -1,0 +1,245 @@
+//! The one process table: every process's mappings (for naming frames), its unwinding state
+//! (for copied user stacks), its threads' names, and the executable files of the processes
+//! that had samples. MMAP, MMAP2, COMM, FORK and EXIT are applied here and nowhere else.
+
+use perf_event_open_sys::bindings as b;
+use rustc_hash::{FxHashMap, FxHashSet};
+
+use crate::maps::ProcessMaps;
+use crate::record::Record;
+use crate::unwind::{MappingEvent, Unwinders};
+
+/// Whether a mapping record describes executable memory: the kernel marks a mapping without
+/// VM_EXEC with `PERF_RECORD_MISC_MMAP_DATA` and, in MMAP2, gives its protection; a
+/// synthesized MMAP2 (perf's or memperf's, from /proc/PID/maps) has the protection too. The
+/// protection decides when the record has one, the misc bit otherwise.
+pub fn executable(misc: u16, prot: Option<u32>) -> bool {
+    match prot {
+        Some(p) if p != 0 => p & libc::PROT_EXEC as u32 != 0,
+        _ => misc & b::PERF_RECORD_MISC_MMAP_DATA as u16 == 0,
+    }
+}
+
+/// The process table. Each part is kept only when the session was asked for it.
+#[derive(Default)]
+pub struct Processes {
+    maps: Option<ProcessMaps>,
+    pub(super) unwinders: Option<Unwinders>,
+    /// Thread names by tid, when kept.
+    comms: Option<FxHashMap<u32, String>>,
+    /// (pid, path) of executable file mappings, and the pids that had samples, when kept
+    /// (the recorder's list of files whose build-ids go in the file).
+    dsos: Option<Dsos>,
+}
+
+#[derive(Default)]
+struct Dsos {
+    exec_maps: FxHashSet<(u32, Vec<u8>)>,
+    sampled_pids: FxHashSet<u32>,
+}
+
+impl Processes {
+    pub(super) fn new(
+        maps: Option<ProcessMaps>,
+        unwinders: Option<Unwinders>,
+        comms: bool,
+        dsos: bool,
+    ) -> Processes {
+        Processes {
+            maps,
+            unwinders,
+            comms: comms.then(FxHashMap::default),
+            dsos: dsos.then(Dsos::default),
+        }
+    }
+
+    /// Every process's mappings, when the session keeps them.
+    pub fn maps(&self) -> Option<&ProcessMaps> {
+        self.maps.as_ref()
+    }
+
+    pub(super) fn take_maps(&mut self) -> Option<ProcessMaps> {
+        self.maps.take()
+    }
+
+    pub fn unwinders(&self) -> Option<&Unwinders> {
+        self.unwinders.as_ref()
+    }
+
+    /// The name of thread `tid` of `pid`: its own COMM, else its process's.
+    pub fn comm(&self, pid: u32, tid: u32) -> Option<&str> {
+        let comms = self.comms.as_ref()?;
+        comms
+            .get(&tid)
+            .or_else(|| comms.get(&pid))
+            .map(String::as_str)
+    }
+
+    /// Executable mappings of processes that had samples: (pid, path).
+    pub fn hit_dsos(&self) -> impl Iterator<Item = (u32, &[u8])> {
+        self.dsos.iter().flat_map(|d| {
+            d.exec_maps
+                .iter()
+                .filter(|(pid, _)| d.sampled_pids.contains(pid))
+                .map(|(pid, path)| (*pid, path.as_slice()))
+        })
+    }
+
+    pub(super) fn sampled(&mut self, pid: u32) {
+        if let Some(d) = &mut self.dsos {
+            d.sampled_pids.insert(pid);
+        }
+    }
+
+    /// Applies a side-band record to every part of the table.
+    pub(super) fn apply(&mut self, misc: u16, rec: &Record<'_>) {
+        match *rec {
+            Record::Mmap {
+                pid,
+                addr,
+                len,
+                pgoff,
+                filename,
+                ..
+            } => self.mmap(MappingEvent {
+                pid,
+                start: addr,
+                len,
+                pgoff,
+                exec: executable(misc, None),
+                path: filename,
+                dev_ino: None,
+                build_id: None,
+            }),
+            Record::Mmap2 {
+                pid,
+                addr,
+                len,
+                pgoff,
+                maj,
+                min,
+                ino,
+                build_id,
+                prot,
+                filename,
+                ..
+            } => self.mmap(MappingEvent {
+                pid,
+                start: addr,
+                len,
+                pgoff,
+                exec: executable(misc, Some(prot)),
+                path: filename,
+                dev_ino: build_id.is_none().then_some((maj, min, ino)),
+                build_id,
+            }),
+            Record::Comm {
+                pid,
+                tid,
+                name,
+                exec,
+                ..
+            } => self.comm_record(pid, tid, name, exec),
+            Record::Fork {
+                pid,
+                ppid,
+                tid,
+                ptid,
+                ..
+            } => self.fork(pid, ppid, tid, ptid),
+            Record::Exit { pid, tid, .. } if pid == tid => {
+                if let Some(u) = &mut self.unwinders {
+                    u.handle_exit(pid);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn mmap(&mut self, ev: MappingEvent<'_>) {
+        // The kernel's own mapping ([kernel.kallsyms]_text) has pid -1: kernel frames are
+        // named through kallsyms.
+        if ev.pid == u32::MAX {
+            return;
+        }
+        if let Some(d) = &mut self.dsos
+            && ev.exec
+            && !ev.path.starts_with(b"[")
+        {
+            d.exec_maps.insert((ev.pid, ev.path.to_vec()));
+        }
+        if let Some(m) = &mut self.maps {
+            m.map(ev.pid, ev.start, ev.len, ev.pgoff, ev.path, ev.build_id);
+        }
+        if let Some(u) = &mut self.unwinders {
+            u.handle_mmap(&ev);
+        }
+    }
+
+    fn comm_record(&mut self, pid: u32, tid: u32, name: &[u8], exec: bool) {
+        if exec {
+            if let Some(m) = &mut self.maps {
+                m.exec(pid);
+            }
+            if let Some(u) = &mut self.unwinders {
+                u.handle_exec(pid);
+            }
+            if let Some(d) = &mut self.dsos {
+                d.exec_maps.retain(|(p, _)| *p != pid);
+            }
+        }
+        if let Some(c) = &mut self.comms {
+            c.insert(tid, String::from_utf8_lossy(name).into_owned());
+        }
+    }
+
+    fn fork(&mut self, pid: u32, ppid: u32, tid: u32, ptid: u32) {
+        if pid != ppid {
+            if let Some(m) = &mut self.maps {
+                m.fork(pid, ppid);
+            }
+            if let Some(u) = &mut self.unwinders {
+                u.handle_fork(pid, ppid);
+            }
+            if let Some(d) = &mut self.dsos {
+                let inherited: Vec<_> = d
+                    .exec_maps
+                    .iter()
+                    .filter(|(p, _)| *p == ppid)
+                    .map(|(_, path)| (pid, path.clone()))
+                    .collect();
+                d.exec_maps.extend(inherited);
+            }
+        }
+        // A new thread or process starts with its parent's name.
+        if let Some(c) = &mut self.comms
+            && let Some(name) = c.get(&ptid).cloned()
+        {
+            c.insert(tid, name);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::executable;
+    use perf_event_open_sys::bindings as b;
+
+    const DATA: u16 = b::PERF_RECORD_MISC_MMAP_DATA as u16;
+    const RX: u32 = (libc::PROT_READ | libc::PROT_EXEC) as u32;
+    const RW: u32 = (libc::PROT_READ | libc::PROT_WRITE) as u32;
+
+    #[test]
+    fn executable_follows_the_protection_then_the_data_bit() {
+        // The kernel's MMAP2 records: the two agree.
+        assert!(executable(0, Some(RX)));
+        assert!(!executable(DATA, Some(RW)));
+        // A synthesized record of a data mapping without the misc bit: the protection decides.
+        assert!(!executable(0, Some(RW)));
+        // MMAP (no protection), or an MMAP2 whose protection is unknown: the misc bit decides.
+        assert!(executable(0, None));
+        assert!(!executable(DATA, None));
+        assert!(executable(0, Some(0)));
+        assert!(!executable(DATA, Some(0)));
+    }
+}
