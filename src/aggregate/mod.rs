@@ -89,6 +89,8 @@ pub struct ReadStats {
     pub recorded_reasons: crate::unwind::TruncCounts,
     /// Records that could not be parsed.
     pub malformed: u64,
+    /// Records that arrived after newer ones had been handed on (out of time order).
+    pub late: u64,
     /// Why the data section ended early, if it did.
     pub read_error: Option<String>,
     pub first_time: Option<u64>,
@@ -228,13 +230,14 @@ pub fn read(
         .iter()
         .map(|w| !matches!(w, Weigher::None))
         .collect();
-    let read = order::replay(file, &mut session, &mut a, Slack::None, progress)?;
+    let read = order::replay(file, &mut session, &mut a, Slack::OneRound, progress)?;
     a.brk.finish();
     let mut agg = a.agg;
     let st = &mut agg.stats;
     st.brk_shrunk = a.brk.shrunk;
     st.brk_unknown_base = a.brk.unknown_base;
     st.records = read.records;
+    st.late = read.late;
     st.read_error = read.read_error;
     let ss = session.stats();
     (st.lost, st.lost_records, st.lost_samples) = (ss.lost, ss.lost_records, ss.lost_samples);

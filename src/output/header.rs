@@ -52,6 +52,12 @@ pub fn losses(st: &ReadStats) -> String {
     if st.malformed > 0 {
         s.push_str(&format!("; {} records could not be parsed", st.malformed));
     }
+    if st.late > 0 {
+        s.push_str(&format!(
+            "; {} records came after newer ones and were taken out of time order",
+            st.late
+        ));
+    }
     if st.read_error.is_some() {
         s.push_str("; the data section ends early");
     }
@@ -61,7 +67,7 @@ pub fn losses(st: &ReadStats) -> String {
 /// Folded stacks and `memperf script` have no header: what was lost or truncated goes to
 /// standard error instead, in one line, when there is any.
 pub fn note_losses(st: &ReadStats) {
-    let lost = st.lost + st.lost_samples + st.throttled + st.malformed;
+    let lost = st.lost + st.lost_samples + st.throttled + st.malformed + st.late;
     if lost > 0 || truncation(st).truncated > 0 {
         eprintln!("memperf: note: {}", losses(st));
     }

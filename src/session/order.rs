@@ -115,3 +115,91 @@ impl Queue<'_> {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use perf_event_open_sys::bindings::{self as b, perf_event_attr};
+
+    use super::*;
+    use crate::perfdata::{ATTR_SIZE_MAX, EventDesc, Features, PerfDataWriter};
+    use crate::record::{ParseInfo, Sample, encode_finished_round, encode_sample};
+    use crate::session::{Keep, SampleCtx};
+
+    /// Keeps the times of the samples it is handed.
+    struct Times(Vec<u64>);
+
+    impl Handler for Times {
+        fn sample(&mut self, s: &SampleCtx<'_>) -> io::Result<()> {
+            self.0.push(s.sample.time.unwrap_or(0));
+            Ok(())
+        }
+    }
+
+    /// A file whose rounds hold samples with these times (one slice per round).
+    fn file_with_rounds(rounds: &[&[u64]]) -> (tempfile::TempDir, PerfDataFile) {
+        let mut attr = perf_event_attr {
+            type_: b::PERF_TYPE_SOFTWARE,
+            size: ATTR_SIZE_MAX as u32,
+            config: b::PERF_COUNT_SW_PAGE_FAULTS.into(),
+            sample_type: u64::from(
+                b::PERF_SAMPLE_IDENTIFIER | b::PERF_SAMPLE_TID | b::PERF_SAMPLE_TIME,
+            ),
+            ..perf_event_attr::default()
+        };
+        attr.set_sample_id_all(1);
+        let info = ParseInfo::from_attr(&attr);
+        let mut buf = Vec::new();
+        for round in rounds {
+            for &t in *round {
+                let s = Sample {
+                    identifier: Some(7),
+                    pid: Some(1),
+                    tid: Some(1),
+                    time: Some(t),
+                    ..Sample::default()
+                };
+                encode_sample(&mut buf, 0, &s, &info, None).unwrap();
+            }
+            encode_finished_round(&mut buf);
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("rounds.data");
+        let events = vec![EventDesc {
+            attr,
+            name: "page-faults".into(),
+            ids: vec![7],
+        }];
+        let mut w = PerfDataWriter::create(&path, events).unwrap();
+        w.write_record(&buf).unwrap();
+        w.finish(&Features::default()).unwrap();
+        let file = PerfDataFile::open(&path).unwrap();
+        (dir, file)
+    }
+
+    fn replayed(file: &PerfDataFile, slack: Slack) -> (Vec<u64>, ReadStats) {
+        let mut session = Session::new(
+            vec![file.parse_info(0)],
+            file.id_map().clone(),
+            Keep::default(),
+        );
+        let mut times = Times(Vec::new());
+        let stats = replay(file, &mut session, &mut times, slack, &mut |_| {}).unwrap();
+        (times.0, stats)
+    }
+
+    #[test]
+    fn a_round_waits_for_the_next_as_perf_orders_events() {
+        // The second round holds 20, drained from a CPU whose ring was read after the
+        // first round's 30 had been taken; the third holds 15, later than anything allows.
+        let (_dir, file) = file_with_rounds(&[&[10, 30], &[20, 40], &[15]]);
+        let (times, stats) = replayed(&file, Slack::OneRound);
+        assert_eq!(times, [10, 20, 30, 15, 40]);
+        assert_eq!((stats.late, stats.records), (1, 8));
+
+        // Sorting within each round alone puts 20 after 30 too.
+        let (times, stats) = replayed(&file, Slack::None);
+        assert_eq!(times, [10, 30, 20, 40, 15]);
+        assert_eq!(stats.late, 2);
+    }
+}
