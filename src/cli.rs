@@ -112,7 +112,7 @@ impl ScriptArgs {
         Ok(ReportConfig {
             event: self.event,
             quiet: self.quiet,
-            script: Some(fields),
+            output: ReportOutput::Script(fields),
             ..ReportConfig::plain(Input::from_arg(self.input))
         })
     }
@@ -328,7 +328,7 @@ pub fn parse_interval(s: &str) -> Result<u64> {
 }
 
 /// Flame graph settings of `memperf report --flamegraph`.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct FlameConfig {
     pub output: PathBuf,
     pub title: Option<String>,
@@ -383,11 +383,29 @@ impl std::fmt::Display for Input {
     }
 }
 
+/// What `memperf report` (or `memperf script`) prints: one output, chosen once.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ReportOutput {
+    /// The header and the top stacks.
+    Text,
+    /// `comm;root;...;leaf count` lines.
+    Folded,
+    Flamegraph(FlameConfig),
+    /// A gzip-compressed profile.proto, to this path (`-`: standard output).
+    Pprof(PathBuf),
+    /// `memperf script`: every sample with these fields.
+    Script(Vec<ScriptField>),
+    /// Samples (and bytes) by mapping, file, command or process.
+    By(ByKey),
+    /// Samples (and bytes) per event per interval of this many nanoseconds.
+    Timeline(u64),
+}
+
 /// A validated `memperf report` configuration.
 #[derive(Debug, Clone)]
 pub struct ReportConfig {
     pub input: Input,
-    pub folded: bool,
+    pub output: ReportOutput,
     pub event: Option<String>,
     pub pids: Option<Vec<u32>>,
     pub tids: Option<Vec<u32>>,
@@ -405,33 +423,21 @@ pub struct ReportConfig {
     pub kernel_annotate: bool,
     pub top: usize,
     pub quiet: bool,
-    pub flamegraph: Option<FlameConfig>,
-    pub by: Option<ByKey>,
     pub weight: Weight,
-    pub pprof: Option<PathBuf>,
-    /// `memperf script`: print samples with these fields instead of aggregating.
-    pub script: Option<Vec<ScriptField>>,
-    /// Nanoseconds.
-    pub timeline: Option<u64>,
 }
 
 impl ReportConfig {
     /// Whether the output is the text report (header and top stacks), the one output with
     /// room to say what went wrong in it.
     pub fn is_text_report(&self) -> bool {
-        !(self.folded
-            || self.flamegraph.is_some()
-            || self.pprof.is_some()
-            || self.script.is_some()
-            || self.by.is_some()
-            || self.timeline.is_some())
+        self.output == ReportOutput::Text
     }
 
     /// Every stack of every event, named plainly: no filter, no annotation, no output file.
     pub fn plain(input: Input) -> ReportConfig {
         ReportConfig {
             input,
-            folded: false,
+            output: ReportOutput::Text,
             event: None,
             pids: None,
             tids: None,
@@ -448,12 +454,7 @@ impl ReportConfig {
             kernel_annotate: false,
             top: 0,
             quiet: true,
-            flamegraph: None,
-            by: None,
             weight: Weight::Count,
-            pprof: None,
-            timeline: None,
-            script: None,
         }
     }
 }
@@ -503,9 +504,31 @@ impl ReportArgs {
             ),
             None => None,
         };
+        let timeline = self.timeline.as_deref().map(parse_interval).transpose()?;
+        // One output; where several are asked for, this order decides.
+        let output = if let Some(p) = self.pprof {
+            ReportOutput::Pprof(p)
+        } else if let Some(by) = self.by {
+            ReportOutput::By(by)
+        } else if let Some(t) = timeline {
+            ReportOutput::Timeline(t)
+        } else if let Some(output) = self.flamegraph {
+            ReportOutput::Flamegraph(FlameConfig {
+                output,
+                title: self.title,
+                subtitle: self.subtitle,
+                countname: self.countname,
+                width: self.width,
+                colors: self.colors,
+            })
+        } else if self.folded {
+            ReportOutput::Folded
+        } else {
+            ReportOutput::Text
+        };
         Ok(ReportConfig {
             input: Input::from_arg(self.input),
-            folded: self.folded,
+            output,
             event: self.event,
             pids: self
                 .pid
@@ -547,19 +570,7 @@ impl ReportArgs {
             kernel_annotate: self.kernel_annotate,
             top: self.top,
             quiet: self.quiet,
-            by: self.by,
             weight: self.weight,
-            pprof: self.pprof,
-            script: None,
-            timeline: self.timeline.as_deref().map(parse_interval).transpose()?,
-            flamegraph: self.flamegraph.map(|output| FlameConfig {
-                output,
-                title: self.title,
-                subtitle: self.subtitle,
-                countname: self.countname,
-                width: self.width,
-                colors: self.colors,
-            }),
         })
     }
 }

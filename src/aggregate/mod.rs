@@ -15,7 +15,7 @@ use crate::abi::{
     PERF_CONTEXT_KERNEL, PERF_CONTEXT_MAX, PERF_CONTEXT_USER, PERF_SAMPLE_REGS_USER,
     PERF_SAMPLE_STACK_USER,
 };
-use crate::cli::{Prefix, ReportConfig, StackSpace, Weight};
+use crate::cli::{Prefix, ReportConfig, ReportOutput, StackSpace, Weight};
 use crate::maps::{ModuleKind, ProcessMaps};
 use crate::perfdata::PerfDataFile;
 use crate::perfdata::tracing_data::FieldFormat;
@@ -266,7 +266,10 @@ impl Handler for Aggregator<'_> {
     }
 
     fn wants_unwind(&mut self, ev: usize, s: &Sample<'_>, procs: &Processes) -> bool {
-        self.cfg.timeline.is_none() && self.cfg.by.is_none() && self.keep(ev, s, procs)
+        !matches!(
+            self.cfg.output,
+            ReportOutput::Timeline(_) | ReportOutput::By(_)
+        ) && self.keep(ev, s, procs)
     }
 
     fn side_band(&mut self, r: &SideBand<'_>) -> io::Result<()> {
@@ -349,7 +352,7 @@ impl Aggregator<'_> {
         }
         self.agg.stats.kept[ev] += 1;
         let (pid, tid) = (s.pid.unwrap_or(0), s.tid.unwrap_or(0));
-        if let Some(interval) = self.cfg.timeline {
+        if let ReportOutput::Timeline(interval) = self.cfg.output {
             let start = self.agg.stats.first_time.unwrap_or(0);
             let slot = s.time.unwrap_or(start).saturating_sub(start) / interval;
             let bytes = self.weigh_or_defer(ev, pid, s, c.procs, || Target::Timeline((slot, ev)));
@@ -358,7 +361,7 @@ impl Aggregator<'_> {
             e.1 += bytes;
             return;
         }
-        if let Some(by) = self.cfg.by {
+        if let ReportOutput::By(by) = self.cfg.output {
             let label = by::label(c.procs, by, pid, tid, s.addr);
             let key = (ev, label.name, label.start);
             let bytes = self.weigh_or_defer(ev, pid, s, c.procs, || Target::By(key.clone()));
@@ -377,7 +380,7 @@ impl Aggregator<'_> {
             Prefix::Tid => format!("{comm}-{pid}/{tid}"),
         };
         let prefix = self.agg.prefixes.intern(&prefix);
-        if self.cfg.script.is_some() {
+        if let ReportOutput::Script(_) = self.cfg.output {
             self.agg.rows.push(ScriptRow {
                 ev,
                 comm: prefix,
@@ -395,7 +398,8 @@ impl Aggregator<'_> {
             return;
         }
         let key = (ev, prefix, stack);
-        if self.cfg.pprof.is_some() && !matches!(self.weighers.get(ev), Some(Weigher::None) | None)
+        if matches!(self.cfg.output, ReportOutput::Pprof(_))
+            && !matches!(self.weighers.get(ev), Some(Weigher::None) | None)
         {
             let b = self.weigh_or_defer(ev, pid, s, c.procs, || Target::Bytes(key));
             *self.agg.bytes.entry(key).or_insert(0) += b;

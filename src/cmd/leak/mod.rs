@@ -327,10 +327,12 @@ fn write_profiles(
 /// The report configuration the shared printers take.
 fn report_config(cfg: &LeakConfig) -> crate::cli::ReportConfig {
     crate::cli::ReportConfig {
-        folded: cfg.folded,
+        output: match &cfg.pprof {
+            Some(p) => crate::cli::ReportOutput::Pprof(p.clone()),
+            None => crate::cli::ReportOutput::Folded,
+        },
         top: cfg.top,
         weight: crate::cli::Weight::Bytes,
-        pprof: cfg.pprof.clone(),
         ..crate::cli::ReportConfig::plain(crate::cli::Input::File(PathBuf::from("memperf leak")))
     }
 }

@@ -8,18 +8,16 @@ use std::io::IsTerminal;
 use anyhow::{Context, Result, bail};
 
 use crate::aggregate::{self, Weigher, weighers};
-use crate::cli::{ReportConfig, ScriptField, StackSpace, Weight};
+use crate::cli::{ReportConfig, ReportOutput, ScriptField, StackSpace, Weight};
 use crate::output::{self, header, pprof, script};
 use crate::perfdata::PerfDataFile;
 
-/// Runs `memperf report`.
+/// Runs `memperf report` (and `memperf script`).
 pub fn run(cfg: ReportConfig) -> Result<i32> {
     // /proc/kallsyms takes ~80 ms to read: read it while the records are. Script payloads
     // name call sites with it even in user space only.
-    let trace_syms = cfg
-        .script
-        .as_ref()
-        .is_some_and(|f| f.contains(&ScriptField::Trace));
+    let trace_syms =
+        matches!(&cfg.output, ReportOutput::Script(f) if f.contains(&ScriptField::Trace));
     let kallsyms = (cfg.space != StackSpace::User || trace_syms).then(|| {
         std::thread::spawn(|| {
             std::fs::read_to_string("/proc/kallsyms")
@@ -39,22 +37,7 @@ pub fn run(cfg: ReportConfig) -> Result<i32> {
         })?),
         None => None,
     };
-    if cfg.weight == Weight::Bytes {
-        let w = weighers(&file, &names);
-        let no_size: Vec<&str> = (0..names.len())
-            .filter(|&i| event_filter.is_none_or(|e| e == i))
-            .filter(|&i| matches!(w[i], Weigher::None))
-            .map(|i| names[i].as_str())
-            .collect();
-        if !no_size.is_empty() {
-            bail!(
-                "--weight bytes: no size is known for {}; sizes exist for fault events, \
-                 syscalls:sys_enter_brk/mmap/munmap, kmem:kmalloc, kmem:kmem_cache_alloc and \
-                 kmem:mm_page_alloc (choose one with --event)",
-                no_size.join(", ")
-            );
-        }
-    }
+    check_weights(&cfg, &file, &names, event_filter)?;
     let progress = progress_bar(&cfg, &file);
     let mut on_round = |offset: u64| {
         if let Some(p) = &progress {
@@ -72,8 +55,11 @@ pub fn run(cfg: ReportConfig) -> Result<i32> {
     let with_samples: Vec<usize> = (0..names.len())
         .filter(|&i| agg.stats.kept.get(i).copied().unwrap_or(0) > 0)
         .collect();
-    if (cfg.folded || cfg.flamegraph.is_some()) && event_filter.is_none() && with_samples.len() > 1
-    {
+    let one_event = matches!(
+        cfg.output,
+        ReportOutput::Folded | ReportOutput::Flamegraph(_)
+    );
+    if one_event && event_filter.is_none() && with_samples.len() > 1 {
         let list: Vec<&str> = with_samples.iter().map(|&i| names[i].as_str()).collect();
         bail!(
             "`{}` has samples of {} events ({}); folded stacks and flame graphs mix no events: choose one with --event",
@@ -85,63 +71,100 @@ pub fn run(cfg: ReportConfig) -> Result<i32> {
     let kallsyms = kallsyms.and_then(|h| h.join().ok().flatten());
     // One table, shared with the symbolizer.
     let payload_syms = kallsyms.as_ref().filter(|_| trace_syms).cloned();
-    let mut resolved = output::resolve(&cfg, &agg, kallsyms);
-    if let Some(path) = &cfg.pprof {
-        let mut profile = pprof::build(
-            &cfg,
-            file.features.sample_time,
-            &names,
-            &weighers(&file, &names),
-            &agg,
-            &resolved,
-        );
-        // When and where the file was recorded, beside what it lost.
-        let when = header::recorded(&cfg.input, &file);
-        if !when.is_empty() {
-            pprof::add_comment(&mut profile, &when);
-        }
-        pprof::write(&profile, path)?;
-        return Ok(0);
-    }
-    if let Some(fields) = &cfg.script {
-        let input = script::ScriptInput {
-            fields,
-            file: &file,
-            names: &names,
-            kallsyms: payload_syms.as_deref(),
-        };
-        script::print(&input, &agg, &resolved)?;
-        header::note_losses(&agg.stats);
-        return Ok(0);
-    }
-    if cfg.by.is_some() || cfg.timeline.is_some() {
-        let stdout = std::io::stdout();
-        let mut out = std::io::BufWriter::new(stdout.lock());
-        if let Some(by) = cfg.by {
-            output::write_by(&cfg, by, &names, &agg, &mut out)?;
-        } else if let Some(interval) = cfg.timeline {
-            output::write_timeline(&cfg, interval, &names, &agg, &mut out)?;
-        }
-        std::io::Write::flush(&mut out)?;
-        return Ok(0);
-    }
-    if let Some(fg) = &cfg.flamegraph {
-        let event = event_filter.or(with_samples.first().copied());
-        output::write_flamegraph(&cfg, fg, &file, &names, event, &agg, &resolved)?;
-        return Ok(0);
-    }
+    let resolved = output::resolve(&cfg, &agg, kallsyms);
+    let ctx = Written {
+        cfg: &cfg,
+        file: &file,
+        names: &names,
+        agg: &agg,
+        event: event_filter.or(with_samples.first().copied()),
+        payload_syms: payload_syms.as_deref(),
+    };
+    write(&ctx, resolved)?;
+    Ok(0)
+}
+
+/// What every output is written from.
+struct Written<'a> {
+    cfg: &'a ReportConfig,
+    file: &'a PerfDataFile,
+    names: &'a [String],
+    agg: &'a aggregate::Aggregate,
+    /// The event a flame graph draws.
+    event: Option<usize>,
+    payload_syms: Option<&'a crate::symbolize::Kallsyms>,
+}
+
+/// Writes the one output the configuration chose.
+fn write(w: &Written<'_>, mut resolved: output::Resolved) -> Result<()> {
+    let (cfg, agg, names) = (w.cfg, w.agg, w.names);
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
-    if cfg.folded {
-        output::write_folded(&cfg, &agg, &mut resolved, &mut out)?;
-    } else {
-        output::write_text(&cfg, &file, &names, &agg, &mut resolved, &mut out)?;
+    match &cfg.output {
+        ReportOutput::Pprof(path) => {
+            let weighers = weighers(w.file, names);
+            let sample_time = w.file.features.sample_time;
+            let mut profile = pprof::build(cfg, sample_time, names, &weighers, agg, &resolved);
+            // When and where the file was recorded, beside what it lost.
+            let when = header::recorded(&cfg.input, w.file);
+            if !when.is_empty() {
+                pprof::add_comment(&mut profile, &when);
+            }
+            pprof::write(&profile, path)?;
+        }
+        ReportOutput::Script(fields) => {
+            let input = script::ScriptInput {
+                fields,
+                file: w.file,
+                names,
+                kallsyms: w.payload_syms,
+            };
+            script::print(&input, agg, &resolved)?;
+            header::note_losses(&agg.stats);
+        }
+        ReportOutput::By(by) => output::write_by(cfg, *by, names, agg, &mut out)?,
+        ReportOutput::Timeline(interval) => {
+            output::write_timeline(cfg, *interval, names, agg, &mut out)?
+        }
+        ReportOutput::Flamegraph(fg) => {
+            output::write_flamegraph(cfg, fg, w.file, names, w.event, agg, &resolved)?
+        }
+        ReportOutput::Folded => {
+            output::write_folded(cfg, agg, &mut resolved, &mut out)?;
+            std::io::Write::flush(&mut out)?;
+            header::note_losses(&agg.stats);
+        }
+        ReportOutput::Text => output::write_text(cfg, w.file, names, agg, &mut resolved, &mut out)?,
     }
     std::io::Write::flush(&mut out)?;
-    if cfg.folded {
-        header::note_losses(&agg.stats);
+    Ok(())
+}
+
+/// `--weight bytes` needs a size for every event it weighs.
+fn check_weights(
+    cfg: &ReportConfig,
+    file: &PerfDataFile,
+    names: &[String],
+    event_filter: Option<usize>,
+) -> Result<()> {
+    if cfg.weight != Weight::Bytes {
+        return Ok(());
     }
-    Ok(0)
+    let w = weighers(file, names);
+    let no_size: Vec<&str> = (0..names.len())
+        .filter(|&i| event_filter.is_none_or(|e| e == i))
+        .filter(|&i| matches!(w[i], Weigher::None))
+        .map(|i| names[i].as_str())
+        .collect();
+    if !no_size.is_empty() {
+        bail!(
+            "--weight bytes: no size is known for {}; sizes exist for fault events, \
+             syscalls:sys_enter_brk/mmap/munmap, kmem:kmalloc, kmem:kmem_cache_alloc and \
+             kmem:mm_page_alloc (choose one with --event)",
+            no_size.join(", ")
+        );
+    }
+    Ok(())
 }
 
 /// Event names from the file's EVENT_DESC, else generic ones.
