@@ -118,8 +118,6 @@ pub struct Aggregate {
     /// Which events have a byte weight (`--timeline`, `--by`).
     pub sized: Vec<bool>,
     pub kernel_frames: bool,
-    /// `memperf script`: every kept sample, in time order.
-    pub rows: Vec<ScriptRow>,
     /// `--pprof`: bytes beside the counts, for events with a size.
     pub bytes: FxHashMap<(usize, u32, StackId), u64>,
 }
@@ -141,15 +139,14 @@ impl Aggregate {
             by: FxHashMap::default(),
             timeline: std::collections::BTreeMap::new(),
             sized: Vec::new(),
-            rows: Vec::new(),
             bytes: FxHashMap::default(),
         }
     }
 }
 
-/// One sample kept for `memperf script`.
+/// One kept sample, handed to a streaming output (`memperf script`) as it is read.
 #[derive(Debug, Clone)]
-pub struct ScriptRow {
+pub struct ScriptRow<'a> {
     pub ev: usize,
     pub comm: u32,
     pub pid: u32,
@@ -159,13 +156,21 @@ pub struct ScriptRow {
     pub period: Option<u64>,
     pub addr: Option<u64>,
     /// Tracepoint payload.
-    pub raw: Vec<u8>,
+    pub raw: &'a [u8],
     pub stack: StackId,
+}
+
+/// Where a streaming output takes each kept sample, with the aggregate its stack and
+/// command were interned in and the process table of the moment.
+pub trait RowSink {
+    fn row(&mut self, row: &ScriptRow<'_>, agg: &Aggregate, procs: &Processes) -> io::Result<()>;
 }
 
 /// The report's handler.
 struct Aggregator<'c> {
     cfg: &'c ReportConfig,
+    /// A streaming output's sink: kept samples go there instead of into the counts.
+    rows: Option<&'c mut dyn RowSink>,
     agg: Aggregate,
     leaf_first: Vec<FrameId>,
     event_filter: Option<usize>,
@@ -182,11 +187,12 @@ struct Aggregator<'c> {
 
 /// Reads every record of `file` through the session into an aggregate of stacks;
 /// `progress` is told the file offset reached after each round.
-pub fn read(
-    cfg: &ReportConfig,
+pub fn read<'c>(
+    cfg: &'c ReportConfig,
     file: &PerfDataFile,
     names: &[String],
     event_filter: Option<usize>,
+    rows: Option<&'c mut dyn RowSink>,
     progress: &mut dyn FnMut(u64),
 ) -> io::Result<Aggregate> {
     let infos: Vec<ParseInfo> = (0..file.events.len().max(1))
@@ -212,6 +218,7 @@ pub fn read(
     let weighers = weighers(file, names);
     let mut a = Aggregator {
         cfg,
+        rows,
         agg: Aggregate::new(file.events.len()),
         leaf_first: Vec::new(),
         event_filter,
@@ -261,8 +268,7 @@ pub fn read(
 
 impl Handler for Aggregator<'_> {
     fn sample(&mut self, c: &SampleCtx<'_>) -> io::Result<()> {
-        self.sample(c);
-        Ok(())
+        self.sample(c)
     }
 
     fn wants_unwind(&mut self, ev: usize, s: &Sample<'_>, procs: &Processes) -> bool {
@@ -334,7 +340,7 @@ impl Aggregator<'_> {
         true
     }
 
-    fn sample(&mut self, c: &SampleCtx<'_>) {
+    fn sample(&mut self, c: &SampleCtx<'_>) -> io::Result<()> {
         let (ev, s) = (c.ev, c.sample);
         self.agg.stats.samples[ev] += 1;
         if let Some(t) = s.time.filter(|&t| t != 0) {
@@ -348,7 +354,7 @@ impl Aggregator<'_> {
             self.brk.exited(s.pid.unwrap_or(0), v);
         }
         if !self.keep(ev, s, c.procs) {
-            return;
+            return Ok(());
         }
         self.agg.stats.kept[ev] += 1;
         let (pid, tid) = (s.pid.unwrap_or(0), s.tid.unwrap_or(0));
@@ -359,7 +365,7 @@ impl Aggregator<'_> {
             let e = self.agg.timeline.entry((slot, ev)).or_insert((0, 0));
             e.0 += 1;
             e.1 += bytes;
-            return;
+            return Ok(());
         }
         if let ReportOutput::By(by) = self.cfg.output {
             let label = by::label(c.procs, by, pid, tid, s.addr);
@@ -370,7 +376,7 @@ impl Aggregator<'_> {
             row.samples += 1;
             row.bytes += bytes;
             row.end = row.end.max(label.end);
-            return;
+            return Ok(());
         }
         let stack = self.stack_of(c, pid);
         let comm = comm_of(c.procs, pid, tid);
@@ -380,8 +386,8 @@ impl Aggregator<'_> {
             Prefix::Tid => format!("{comm}-{pid}/{tid}"),
         };
         let prefix = self.agg.prefixes.intern(&prefix);
-        if let ReportOutput::Script(_) = self.cfg.output {
-            self.agg.rows.push(ScriptRow {
+        if let Some(rows) = self.rows.as_mut() {
+            let row = ScriptRow {
                 ev,
                 comm: prefix,
                 pid,
@@ -392,10 +398,10 @@ impl Aggregator<'_> {
                     .period
                     .or_else(|| self.fixed_periods.get(ev).copied().flatten()),
                 addr: s.addr,
-                raw: s.raw.map(<[u8]>::to_vec).unwrap_or_default(),
+                raw: s.raw.unwrap_or(&[]),
                 stack,
-            });
-            return;
+            };
+            return rows.row(&row, &self.agg, c.procs);
         }
         let key = (ev, prefix, stack);
         if matches!(self.cfg.output, ReportOutput::Pprof(_))
@@ -404,13 +410,14 @@ impl Aggregator<'_> {
             let b = self.weigh_or_defer(ev, pid, s, c.procs, || Target::Bytes(key));
             *self.agg.bytes.entry(key).or_insert(0) += b;
             *self.agg.counts.entry(key).or_insert(0) += 1;
-            return;
+            return Ok(());
         }
         let weight = match self.cfg.weight {
             Weight::Count => 1,
             Weight::Bytes => self.weigh_or_defer(ev, pid, s, c.procs, || Target::Counts(key)),
         };
         *self.agg.counts.entry(key).or_insert(0) += weight;
+        Ok(())
     }
 
     /// The sample's stack, interned: its callchain (with the user frames the session

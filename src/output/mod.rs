@@ -12,13 +12,13 @@ use anyhow::{Context, Result};
 
 use crate::cli::{ByKey, FlameConfig, ReportConfig};
 use crate::perfdata::PerfDataFile;
-use crate::stacks::FrameId;
+use crate::stacks::{FrameId, FrameTable};
 use crate::symbolize::{
     Frame, Kallsyms, ModuleKey, SymbolizeOptions, SymbolizeStats, Symbolized, Symbolizer,
 };
 
 use crate::aggregate::{Aggregate, ByRow, EMPTY_STACK, FrameKey};
-use crate::maps::ModuleKind;
+use crate::maps::{ModuleKind, ProcessMaps};
 
 /// The names of every unique frame (outermost first; inline frames make several).
 pub struct Resolved {
@@ -57,22 +57,56 @@ fn frame_text(cfg: &ReportConfig, f: &Frame, fallback: &str) -> String {
     s
 }
 
-/// Looks up every unique frame once.
-pub fn resolve(cfg: &ReportConfig, agg: &Aggregate, kallsyms: Option<Arc<Kallsyms>>) -> Resolved {
-    let mut sym = Symbolizer::new(SymbolizeOptions {
-        inline: cfg.inline,
-        lines: cfg.lines,
-        demangle: cfg.demangle,
-    });
-    if let Some(k) = kallsyms.filter(|k| k.malformed_lines() == 0) {
-        sym.set_kallsyms(k);
+/// Names frames once each, as they are met: all of an aggregate's at the end, or a
+/// streaming output's as its samples go by.
+pub struct Resolver<'c> {
+    cfg: &'c ReportConfig,
+    sym: Symbolizer,
+    res: Resolved,
+}
+
+impl<'c> Resolver<'c> {
+    pub fn new(cfg: &'c ReportConfig, kallsyms: Option<Arc<Kallsyms>>) -> Resolver<'c> {
+        let mut sym = Symbolizer::new(SymbolizeOptions {
+            inline: cfg.inline,
+            lines: cfg.lines,
+            demangle: cfg.demangle,
+        });
+        if let Some(k) = kallsyms.filter(|k| k.malformed_lines() == 0) {
+            sym.set_kallsyms(k);
+        }
+        Resolver {
+            cfg,
+            sym,
+            res: Resolved {
+                names: Vec::new(),
+                unknown_frames: 0,
+                symbolize: SymbolizeStats::default(),
+                kernel_hidden: false,
+                kernel_names: rustc_hash::FxHashSet::default(),
+                info: Vec::new(),
+                lines: Vec::new(),
+            },
+        }
     }
-    let mut names = Vec::with_capacity(agg.frames.len());
-    let mut unknown_frames = 0;
-    let mut kernel_names = rustc_hash::FxHashSet::default();
-    let mut info = Vec::with_capacity(agg.frames.len());
-    let mut src_lines = Vec::with_capacity(agg.frames.len());
-    for (_, key) in agg.frames.iter() {
+
+    /// Names the frames of `frames` not named yet (ids are dense: those past the last).
+    pub fn catch_up(&mut self, frames: &FrameTable<FrameKey>, maps: &ProcessMaps) -> &Resolved {
+        let done = self.res.names.len();
+        for (_, key) in frames.iter().skip(done) {
+            self.name(key, maps);
+        }
+        &self.res
+    }
+
+    pub fn finish(mut self) -> Resolved {
+        self.res.kernel_hidden = self.sym.kernel_hidden();
+        self.res.symbolize = self.sym.stats();
+        self.res
+    }
+
+    fn name(&mut self, key: &FrameKey, maps: &ProcessMaps) {
+        let (cfg, res) = (self.cfg, &mut self.res);
         let (symbolized, fallback, suffix) = match *key {
             FrameKey::Kernel { addr, ret } => {
                 let fallback = if cfg.addrs {
@@ -81,14 +115,14 @@ pub fn resolve(cfg: &ReportConfig, agg: &Aggregate, kallsyms: Option<Arc<Kallsym
                     "[unknown]".to_string()
                 };
                 let suffix = if cfg.kernel_annotate { "_[k]" } else { "" };
-                (sym.symbolize_kernel(addr, ret), fallback, suffix)
+                (self.sym.symbolize_kernel(addr, ret), fallback, suffix)
             }
             FrameKey::User {
                 module,
                 offset,
                 ret,
             } => {
-                let m = agg.maps.module(module);
+                let m = maps.module(module);
                 // No symbol: the module's name in brackets, as FlameGraph's and inferno's
                 // collapsers name such frames, or module+offset under --addrs.
                 let fallback = if cfg.addrs {
@@ -97,11 +131,11 @@ pub fn resolve(cfg: &ReportConfig, agg: &Aggregate, kallsyms: Option<Arc<Kallsym
                     format!("[{}]", m.basename())
                 };
                 let s = match m.kind() {
-                    ModuleKind::File => sym.symbolize(
+                    ModuleKind::File => self.sym.symbolize(
                         &ModuleKey {
                             path: &m.path,
                             build_id: m.build_id.as_deref(),
-                            pid: Some(agg.maps.module_pid(module)),
+                            pid: Some(maps.module_pid(module)),
                         },
                         offset,
                         ret,
@@ -126,7 +160,7 @@ pub fn resolve(cfg: &ReportConfig, agg: &Aggregate, kallsyms: Option<Arc<Kallsym
                 } else {
                     "[unknown]".to_string()
                 };
-                let s = match sym.symbolize_jit(pid, addr) {
+                let s = match self.sym.symbolize_jit(pid, addr) {
                     Some(f) => Symbolized {
                         frames: vec![f],
                         unknown: None,
@@ -140,7 +174,7 @@ pub fn resolve(cfg: &ReportConfig, agg: &Aggregate, kallsyms: Option<Arc<Kallsym
             }
         };
         if symbolized.unknown.is_some() {
-            unknown_frames += 1;
+            res.unknown_frames += 1;
         }
         let mut list: Vec<String> = symbolized
             .frames
@@ -157,7 +191,7 @@ pub fn resolve(cfg: &ReportConfig, agg: &Aggregate, kallsyms: Option<Arc<Kallsym
         if where_.is_empty() {
             where_.push((None, None));
         }
-        src_lines.push(where_);
+        res.lines.push(where_);
         if list.is_empty() {
             list.push(format!("{fallback}{suffix}"));
         } else if symbolized.unknown.is_some() {
@@ -167,14 +201,14 @@ pub fn resolve(cfg: &ReportConfig, agg: &Aggregate, kallsyms: Option<Arc<Kallsym
             }
         }
         if matches!(key, FrameKey::Kernel { .. }) {
-            kernel_names.extend(list.iter().cloned());
+            res.kernel_names.extend(list.iter().cloned());
         }
         let outer = symbolized.frames.last();
         let (addr, dso) = match *key {
             FrameKey::Kernel { addr, .. } => (addr, "[kernel.kallsyms]".to_string()),
             FrameKey::User { module, offset, .. } => (
                 offset,
-                String::from_utf8_lossy(&agg.maps.module(module).path).into_owned(),
+                String::from_utf8_lossy(&maps.module(module).path).into_owned(),
             ),
             FrameKey::Jit { pid, addr } => (
                 addr,
@@ -185,23 +219,21 @@ pub fn resolve(cfg: &ReportConfig, agg: &Aggregate, kallsyms: Option<Arc<Kallsym
                 },
             ),
         };
-        info.push(FrameInfo {
+        res.info.push(FrameInfo {
             addr,
             sym: outer.and_then(|f| f.name.clone()),
             off: outer.and_then(|f| f.sym_offset),
             dso,
         });
-        names.push(list);
+        res.names.push(list);
     }
-    Resolved {
-        names,
-        unknown_frames,
-        kernel_hidden: sym.kernel_hidden(),
-        kernel_names,
-        info,
-        lines: src_lines,
-        symbolize: sym.stats(),
-    }
+}
+
+/// Looks up every unique frame once.
+pub fn resolve(cfg: &ReportConfig, agg: &Aggregate, kallsyms: Option<Arc<Kallsyms>>) -> Resolved {
+    let mut r = Resolver::new(cfg, kallsyms);
+    r.catch_up(&agg.frames, &agg.maps);
+    r.finish()
 }
 
 /// The named stacks of one event (or all), root first, merged by name.

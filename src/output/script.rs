@@ -1,7 +1,7 @@
 //! `memperf script`: each sample as perf script prints it, a header line (command, pid/tid,
 //! cpu, time, period, event, tracepoint payload) and one line per frame.
 
-use std::io::Write;
+use std::io::{self, Write};
 
 use anyhow::Result;
 use perf_event_open_sys::bindings as b;
@@ -14,9 +14,11 @@ use crate::perfdata::tracing_data::{EventFormat, parse_printk_formats};
 use crate::stacks::FrameId;
 use crate::symbolize::Kallsyms;
 
-use super::Resolved;
-use crate::aggregate::{Aggregate, EMPTY_STACK, ScriptRow};
+use super::{Resolved, Resolver};
+use crate::aggregate::{Aggregate, EMPTY_STACK, RowSink, ScriptRow};
+use crate::maps::ProcessMaps;
 use crate::printfmt::{Kernel, PrintFmt, PrintFmtError};
+use crate::session::Processes;
 
 /// What `memperf script` prints from: the fields asked for and the file's events.
 pub struct ScriptInput<'a> {
@@ -27,17 +29,132 @@ pub struct ScriptInput<'a> {
     pub kallsyms: Option<&'a Kallsyms>,
 }
 
-/// Prints every kept sample to stdout, then a note on stderr for each event whose payloads
-/// did not all print as perf prints them.
-pub fn print(input: &ScriptInput<'_>, agg: &Aggregate, res: &Resolved) -> Result<()> {
-    let stdout = std::io::stdout();
-    let mut out = std::io::BufWriter::new(stdout.lock());
-    let notes = write_script(input, agg, res, &mut out)?;
-    out.flush()?;
-    for note in notes {
-        eprintln!("memperf: note: {note}");
+/// The file's tracepoint formats and printk strings, read once for the whole output.
+pub struct ScriptTables {
+    formats: Vec<EventFormat>,
+    printk: FxHashMap<u64, String>,
+}
+
+impl ScriptTables {
+    pub fn new(file: &PerfDataFile) -> ScriptTables {
+        let tracing_data = file.features.tracing_data.as_deref();
+        ScriptTables {
+            formats: crate::aggregate::weigh::event_formats(file),
+            printk: tracing_data
+                .map(parse_printk_formats)
+                .unwrap_or_default()
+                .into_iter()
+                .collect(),
+        }
     }
-    Ok(())
+}
+
+/// Prints each kept sample as it is read: a header line and one line per frame, naming
+/// the frames it has not met before. Memory holds the names of unique frames, not samples.
+pub struct ScriptWriter<'a> {
+    input: ScriptInput<'a>,
+    kernel: Kernel<'a>,
+    payloads: Vec<Option<Payload<'a>>>,
+    layout: Layout,
+    resolver: Resolver<'a>,
+    out: Box<dyn Write + 'a>,
+    ids: Vec<FrameId>,
+    line: Vec<u8>,
+}
+
+impl<'a> ScriptWriter<'a> {
+    pub fn new(
+        input: ScriptInput<'a>,
+        tables: &'a ScriptTables,
+        resolver: Resolver<'a>,
+        out: Box<dyn Write + 'a>,
+    ) -> ScriptWriter<'a> {
+        let has = |f: ScriptField| input.fields.contains(&f);
+        let want_frames = has(ScriptField::Ip) || has(ScriptField::Sym) || has(ScriptField::Dso);
+        let payloads = input
+            .file
+            .events
+            .iter()
+            .map(|desc| {
+                let tracepoint = desc.attr.type_ == b::PERF_TYPE_TRACEPOINT;
+                let format = tables.formats.iter().find(|f| f.id == desc.attr.config);
+                format.filter(|_| tracepoint).map(Payload::new)
+            })
+            .collect();
+        let layout = Layout {
+            want_frames,
+            // perf right-aligns event names to the longest one in the file.
+            name_width: input.names.iter().map(String::len).max().unwrap_or(0),
+        };
+        ScriptWriter {
+            kernel: Kernel {
+                kallsyms: input.kallsyms,
+                printk: Some(&tables.printk),
+            },
+            input,
+            payloads,
+            layout,
+            resolver,
+            out,
+            ids: Vec::new(),
+            line: Vec::new(),
+        }
+    }
+
+    /// Flushes the output; returns a note for each event whose payloads (some or all)
+    /// could not be printed as perf prints them.
+    pub fn finish(mut self) -> Result<Vec<String>> {
+        self.out.flush()?;
+        let notes = self
+            .payloads
+            .iter()
+            .zip(self.input.names)
+            .filter_map(|(p, name)| {
+                let p = p.as_ref()?;
+                let why = p.why.as_ref()?;
+                Some(format!(
+                    "{name}: {} payloads printed as name=0xvalue fields, not as perf prints them: {why}",
+                    p.raw_fields
+                ))
+            })
+            .collect();
+        Ok(notes)
+    }
+}
+
+impl RowSink for ScriptWriter<'_> {
+    fn row(&mut self, row: &ScriptRow<'_>, agg: &Aggregate, procs: &Processes) -> io::Result<()> {
+        let has = |f: ScriptField| self.input.fields.contains(&f);
+        self.line.clear();
+        write_header(&self.input, self.layout, agg, row, &mut self.line)?;
+        // A sample without raw data (no PERF_SAMPLE_RAW) has no payload, as with perf.
+        let printed = has(ScriptField::Trace)
+            && !row.raw.is_empty()
+            && match self.payloads.get_mut(row.ev).and_then(Option::as_mut) {
+                Some(p) => p.write(row.raw, self.kernel, &mut self.line),
+                None => false,
+            };
+        // perf's payload is printed as it is; otherwise a header that ends in the event
+        // keeps its blank, as perf's does.
+        let keep = if printed || self.line.ends_with(b": ") {
+            self.line.len()
+        } else {
+            self.line.trim_ascii_end().len()
+        };
+        self.line.truncate(keep);
+        self.line.push(b'\n');
+        self.out.write_all(&self.line)?;
+        if self.layout.want_frames {
+            self.ids.clear();
+            if row.stack != EMPTY_STACK {
+                agg.stacks.frames(row.stack, &mut self.ids);
+            }
+            let maps = procs.maps().unwrap_or(ProcessMaps::empty());
+            let res = self.resolver.catch_up(&agg.frames, maps);
+            write_frames(self.input.fields, &self.ids, res, &mut self.out)?;
+        }
+        Ok(())
+    }
 }
 
 /// How one tracepoint event's payloads print: through its print fmt, parsed once, else as
@@ -90,87 +207,6 @@ impl Payload<'_> {
     }
 }
 
-/// Prints every kept sample; returns a note for each event whose payloads (some or all)
-/// could not be printed as perf prints them.
-pub fn write_script(
-    input: &ScriptInput<'_>,
-    agg: &Aggregate,
-    res: &Resolved,
-    out: &mut dyn Write,
-) -> Result<Vec<String>> {
-    let has = |f: ScriptField| input.fields.contains(&f);
-    let want_frames = has(ScriptField::Ip) || has(ScriptField::Sym) || has(ScriptField::Dso);
-    let tracing_data = input.file.features.tracing_data.as_deref();
-    let formats = crate::aggregate::weigh::event_formats(input.file);
-    let printk: FxHashMap<u64, String> = tracing_data
-        .map(parse_printk_formats)
-        .unwrap_or_default()
-        .into_iter()
-        .collect();
-    let kernel = Kernel {
-        kallsyms: input.kallsyms,
-        printk: Some(&printk),
-    };
-    let mut payloads: Vec<Option<Payload<'_>>> = input
-        .file
-        .events
-        .iter()
-        .map(|desc| {
-            let tracepoint = desc.attr.type_ == b::PERF_TYPE_TRACEPOINT;
-            let format = formats.iter().find(|f| f.id == desc.attr.config);
-            format.filter(|_| tracepoint).map(Payload::new)
-        })
-        .collect();
-    let layout = Layout {
-        want_frames,
-        // perf right-aligns event names to the longest one in the file.
-        name_width: input.names.iter().map(String::len).max().unwrap_or(0),
-    };
-    let mut ids: Vec<FrameId> = Vec::new();
-    let mut line: Vec<u8> = Vec::new();
-    for row in &agg.rows {
-        line.clear();
-        write_header(input, layout, agg, row, &mut line)?;
-        // A sample without raw data (no PERF_SAMPLE_RAW) has no payload, as with perf.
-        let printed = has(ScriptField::Trace)
-            && !row.raw.is_empty()
-            && match payloads.get_mut(row.ev).and_then(Option::as_mut) {
-                Some(p) => p.write(&row.raw, kernel, &mut line),
-                None => false,
-            };
-        // perf's payload is printed as it is; otherwise a header that ends in the event
-        // keeps its blank, as perf's does.
-        let keep = if printed || line.ends_with(b": ") {
-            line.len()
-        } else {
-            line.trim_ascii_end().len()
-        };
-        line.truncate(keep);
-        line.push(b'\n');
-        out.write_all(&line)?;
-        if want_frames {
-            ids.clear();
-            if row.stack != EMPTY_STACK {
-                agg.stacks.frames(row.stack, &mut ids);
-            }
-            write_frames(input.fields, &ids, res, out)?;
-        }
-    }
-    let notes = payloads
-        .iter()
-        .zip(input.names)
-        .filter_map(|(p, name)| {
-            let p = p.as_ref()?;
-            let why = p.why.as_ref()?;
-            Some(format!(
-                "{name}: {} payloads printed as name=0xvalue fields, not as perf prints them: {why}",
-                p.raw_fields
-            ))
-        })
-        .collect();
-    Ok(notes)
-}
-
 /// What shapes every header line alike, found once per file.
 #[derive(Clone, Copy)]
 struct Layout {
@@ -185,7 +221,7 @@ fn write_header(
     input: &ScriptInput<'_>,
     layout: Layout,
     agg: &Aggregate,
-    row: &ScriptRow,
+    row: &ScriptRow<'_>,
     line: &mut Vec<u8>,
 ) -> std::io::Result<()> {
     let has = |f: ScriptField| input.fields.contains(&f);
@@ -238,7 +274,7 @@ fn write_frames(
     ids: &[FrameId],
     res: &Resolved,
     out: &mut dyn Write,
-) -> Result<()> {
+) -> io::Result<()> {
     let has = |f: ScriptField| fields.contains(&f);
     // Written straight to the buffered output: no string per frame.
     for &id in ids.iter().rev() {

@@ -304,7 +304,6 @@ pub fn to_aggregate(
         timeline: std::collections::BTreeMap::new(),
         sized: vec![true],
         kernel_frames: sink.kernel_frames,
-        rows: Vec::new(),
         bytes,
     }
 }

@@ -38,13 +38,17 @@ pub fn run(cfg: ReportConfig) -> Result<i32> {
         None => None,
     };
     check_weights(&cfg, &file, &names, event_filter)?;
+    if let ReportOutput::Script(fields) = &cfg.output {
+        let kallsyms = kallsyms.and_then(|h| h.join().ok().flatten());
+        return run_script(&cfg, fields, &file, &names, event_filter, kallsyms);
+    }
     let progress = progress_bar(&cfg, &file);
     let mut on_round = |offset: u64| {
         if let Some(p) = &progress {
             p.set_position(offset);
         }
     };
-    let agg = aggregate::read(&cfg, &file, &names, event_filter, &mut on_round)
+    let agg = aggregate::read(&cfg, &file, &names, event_filter, None, &mut on_round)
         .context("failed to read the records")?;
     if let Some(p) = progress {
         p.finish_and_clear();
@@ -69,8 +73,6 @@ pub fn run(cfg: ReportConfig) -> Result<i32> {
         );
     }
     let kallsyms = kallsyms.and_then(|h| h.join().ok().flatten());
-    // One table, shared with the symbolizer.
-    let payload_syms = kallsyms.as_ref().filter(|_| trace_syms).cloned();
     let resolved = output::resolve(&cfg, &agg, kallsyms);
     let ctx = Written {
         cfg: &cfg,
@@ -78,7 +80,6 @@ pub fn run(cfg: ReportConfig) -> Result<i32> {
         names: &names,
         agg: &agg,
         event: event_filter.or(with_samples.first().copied()),
-        payload_syms: payload_syms.as_deref(),
     };
     write(&ctx, resolved)?;
     Ok(0)
@@ -92,7 +93,6 @@ struct Written<'a> {
     agg: &'a aggregate::Aggregate,
     /// The event a flame graph draws.
     event: Option<usize>,
-    payload_syms: Option<&'a crate::symbolize::Kallsyms>,
 }
 
 /// Writes the one output the configuration chose.
@@ -112,16 +112,8 @@ fn write(w: &Written<'_>, mut resolved: output::Resolved) -> Result<()> {
             }
             pprof::write(&profile, path)?;
         }
-        ReportOutput::Script(fields) => {
-            let input = script::ScriptInput {
-                fields,
-                file: w.file,
-                names,
-                kallsyms: w.payload_syms,
-            };
-            script::print(&input, agg, &resolved)?;
-            header::note_losses(&agg.stats);
-        }
+        // Streamed while the records are read (run_script).
+        ReportOutput::Script(_) => {}
         ReportOutput::By(by) => output::write_by(cfg, *by, names, agg, &mut out)?,
         ReportOutput::Timeline(interval) => {
             output::write_timeline(cfg, *interval, names, agg, &mut out)?
@@ -138,6 +130,46 @@ fn write(w: &Written<'_>, mut resolved: output::Resolved) -> Result<()> {
     }
     std::io::Write::flush(&mut out)?;
     Ok(())
+}
+
+/// `memperf script`: each kept sample is printed as the session hands it on, so memory
+/// holds the unique frames' names, not the samples.
+fn run_script(
+    cfg: &ReportConfig,
+    fields: &[ScriptField],
+    file: &PerfDataFile,
+    names: &[String],
+    event_filter: Option<usize>,
+    kallsyms: Option<std::sync::Arc<crate::symbolize::Kallsyms>>,
+) -> Result<i32> {
+    let tables = script::ScriptTables::new(file);
+    // One kallsyms table, shared by the symbolizer and the payloads' call sites.
+    let trace = fields.contains(&ScriptField::Trace);
+    let input = script::ScriptInput {
+        fields,
+        file,
+        names,
+        kallsyms: kallsyms.as_deref().filter(|_| trace),
+    };
+    let resolver = output::Resolver::new(cfg, kallsyms.clone());
+    let out = Box::new(std::io::BufWriter::new(std::io::stdout().lock()));
+    let mut writer = script::ScriptWriter::new(input, &tables, resolver, out);
+    let agg = aggregate::read(
+        cfg,
+        file,
+        names,
+        event_filter,
+        Some(&mut writer),
+        &mut |_| {},
+    )
+    .context("failed to read the records")?;
+    header::warn_read_error(&agg.stats);
+    let notes = writer.finish()?;
+    for note in notes {
+        eprintln!("memperf: note: {note}");
+    }
+    header::note_losses(&agg.stats);
+    Ok(0)
 }
 
 /// `--weight bytes` needs a size for every event it weighs.
