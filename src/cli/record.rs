@@ -1,0 +1,308 @@
+//! `memperf record`: its options, validated into a `RecordConfig`.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use clap::{Args, ValueEnum};
+
+use crate::events::{self, EventSpec, Period};
+use crate::sys;
+
+use super::parse_id_list;
+
+pub(super) const RECORD_EXAMPLES: &str = "\
+EXAMPLES:
+    memperf record -e page-faults -a -- sleep 30
+        Every page fault on every CPU for 30 seconds, with DWARF-unwound stacks.
+    memperf record -e page-faults,syscalls:sys_enter_brk,syscalls:sys_enter_mmap -p 1234
+        Faults and heap/mmap growth of process 1234 (all its threads), until Ctrl-C.
+    memperf record -e major-faults --call-graph fp -o faults.data -- ./server --port 80
+        Major faults of a command, with frame-pointer stacks only.
+    memperf record -e kmem:kmalloc -a -C 0 --duration 5
+        Kernel allocations on CPU 0 for 5 seconds.
+    perf script -i memperf.data
+        The recording is a perf.data file: perf's own tools read it.
+
+PERMISSIONS:
+    Profiling your own processes in user space works with kernel.perf_event_paranoid <= 2.
+    System-wide recording (-a, -C), kernel stacks and tracepoints need root, CAP_PERFMON
+    (Linux 5.8+) or CAP_SYS_ADMIN, or a lower perf_event_paranoid. Tracepoints need tracefs;
+    memperf mounts it at /sys/kernel/tracing when it is missing and it runs as root.";
+
+/// Arguments of `memperf record`.
+#[derive(Debug, Args)]
+pub struct RecordArgs {
+    /// Events to record, comma-separated, repeatable: page-faults (faults), minor-faults,
+    /// major-faults, cpu-clock, task-clock, context-switches, cpu-migrations, or a tracepoint
+    /// `subsystem:name` (e.g. syscalls:sys_enter_brk, kmem:kmalloc).
+    #[arg(
+        short = 'e',
+        long = "event",
+        value_name = "EVENTS",
+        default_value = "page-faults"
+    )]
+    pub events: Vec<String>,
+
+    /// Record on all CPUs, every process (the default when no target is given).
+    #[arg(short = 'a', long = "all-cpus")]
+    pub all_cpus: bool,
+
+    /// Only these CPUs (e.g. `0`, `0,2-3`).
+    #[arg(short = 'C', long = "cpu", value_name = "CPUS")]
+    pub cpu: Option<String>,
+
+    /// Existing processes to record, comma-separated; every thread of each, including threads
+    /// created later.
+    #[arg(short = 'p', long = "pid", value_name = "PIDS", conflicts_with_all = ["tid", "all_cpus"])]
+    pub pid: Option<String>,
+
+    /// Existing threads to record, comma-separated (no inheritance to new threads).
+    #[arg(
+        short = 't',
+        long = "tid",
+        value_name = "TIDS",
+        conflicts_with = "all_cpus"
+    )]
+    pub tid: Option<String>,
+
+    /// Sample period: record one sample every PERIOD events. Tracepoints and fault events
+    /// default to 1 (every event).
+    #[arg(
+        short = 'c',
+        long = "count",
+        value_name = "PERIOD",
+        conflicts_with = "freq"
+    )]
+    pub count: Option<u64>,
+
+    /// Sample frequency in Hz (the kernel adjusts the period); cpu-clock and task-clock
+    /// default to 4000.
+    #[arg(short = 'F', long = "freq", value_name = "HZ")]
+    pub freq: Option<u64>,
+
+    /// Record stacks with the default call-graph mode (dwarf).
+    #[arg(short = 'g')]
+    pub g: bool,
+
+    /// How to record user stacks: `dwarf[,STACK_BYTES]` (copy the stack and unwind it with
+    /// DWARF CFI, falling back to frame pointers where no CFI covers an address; default,
+    /// 8192 bytes), `fp` (frame pointers, walked by the kernel) or `none`.
+    #[arg(long = "call-graph", value_name = "MODE", default_value = "dwarf")]
+    pub call_graph: String,
+
+    /// When to unwind dwarf stacks: `online` unwinds while recording and stores only the
+    /// resulting callchain (small files); `offline` stores the raw registers and stack bytes
+    /// exactly as `perf record --call-graph dwarf` does.
+    #[arg(long = "unwind", value_enum, default_value_t = UnwindWhen::Online)]
+    pub unwind: UnwindWhen,
+
+    /// Leave kernel stacks out of the samples.
+    #[arg(long = "user-only")]
+    pub user_only: bool,
+
+    /// Ring buffer size per CPU, in pages (a power of two). The default is sized for
+    /// exact-count fault sampling with dwarf stacks.
+    #[arg(short = 'm', long = "mmap-pages", value_name = "PAGES")]
+    pub mmap_pages: Option<usize>,
+
+    /// Output file.
+    #[arg(
+        short = 'o',
+        long = "output",
+        value_name = "FILE",
+        default_value = "memperf.data"
+    )]
+    pub output: PathBuf,
+
+    /// Stop recording after SECS seconds (fractions allowed).
+    #[arg(long = "duration", value_name = "SECS")]
+    pub duration: Option<f64>,
+
+    /// Print nothing but errors (no start line, no summary).
+    #[arg(short = 'q', long = "quiet")]
+    pub quiet: bool,
+
+    /// Benchmark aid: `none` only advances the ring tail without parsing, unwinding or
+    /// writing (the kernel's own cost per sample); the output file then holds no samples.
+    #[arg(long = "consume", value_enum, default_value_t = Consume::All, hide = true)]
+    pub consume: Consume,
+
+    /// The command to run and record (after `--`); memperf exits with its status.
+    #[arg(last = true, value_name = "COMMAND")]
+    pub command: Vec<OsString>,
+}
+
+/// When dwarf stacks are unwound.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum UnwindWhen {
+    /// While recording; the file holds callchains only.
+    Online,
+    /// Later, by the reader; the file holds raw registers and stack bytes.
+    Offline,
+}
+
+/// What the recorder does with each record (benchmark aid).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Consume {
+    /// Parse, unwind and write every record.
+    All,
+    /// Only advance the ring buffer tail.
+    None,
+}
+
+/// How user stacks are captured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CallGraph {
+    None,
+    Fp,
+    Dwarf { stack_bytes: u32 },
+}
+
+/// What to record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    /// Every process on the configured CPUs.
+    SystemWide,
+    /// These processes (all threads, inherited by new threads and children).
+    Pids(Vec<u32>),
+    /// These threads only.
+    Tids(Vec<u32>),
+    /// The command given after `--`, started by memperf.
+    Command,
+}
+
+/// A validated `memperf record` configuration.
+#[derive(Debug, Clone)]
+pub struct RecordConfig {
+    pub events: Vec<EventSpec>,
+    pub target: Target,
+    /// CPUs to open events on (every online CPU unless -C).
+    pub cpus: Vec<u32>,
+    /// The command to run: the target itself, or (with -a/-C) what bounds the recording.
+    pub command: Option<Vec<OsString>>,
+    /// Overrides each event's default period or frequency.
+    pub period: Option<Period>,
+    pub call_graph: CallGraph,
+    pub unwind: UnwindWhen,
+    pub user_only: bool,
+    pub mmap_pages: Option<usize>,
+    pub output: PathBuf,
+    pub duration: Option<Duration>,
+    pub quiet: bool,
+    pub consume: Consume,
+    /// The command line memperf was started with, for the file's CMDLINE feature.
+    pub cmdline: Vec<String>,
+}
+
+/// The largest user stack copy the kernel accepts (perf: round_down(USHRT_MAX, 8)).
+pub const MAX_STACK_BYTES: u32 = 65528;
+
+/// Parses `fp`, `none`, `dwarf` or `dwarf,SIZE`.
+pub fn parse_call_graph(s: &str) -> Result<CallGraph> {
+    let (mode, size) = match s.split_once(',') {
+        Some((m, sz)) => (m, Some(sz)),
+        None => (s, None),
+    };
+    match (mode, size) {
+        ("none", None) => Ok(CallGraph::None),
+        ("fp", None) => Ok(CallGraph::Fp),
+        ("dwarf", None) => Ok(CallGraph::Dwarf { stack_bytes: 8192 }),
+        ("dwarf", Some(sz)) => {
+            let n: u32 = sz
+                .trim()
+                .parse()
+                .with_context(|| format!("invalid stack size `{sz}` in --call-graph"))?;
+            if n == 0 || n > MAX_STACK_BYTES {
+                bail!(
+                    "stack size in --call-graph must be between 8 and {MAX_STACK_BYTES} bytes, not {n}"
+                );
+            }
+            // The kernel wants a multiple of 8.
+            Ok(CallGraph::Dwarf {
+                stack_bytes: n.div_ceil(8) * 8,
+            })
+        }
+        ("none" | "fp", Some(_)) => bail!("--call-graph {mode} takes no size"),
+        _ => bail!("unknown --call-graph mode `{s}`: expected fp, dwarf[,SIZE] or none"),
+    }
+}
+
+impl RecordArgs {
+    /// Checks the arguments and turns them into a `RecordConfig`.
+    pub fn into_config(self) -> Result<RecordConfig> {
+        let mut specs = Vec::new();
+        for list in &self.events {
+            specs.extend(events::parse_event_list(list)?);
+        }
+        let period = match (self.count, self.freq) {
+            (Some(0), _) => bail!("invalid sample period 0 for -c: it must be at least 1"),
+            (Some(c), _) => Some(Period::Count(c)),
+            (None, Some(0)) => bail!("invalid frequency 0 for -F: it must be at least 1 Hz"),
+            (None, Some(f)) => Some(Period::Frequency(f)),
+            (None, None) => None,
+        };
+        let call_graph = parse_call_graph(&self.call_graph)?;
+        if self.unwind == UnwindWhen::Offline && !matches!(call_graph, CallGraph::Dwarf { .. }) {
+            bail!("--unwind offline only applies to --call-graph dwarf");
+        }
+        if let Some(m) = self.mmap_pages
+            && (m == 0 || !m.is_power_of_two())
+        {
+            bail!("-m/--mmap-pages must be a power of two, not {m}");
+        }
+        let cpus = match &self.cpu {
+            Some(list) => {
+                let wanted = sys::parse_cpu_list(list)
+                    .map_err(|e| anyhow::anyhow!("invalid CPU list `{list}` for -C: {e}"))?;
+                let online = sys::online_cpus().context("failed to read the online CPUs")?;
+                if let Some(c) = wanted.iter().find(|c| !online.contains(c)) {
+                    bail!("CPU {c} given to -C is not online (online: {online:?})");
+                }
+                wanted
+            }
+            None => sys::online_cpus().context("failed to read the online CPUs")?,
+        };
+        let has_command = !self.command.is_empty();
+        let target = if let Some(p) = &self.pid {
+            if has_command {
+                bail!("give either -p or a command after --, not both");
+            }
+            Target::Pids(parse_id_list(p, "pid")?)
+        } else if let Some(t) = &self.tid {
+            if has_command {
+                bail!("give either -t or a command after --, not both");
+            }
+            Target::Tids(parse_id_list(t, "tid")?)
+        } else if has_command && !self.all_cpus && self.cpu.is_none() {
+            Target::Command
+        } else {
+            // `-a -- sleep 30`: system-wide for as long as the command runs.
+            Target::SystemWide
+        };
+        let duration = match self.duration {
+            Some(d) if !(d > 0.0 && d.is_finite()) => {
+                bail!("--duration must be a positive number of seconds, not {d}")
+            }
+            Some(d) => Some(Duration::from_secs_f64(d)),
+            None => None,
+        };
+        Ok(RecordConfig {
+            events: specs,
+            target,
+            cpus,
+            command: has_command.then_some(self.command),
+            period,
+            call_graph,
+            unwind: self.unwind,
+            user_only: self.user_only,
+            mmap_pages: self.mmap_pages,
+            output: self.output,
+            duration,
+            quiet: self.quiet,
+            consume: self.consume,
+            cmdline: std::env::args().collect(),
+        })
+    }
+}

@@ -1,0 +1,542 @@
+//! `memperf report` and `memperf script`: their options, validated into a `ReportConfig`.
+
+use std::path::PathBuf;
+use std::str::FromStr;
+
+use anyhow::{Context, Result, bail};
+use clap::{Args, ValueEnum};
+
+use crate::sys;
+
+use super::parse_id_list;
+
+pub(super) const SCRIPT_EXAMPLES: &str = "\
+EXAMPLES:
+    memperf script | inferno-collapse-perf | inferno-flamegraph > faults.svg
+    memperf script -F comm,pid,tid,time,event,trace -i perf.data
+
+Tracepoint payloads are printed through each tracepoint's print fmt, as perf prints them;
+one that needs a value the file does not hold is printed as name=0xvalue fields.";
+
+/// Fields `memperf script -F` can print.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ScriptField {
+    Comm,
+    Pid,
+    Tid,
+    Cpu,
+    Time,
+    Period,
+    Event,
+    Addr,
+    Trace,
+    Ip,
+    Sym,
+    Symoff,
+    Dso,
+}
+
+/// Arguments of `memperf script`.
+#[derive(Debug, Args)]
+pub struct ScriptArgs {
+    /// The perf.data file to read: memperf's or perf's, in file mode or pipe mode (`perf
+    /// record -o -`). `-` reads standard input to its end, as `perf report -i -` does.
+    #[arg(
+        short = 'i',
+        long = "input",
+        value_name = "FILE",
+        default_value = "memperf.data"
+    )]
+    pub input: PathBuf,
+
+    /// Fields to print, comma-separated: comm, pid, tid, cpu, time, period, event, addr,
+    /// trace, ip, sym, symoff, dso (default: comm,tid,cpu,time,period,event,trace,ip,sym,
+    /// symoff,dso, as perf script).
+    #[arg(short = 'F', long = "fields", value_delimiter = ',', value_enum)]
+    pub fields: Vec<ScriptField>,
+
+    /// Only this event.
+    #[arg(long = "event", value_name = "EVENT")]
+    pub event: Option<String>,
+
+    /// No progress bar.
+    #[arg(short = 'q', long)]
+    pub quiet: bool,
+}
+
+impl ScriptArgs {
+    /// A report configuration that prints samples instead of aggregating them.
+    pub fn into_config(self) -> Result<ReportConfig> {
+        use ScriptField::*;
+        let fields = if self.fields.is_empty() {
+            vec![
+                Comm, Tid, Cpu, Time, Period, Event, Trace, Ip, Sym, Symoff, Dso,
+            ]
+        } else {
+            self.fields
+        };
+        Ok(ReportConfig {
+            event: self.event,
+            quiet: self.quiet,
+            output: ReportOutput::Script(fields),
+            ..ReportConfig::plain(Input::from_arg(self.input))
+        })
+    }
+}
+
+pub(super) const REPORT_EXAMPLES: &str = "\
+EXAMPLES:
+    memperf report
+        Header (events, samples, losses, truncated unwinds) and the top stacks by count.
+    memperf report --folded > out.folded
+        One line per unique stack, `comm;root;...;leaf count`, for flamegraph.pl or inferno.
+    memperf report -i perf.data --folded
+        A file made by `perf record -g` or `perf record --call-graph dwarf` (unwound here).
+    perf record -o - -e page-faults -g -- ./app | memperf report -i - --folded
+        perf's pipe mode, read from standard input (a piped stream saved to a file reads
+        with -i FILE too).
+    memperf report --folded --event syscalls:sys_enter_brk --comm java --pid 4242
+        One event, one command name, one process.
+    memperf report --folded --per-pid --addrs --inline --kernel-annotate
+        Per-process stacks, unknown frames as module+offset, inline frames, kernel frames
+        marked _[k].
+
+PERMISSIONS:
+    Reading the file needs nothing special. Kernel frames are named from /proc/kallsyms,
+    which shows addresses only to root (or with kernel.kptr_restrict=0); binaries and debug
+    files are read from their recorded paths (through /proc/PID/root while the process lives).";
+
+/// Arguments of `memperf report`.
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// The perf.data file to read: memperf's or perf's, in file mode or pipe mode (`perf
+    /// record -o -`). `-` reads standard input to its end, as `perf report -i -` does.
+    #[arg(
+        short = 'i',
+        long = "input",
+        value_name = "FILE",
+        default_value = "memperf.data"
+    )]
+    pub input: PathBuf,
+
+    /// Folded stacks: one line per unique stack, `comm;root;...;leaf count`, sorted.
+    #[arg(long)]
+    pub folded: bool,
+
+    /// Only this event (by the name the file gives it, e.g. page-faults,
+    /// syscalls:sys_enter_brk). Required for --folded when the file has several events.
+    #[arg(long = "event", value_name = "EVENT")]
+    pub event: Option<String>,
+
+    /// Only these processes (comma-separated pids).
+    #[arg(long, value_name = "PIDS")]
+    pub pid: Option<String>,
+
+    /// Only these threads (comma-separated tids).
+    #[arg(long, value_name = "TIDS")]
+    pub tid: Option<String>,
+
+    /// Only threads with these command names (comma-separated, exact).
+    #[arg(long, value_name = "COMMS")]
+    pub comm: Option<String>,
+
+    /// Only samples taken on these CPUs (e.g. `0`, `0,2-3`).
+    #[arg(long, value_name = "CPUS")]
+    pub cpu: Option<String>,
+
+    /// Only samples between these times, in seconds as perf script prints them
+    /// (`START,END`; either side may be empty).
+    #[arg(long, value_name = "START,END")]
+    pub time: Option<String>,
+
+    /// Only the user-space part of each stack.
+    #[arg(long, conflicts_with = "kernel_only")]
+    pub user_only: bool,
+
+    /// Only the kernel part of each stack.
+    #[arg(long)]
+    pub kernel_only: bool,
+
+    /// Start each stack with `comm-PID` instead of `comm`.
+    #[arg(long, conflicts_with = "per_tid")]
+    pub per_pid: bool,
+
+    /// Start each stack with `comm-PID/TID`.
+    #[arg(long)]
+    pub per_tid: bool,
+
+    /// Leaf first instead of root first.
+    #[arg(long)]
+    pub reverse: bool,
+
+    /// Name frames that have no symbol `module+0xOFFSET` (kernel ones
+    /// `[kernel.kallsyms]+0xADDR`, ones outside any module `0xADDR`) instead of `[module]`.
+    #[arg(long)]
+    pub addrs: bool,
+
+    /// Inline functions as frames of their own (reads DWARF).
+    #[arg(long)]
+    pub inline: bool,
+
+    /// `function (file:line)` for each frame (reads DWARF).
+    #[arg(long)]
+    pub lines: bool,
+
+    /// Keep Rust and C++ names mangled.
+    #[arg(long)]
+    pub no_demangle: bool,
+
+    /// Mark kernel frames with a `_[k]` suffix, as FlameGraph's tools do.
+    #[arg(long)]
+    pub kernel_annotate: bool,
+
+    /// Instead of stacks, count samples (and bytes for events with a size, as `--weight
+    /// bytes` weighs them) by where the fault address lies (`mapping`: each mapping, the brk
+    /// heap as [heap]; `file`: per file, anonymous memory together as //anon, [heap] and
+    /// [stack] apart) or by `comm` / `pid`.
+    #[arg(long, value_enum, value_name = "KEY", conflicts_with_all = ["folded", "flamegraph"])]
+    pub by: Option<ByKey>,
+
+    /// Instead of stacks, counts (and bytes for every event with a size, as `--weight bytes`
+    /// weighs them) per event per interval, e.g. `1s`, `100ms`.
+    #[arg(long, value_name = "INTERVAL", conflicts_with_all = ["folded", "flamegraph", "by"])]
+    pub timeline: Option<String>,
+
+    /// What each sample weighs in stacks: `count` (1), or `bytes`: a page per fault, the
+    /// growth of the break for sys_enter_brk, the length for sys_enter_mmap/munmap,
+    /// bytes_alloc for kmem:kmalloc and kmem_cache_alloc, PAGE_SIZE << order for
+    /// kmem:mm_page_alloc.
+    #[arg(long, value_enum, default_value = "count")]
+    pub weight: Weight,
+
+    /// Write a pprof profile (gzip-compressed profile.proto) to FILE (`-` for standard
+    /// output): one sample type per event, with bytes beside the count where the event has a
+    /// size; read it with `go tool pprof`.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["folded", "flamegraph", "by", "timeline"])]
+    pub pprof: Option<PathBuf>,
+
+    /// Write a flame graph (SVG) to FILE (`-` for standard output).
+    #[arg(long, value_name = "FILE", conflicts_with = "folded")]
+    pub flamegraph: Option<PathBuf>,
+
+    /// Flame graph title (default: the event and the recorded command).
+    #[arg(long, requires = "flamegraph")]
+    pub title: Option<String>,
+
+    /// Flame graph subtitle (default: the sample and loss counts).
+    #[arg(long, requires = "flamegraph")]
+    pub subtitle: Option<String>,
+
+    /// What a flame graph counts (default from the event: pages for faults, calls for
+    /// tracepoints, samples otherwise).
+    #[arg(long, requires = "flamegraph")]
+    pub countname: Option<String>,
+
+    /// Flame graph width in pixels (default 1200).
+    #[arg(long, requires = "flamegraph", value_name = "PIXELS")]
+    pub width: Option<usize>,
+
+    /// Flame graph palette: mem (default), hot, io, red, green, blue, aqua, yellow, purple,
+    /// orange, java, js, perl, python, rust, wakeup. Kernel frames are drawn orange apart.
+    #[arg(long, requires = "flamegraph", default_value = "mem")]
+    pub colors: String,
+
+    /// How many stacks the text report shows, most frequent first.
+    #[arg(short = 'T', long = "top", value_name = "N", default_value_t = 10)]
+    pub top: usize,
+
+    /// No progress bar.
+    #[arg(short = 'q', long)]
+    pub quiet: bool,
+}
+
+/// What a sample weighs in `memperf report`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Weight {
+    Count,
+    Bytes,
+}
+
+/// What `memperf report --by` groups samples by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ByKey {
+    /// Each mapping the fault address falls in (file, //anon, [heap], [stack], huge pages).
+    Mapping,
+    /// The file behind the mapping (all anonymous memory as //anon).
+    File,
+    /// The thread's command name.
+    Comm,
+    /// The process.
+    Pid,
+}
+
+/// Parses `1s`, `250ms`, `2` (seconds) into nanoseconds.
+pub fn parse_interval(s: &str) -> Result<u64> {
+    let t = s.trim();
+    let (num, scale) = if let Some(n) = t.strip_suffix("ms") {
+        (n, 1e6)
+    } else if let Some(n) = t.strip_suffix("us") {
+        (n, 1e3)
+    } else if let Some(n) = t.strip_suffix('s') {
+        (n, 1e9)
+    } else {
+        (t, 1e9)
+    };
+    let v: f64 = num
+        .trim()
+        .parse()
+        .with_context(|| format!("invalid interval `{s}`: expected e.g. 1s, 100ms"))?;
+    let ns = (v * scale).round();
+    if !ns.is_finite() || ns < 1.0 {
+        bail!("invalid interval `{s}`: it must be positive");
+    }
+    Ok(ns as u64)
+}
+
+/// Flame graph settings of `memperf report --flamegraph`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FlameConfig {
+    pub output: PathBuf,
+    pub title: Option<String>,
+    pub subtitle: Option<String>,
+    pub countname: Option<String>,
+    pub width: Option<usize>,
+    pub colors: String,
+}
+
+/// Which part of each stack a report keeps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StackSpace {
+    All,
+    User,
+    Kernel,
+}
+
+/// What starts each stack.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Prefix {
+    Comm,
+    Pid,
+    Tid,
+}
+
+/// Where `memperf report` and `memperf script` read a recording from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Input {
+    /// A perf.data file, in file mode or pipe mode.
+    File(PathBuf),
+    /// Standard input (`-i -`), read to its end before the report starts.
+    Stdin,
+}
+
+impl Input {
+    /// `-` is standard input, as for perf; a file named `-` is `./-`.
+    pub fn from_arg(path: PathBuf) -> Input {
+        if path.as_os_str() == "-" {
+            Input::Stdin
+        } else {
+            Input::File(path)
+        }
+    }
+}
+
+impl std::fmt::Display for Input {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Input::File(p) => p.display().fmt(f),
+            Input::Stdin => f.write_str("standard input"),
+        }
+    }
+}
+
+/// What `memperf report` (or `memperf script`) prints: one output, chosen once.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ReportOutput {
+    /// The header and the top stacks.
+    Text,
+    /// `comm;root;...;leaf count` lines.
+    Folded,
+    Flamegraph(FlameConfig),
+    /// A gzip-compressed profile.proto, to this path (`-`: standard output).
+    Pprof(PathBuf),
+    /// `memperf script`: every sample with these fields.
+    Script(Vec<ScriptField>),
+    /// Samples (and bytes) by mapping, file, command or process.
+    By(ByKey),
+    /// Samples (and bytes) per event per interval of this many nanoseconds.
+    Timeline(u64),
+}
+
+/// A validated `memperf report` configuration.
+#[derive(Debug, Clone)]
+pub struct ReportConfig {
+    pub input: Input,
+    pub output: ReportOutput,
+    pub event: Option<String>,
+    pub pids: Option<Vec<u32>>,
+    pub tids: Option<Vec<u32>>,
+    pub comms: Option<Vec<String>>,
+    pub cpus: Option<Vec<u32>>,
+    /// Nanoseconds, inclusive.
+    pub time: (Option<u64>, Option<u64>),
+    pub space: StackSpace,
+    pub prefix: Prefix,
+    pub reverse: bool,
+    pub addrs: bool,
+    pub inline: bool,
+    pub lines: bool,
+    pub demangle: bool,
+    pub kernel_annotate: bool,
+    pub top: usize,
+    pub quiet: bool,
+    pub weight: Weight,
+}
+
+impl ReportConfig {
+    /// Whether the output is the text report (header and top stacks), the one output with
+    /// room to say what went wrong in it.
+    pub fn is_text_report(&self) -> bool {
+        self.output == ReportOutput::Text
+    }
+
+    /// Every stack of every event, named plainly: no filter, no annotation, no output file.
+    pub fn plain(input: Input) -> ReportConfig {
+        ReportConfig {
+            input,
+            output: ReportOutput::Text,
+            event: None,
+            pids: None,
+            tids: None,
+            comms: None,
+            cpus: None,
+            time: (None, None),
+            space: StackSpace::All,
+            prefix: Prefix::Comm,
+            reverse: false,
+            addrs: false,
+            inline: false,
+            lines: false,
+            demangle: true,
+            kernel_annotate: false,
+            top: 0,
+            quiet: true,
+            weight: Weight::Count,
+        }
+    }
+}
+
+/// Parses `START,END` in seconds into nanoseconds.
+pub fn parse_time_range(s: &str) -> Result<(Option<u64>, Option<u64>)> {
+    let Some((a, b)) = s.split_once(',') else {
+        bail!("invalid --time `{s}`: expected START,END in seconds (either may be empty)");
+    };
+    let one = |v: &str| -> Result<Option<u64>> {
+        let v = v.trim();
+        if v.is_empty() {
+            return Ok(None);
+        }
+        let secs: f64 = v
+            .parse()
+            .with_context(|| format!("invalid time `{v}` in --time: expected seconds"))?;
+        if !secs.is_finite() || secs < 0.0 {
+            bail!("invalid time `{v}` in --time: expected seconds >= 0");
+        }
+        Ok(Some((secs * 1e9).round() as u64))
+    };
+    let (start, end) = (one(a)?, one(b)?);
+    if let (Some(x), Some(y)) = (start, end)
+        && x > y
+    {
+        bail!("invalid --time `{s}`: the start is after the end");
+    }
+    Ok((start, end))
+}
+
+impl ReportArgs {
+    /// Checks the arguments and turns them into a `ReportConfig`.
+    pub fn into_config(self) -> Result<ReportConfig> {
+        if self.flamegraph.is_some()
+            && inferno::flamegraph::Palette::from_str(&self.colors).is_err()
+        {
+            bail!(
+                "unknown --colors `{}`: expected mem, hot, io, red, green, blue, aqua, yellow, purple, orange, java, js, perl, python, rust or wakeup",
+                self.colors
+            );
+        }
+        let cpus = match &self.cpu {
+            Some(list) => Some(
+                sys::parse_cpu_list(list)
+                    .map_err(|e| anyhow::anyhow!("invalid CPU list `{list}` for --cpu: {e}"))?,
+            ),
+            None => None,
+        };
+        let timeline = self.timeline.as_deref().map(parse_interval).transpose()?;
+        // One output; where several are asked for, this order decides.
+        let output = if let Some(p) = self.pprof {
+            ReportOutput::Pprof(p)
+        } else if let Some(by) = self.by {
+            ReportOutput::By(by)
+        } else if let Some(t) = timeline {
+            ReportOutput::Timeline(t)
+        } else if let Some(output) = self.flamegraph {
+            ReportOutput::Flamegraph(FlameConfig {
+                output,
+                title: self.title,
+                subtitle: self.subtitle,
+                countname: self.countname,
+                width: self.width,
+                colors: self.colors,
+            })
+        } else if self.folded {
+            ReportOutput::Folded
+        } else {
+            ReportOutput::Text
+        };
+        Ok(ReportConfig {
+            input: Input::from_arg(self.input),
+            output,
+            event: self.event,
+            pids: self
+                .pid
+                .as_deref()
+                .map(|s| parse_id_list(s, "pid"))
+                .transpose()?,
+            tids: self
+                .tid
+                .as_deref()
+                .map(|s| parse_id_list(s, "tid"))
+                .transpose()?,
+            comms: self
+                .comm
+                .map(|s| s.split(',').map(|c| c.trim().to_string()).collect()),
+            cpus,
+            time: match &self.time {
+                Some(t) => parse_time_range(t)?,
+                None => (None, None),
+            },
+            space: if self.user_only {
+                StackSpace::User
+            } else if self.kernel_only {
+                StackSpace::Kernel
+            } else {
+                StackSpace::All
+            },
+            prefix: if self.per_pid {
+                Prefix::Pid
+            } else if self.per_tid {
+                Prefix::Tid
+            } else {
+                Prefix::Comm
+            },
+            reverse: self.reverse,
+            addrs: self.addrs,
+            inline: self.inline,
+            lines: self.lines,
+            demangle: !self.no_demangle,
+            kernel_annotate: self.kernel_annotate,
+            top: self.top,
+            quiet: self.quiet,
+            weight: self.weight,
+        })
+    }
+}
