@@ -19,7 +19,7 @@ pub mod output;
 pub mod perfdata;
 pub mod printfmt;
 pub mod procfs;
-pub mod record;
+pub mod records;
 pub mod session;
 pub mod stacks;
 pub mod symbolize;

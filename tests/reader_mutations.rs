@@ -13,7 +13,7 @@ use std::process::{Command, Output};
 
 use common::*;
 use memperf::perfdata::PerfDataFile;
-use memperf::record::parse_record;
+use memperf::records::parse_record;
 
 /// xorshift64*: deterministic, no dependency.
 struct Rng(u64);

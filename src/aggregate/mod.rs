@@ -19,9 +19,9 @@ use crate::cli::{Prefix, ReportConfig, ReportOutput, StackSpace, Weight};
 use crate::maps::{ModuleKind, ProcessMaps};
 use crate::perfdata::PerfDataFile;
 use crate::perfdata::tracing_data::FieldFormat;
-use crate::record::{ParseInfo, Record, Sample};
+use crate::records::{ParseInfo, Record, Sample};
 use crate::session::order::{self, Slack};
-use crate::session::{Handler, Keep, Processes, SampleCtx, Session, SideBand};
+use crate::session::{Chain, Handler, Keep, Processes, SampleCtx, Session, SideBand};
 use crate::stacks::{FrameId, FrameTable, StackId, StackTable};
 use crate::unwind::UnwindMode;
 
@@ -425,36 +425,11 @@ impl Aggregator<'_> {
     fn stack_of(&mut self, c: &SampleCtx<'_>, pid: u32) -> StackId {
         self.leaf_first.clear();
         let maps = maps_of(c.procs);
-        if let Some(chain) = c.callchain() {
-            let mut context = None;
-            let mut first_in_context = true;
-            for addr in chain {
-                if addr >= PERF_CONTEXT_MAX {
-                    context = Some(addr);
-                    first_in_context = true;
-                    continue;
-                }
-                let ret = !first_in_context;
-                first_in_context = false;
-                match context {
-                    Some(PERF_CONTEXT_KERNEL) => self.kernel_frame(addr, ret),
-                    Some(PERF_CONTEXT_USER) => self.user_frame(maps, pid, addr, ret),
-                    Some(
-                        PERF_CONTEXT_HV
-                        | PERF_CONTEXT_GUEST
-                        | PERF_CONTEXT_GUEST_KERNEL
-                        | PERF_CONTEXT_GUEST_USER,
-                    ) => {}
-                    _ => {
-                        // No marker: decide by address, as perf does for old files.
-                        if addr >= 0xffff_8000_0000_0000 {
-                            self.kernel_frame(addr, ret);
-                        } else {
-                            self.user_frame(maps, pid, addr, ret);
-                        }
-                    }
-                }
-            }
+        // Each kind of chain walked by its own copy of the loop: no branch per address.
+        match c.callchain() {
+            Some(Chain::Recorded(chain)) => self.walk_chain(chain, maps, pid),
+            Some(Chain::Built(chain)) => self.walk_chain(chain.copied(), maps, pid),
+            None => {}
         }
         if self.leaf_first.is_empty()
             && let Some(ip) = c.sample.ip
@@ -470,6 +445,39 @@ impl Aggregator<'_> {
             .stacks
             .intern(self.leaf_first.iter().rev().copied())
             .unwrap_or(EMPTY_STACK)
+    }
+
+    /// Interns a callchain's frames, leaf first, by the context each marker switches to.
+    fn walk_chain(&mut self, chain: impl Iterator<Item = u64>, maps: &ProcessMaps, pid: u32) {
+        let mut context = None;
+        let mut first_in_context = true;
+        for addr in chain {
+            if addr >= PERF_CONTEXT_MAX {
+                context = Some(addr);
+                first_in_context = true;
+                continue;
+            }
+            let ret = !first_in_context;
+            first_in_context = false;
+            match context {
+                Some(PERF_CONTEXT_KERNEL) => self.kernel_frame(addr, ret),
+                Some(PERF_CONTEXT_USER) => self.user_frame(maps, pid, addr, ret),
+                Some(
+                    PERF_CONTEXT_HV
+                    | PERF_CONTEXT_GUEST
+                    | PERF_CONTEXT_GUEST_KERNEL
+                    | PERF_CONTEXT_GUEST_USER,
+                ) => {}
+                _ => {
+                    // No marker: decide by address, as perf does for old files.
+                    if addr >= 0xffff_8000_0000_0000 {
+                        self.kernel_frame(addr, ret);
+                    } else {
+                        self.user_frame(maps, pid, addr, ret);
+                    }
+                }
+            }
+        }
     }
 
     fn kernel_frame(&mut self, addr: u64, ret: bool) {

@@ -6,7 +6,7 @@ use rustc_hash::FxHashMap;
 
 use crate::perfdata::PerfDataFile;
 use crate::perfdata::tracing_data::{EventFormat, FieldFormat, parse_event_formats};
-use crate::record::Sample;
+use crate::records::Sample;
 use crate::stacks::StackId;
 
 use super::{Aggregator, maps_of};

@@ -6,7 +6,7 @@ use std::io;
 use perf_event_open_sys::bindings::{PERF_RECORD_MISC_KERNEL, PERF_RECORD_MMAP};
 
 use crate::procfs::{self, MapEntry};
-use crate::record::{self, Mmap2Fields, ParseInfo, SampleId};
+use crate::records::{self, Mmap2Fields, ParseInfo, SampleId};
 use crate::session::{Handler, Session};
 
 /// What synthesis produced and skipped.
@@ -69,7 +69,7 @@ fn synthesize_process(
             procfs::comm(tid).unwrap_or_else(|_| comm.clone())
         };
         out.clear();
-        record::encode_comm(out, pid, tid, &name, false, &sid(pid, tid, id), info);
+        records::encode_comm(out, pid, tid, &name, false, &sid(pid, tid, id), info);
         session.handle(
             perf_event_open_sys::bindings::PERF_RECORD_COMM,
             0,
@@ -101,7 +101,7 @@ fn synthesize_process(
             filename,
         };
         out.clear();
-        record::encode_mmap2(out, &fields, &sid(pid, pid, id), info);
+        records::encode_mmap2(out, &fields, &sid(pid, pid, id), info);
         session.handle(
             perf_event_open_sys::bindings::PERF_RECORD_MMAP2,
             0,
@@ -167,7 +167,7 @@ fn synthesize_kernel(
     out.extend_from_slice(NAME);
     let padded = (NAME.len() + 1).div_ceil(8) * 8;
     out.resize(out.len() + padded - NAME.len(), 0);
-    record::encode_sample_id(out, &sid(u32::MAX, 0, id), info);
+    records::encode_sample_id(out, &sid(u32::MAX, 0, id), info);
     let size = out.len() as u16;
     out[6..8].copy_from_slice(&size.to_ne_bytes());
     session.handle(PERF_RECORD_MMAP, PERF_RECORD_MISC_KERNEL as u16, out, sink)

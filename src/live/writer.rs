@@ -5,7 +5,7 @@
 use std::io;
 
 use crate::perfdata::PerfDataWriter;
-use crate::record::{self, ParseInfo};
+use crate::records::{self, ParseInfo};
 use crate::session::{Handler, SampleCtx, SideBand};
 
 /// Writes what the session hands it.
@@ -33,7 +33,7 @@ impl Handler for RecordWriter {
             return self.writer.write_record(s.bytes);
         };
         self.buf.clear();
-        record::encode_sample(&mut self.buf, s.misc, s.sample, info, Some(chain))
+        records::encode_sample(&mut self.buf, s.misc, s.sample, info, Some(chain))
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
         self.writer.write_record(&self.buf)
     }

@@ -11,7 +11,7 @@ use super::{
     PERF_RECORD_COMPRESSED, PERF_RECORD_COMPRESSED2, PERF_RECORD_HEADER_TRACING_DATA,
     PIPE_HEADER_SIZE, PerfDataError, ReadFeatures, attr_from_bytes, le_u32, le_u64,
 };
-use crate::record::{ParseInfo, record_identifier};
+use crate::records::{ParseInfo, record_identifier};
 
 /// A whole perf.data file in memory.
 #[derive(Debug)]
@@ -316,7 +316,7 @@ impl PerfDataFile {
     /// The index in `events` of the event a record belongs to (by its sample id; the only
     /// event when there is one). `None` for perf's user records and unknown ids.
     pub fn event_for(&self, ty: u32, body: &[u8]) -> Option<usize> {
-        if ty >= crate::record::PERF_RECORD_USER_TYPE_START || self.events.is_empty() {
+        if ty >= crate::records::PERF_RECORD_USER_TYPE_START || self.events.is_empty() {
             return None;
         }
         if self.events.len() == 1 {

@@ -8,7 +8,7 @@ use object::{Object, ObjectSegment, SegmentFlags};
 use perf_event_open_sys::bindings as b;
 
 use super::*;
-use crate::record::{
+use crate::records::{
     self, Mmap2Fields, ParseInfo, Record, Sample, SampleId, encode_comm, encode_finished_round,
     encode_mmap2, encode_sample, parse_record,
 };
@@ -464,7 +464,7 @@ fn reads_a_real_perf_record_file() {
     let (mut samples, mut comm_true, mut errors) = (0, 0, Vec::new());
     for r in f.records() {
         let r = r.unwrap();
-        if r.ty >= record::PERF_RECORD_USER_TYPE_START {
+        if r.ty >= records::PERF_RECORD_USER_TYPE_START {
             continue;
         }
         let info = f.parse_info(f.event_for(r.ty, r.body).unwrap_or(0));

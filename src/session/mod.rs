@@ -20,7 +20,7 @@ use perf_event_open_sys::bindings::{
 use rustc_hash::FxHashMap;
 
 use crate::maps::ProcessMaps;
-use crate::record::{self, ParseInfo, Record, Sample, U64Iter};
+use crate::records::{self, ParseInfo, Record, Sample, U64Iter};
 use crate::unwind::{UnwindMode, UnwindOutcome, Unwinders, UserRegs};
 
 pub use processes::{Processes, executable};
@@ -214,13 +214,13 @@ impl Session {
 
     /// The event a record belongs to: the only one, or the one its sample id names.
     pub fn event_of(&self, ty: u32, body: &[u8]) -> Option<usize> {
-        if ty >= record::PERF_RECORD_USER_TYPE_START {
+        if ty >= records::PERF_RECORD_USER_TYPE_START {
             return None;
         }
         if self.infos.len() == 1 {
             return Some(0);
         }
-        let id = record::record_identifier(ty, body, self.side_info())?;
+        let id = records::record_identifier(ty, body, self.side_info())?;
         self.ids.get(&id).copied()
     }
 
@@ -231,7 +231,7 @@ impl Session {
         } else {
             self.side_info()
         };
-        record::record_time(ty, body, info)
+        records::record_time(ty, body, info)
     }
 
     /// Handles one complete record (header included).
@@ -253,8 +253,8 @@ impl Session {
             Some(ev) => self.infos[ev],
             None => *self.side_info(),
         };
-        let parsed = if ty < record::PERF_RECORD_USER_TYPE_START {
-            record::parse_record(ty, misc, body, &info).ok()
+        let parsed = if ty < records::PERF_RECORD_USER_TYPE_START {
+            records::parse_record(ty, misc, body, &info).ok()
         } else {
             None
         };
@@ -326,7 +326,7 @@ impl Session {
             self.stats.malformed += 1;
             return Ok(());
         };
-        let sample = match record::parse_record(PERF_RECORD_SAMPLE, misc, body, &self.infos[ev]) {
+        let sample = match records::parse_record(PERF_RECORD_SAMPLE, misc, body, &self.infos[ev]) {
             Ok(Record::Sample(s)) => s,
             _ => {
                 self.stats.malformed += 1;
@@ -416,7 +416,7 @@ fn is_kernel_side_band(ty: u32) -> bool {
 }
 
 #[cfg(target_arch = "x86_64")]
-pub(crate) fn user_regs(regs: &record::Regs<'_>) -> Option<UserRegs> {
+pub(crate) fn user_regs(regs: &records::Regs<'_>) -> Option<UserRegs> {
     use perf_event_open_sys::bindings::{PERF_REG_X86_BP, PERF_REG_X86_IP, PERF_REG_X86_SP};
     Some(UserRegs {
         ip: regs.get(PERF_REG_X86_IP)?,

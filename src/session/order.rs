@@ -11,7 +11,7 @@
 use std::io;
 
 use crate::perfdata::{PerfDataFile, RawFileRecord};
-use crate::record::PERF_RECORD_FINISHED_ROUND;
+use crate::records::PERF_RECORD_FINISHED_ROUND;
 
 use super::{Handler, Session};
 
@@ -123,7 +123,7 @@ mod tests {
 
     use super::*;
     use crate::perfdata::{ATTR_SIZE_MAX, EventDesc, Features, PerfDataWriter};
-    use crate::record::{ParseInfo, Sample, encode_finished_round, encode_sample};
+    use crate::records::{ParseInfo, Sample, encode_finished_round, encode_sample};
     use crate::session::{Keep, SampleCtx};
 
     /// Keeps the times of the samples it is handed.

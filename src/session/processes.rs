@@ -6,7 +6,7 @@ use perf_event_open_sys::bindings as b;
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::maps::ProcessMaps;
-use crate::record::Record;
+use crate::records::Record;
 use crate::unwind::{MappingEvent, Unwinders};
 
 /// Whether a mapping record describes executable memory: the kernel marks a mapping without

@@ -25,7 +25,7 @@ use crate::events::{EventKind, EventSpec, Modifiers, Period};
 use crate::live::driver::{self, Driver, Flow, OnSignal, Round, SignalState, StopReason, Until};
 use crate::live::{open, synth};
 use crate::maps::ProcessMaps;
-use crate::record::ParseInfo;
+use crate::records::ParseInfo;
 use crate::session::{Keep, Session};
 use crate::sys;
 use crate::sys::diagnose::SystemFacts;

@@ -9,7 +9,7 @@ use crate::abi::{PERF_CONTEXT_KERNEL, PERF_CONTEXT_MAX, PERF_CONTEXT_USER};
 use crate::aggregate::FrameKey;
 use crate::maps::ProcessMaps;
 use crate::perfdata::tracing_data::FieldFormat;
-use crate::record::{Record, Sample};
+use crate::records::{Record, Sample};
 use crate::session::{Handler, Processes, SampleCtx, SideBand};
 use crate::stacks::{FrameId, FrameTable, StackId, StackTable};
 

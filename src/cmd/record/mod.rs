@@ -16,7 +16,7 @@ use crate::perfdata::{
     BuildIdEntry, EventDesc, Features, MemperfStats, PerfDataWriter, TracepointFormat, tracing_data,
 };
 use crate::procfs;
-use crate::record::{self, ParseInfo};
+use crate::records::{self, ParseInfo};
 use crate::session::{Keep, Session};
 use crate::sys::diagnose::SystemFacts;
 use crate::unwind::UnwindMode;
@@ -96,7 +96,7 @@ pub fn run(cfg: RecordConfig) -> Result<i32> {
         // Each round that took records ends with a FINISHED_ROUND, as perf's do.
         if cfg.consume != Consume::None && round.drained > 0 {
             round_buf.clear();
-            record::encode_finished_round(&mut round_buf);
+            records::encode_finished_round(&mut round_buf);
             writer
                 .writer
                 .write_record(&round_buf)
@@ -195,14 +195,14 @@ fn report_unflushed_losses(
         return Ok(());
     }
     let id = opened.events[0].ids.first().copied().unwrap_or(0);
-    let sid = crate::record::SampleId {
+    let sid = crate::records::SampleId {
         id: Some(id),
         identifier: Some(id),
         time: session.stats().last_time,
         ..Default::default()
     };
     let mut buf = Vec::new();
-    crate::record::encode_lost(&mut buf, id, counted - seen, &sid, session.side_info());
+    crate::records::encode_lost(&mut buf, id, counted - seen, &sid, session.side_info());
     session.handle(
         perf_event_open_sys::bindings::PERF_RECORD_LOST,
         0,

@@ -160,7 +160,7 @@ fn walk(f: &PerfDataFile) -> (Vec<u64>, u64, Vec<usize>) {
     let (mut samples, mut own, mut aux) = (vec![0; f.events.len()], 0, Vec::new());
     for r in f.records() {
         let r = r.unwrap();
-        if r.ty >= record::PERF_RECORD_USER_TYPE_START {
+        if r.ty >= records::PERF_RECORD_USER_TYPE_START {
             own += 1;
             if r.ty == PERF_RECORD_AUXTRACE {
                 aux.push(r.payload.len());
@@ -456,7 +456,7 @@ fn walk_perf(f: &PerfDataFile) -> (u64, u64) {
     let (mut samples, mut own) = (0, 0);
     for r in f.records() {
         let r = r.unwrap();
-        if r.ty >= record::PERF_RECORD_USER_TYPE_START {
+        if r.ty >= records::PERF_RECORD_USER_TYPE_START {
             own += 1;
             continue;
         }

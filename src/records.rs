@@ -143,12 +143,11 @@ pub struct U64Iter<'a>(std::slice::ChunksExact<'a, u8>);
 
 impl Iterator for U64Iter<'_> {
     type Item = u64;
+    #[inline]
     fn next(&mut self) -> Option<u64> {
-        let c = self.0.next()?;
-        Some(u64::from_ne_bytes([
-            c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7],
-        ]))
+        Some(u64::from_ne_bytes(*self.0.next()?.first_chunk::<8>()?))
     }
+    #[inline]
     fn size_hint(&self) -> (usize, Option<usize>) {
         self.0.size_hint()
     }
