@@ -91,6 +91,9 @@ pub struct ReadStats {
     pub malformed: u64,
     /// Records that arrived after newer ones had been handed on (out of time order).
     pub late: u64,
+    /// A recording its recorder never finished (killed, or its disk full): the file offset
+    /// after the last complete record, up to which it was read.
+    pub unfinished_at: Option<u64>,
     /// Why the data section ended early, if it did.
     pub read_error: Option<String>,
     pub first_time: Option<u64>,
@@ -245,7 +248,14 @@ pub fn read<'c>(
     st.brk_unknown_base = a.brk.unknown_base;
     st.records = read.records;
     st.late = read.late;
-    st.read_error = read.read_error;
+    if file.is_unfinished() {
+        st.unfinished_at = Some(read.end.max(file.data_start()));
+    }
+    // The record cut off at the end of an unfinished recording is expected: the note says
+    // where the records end.
+    if !(file.is_unfinished() && read.cut_in_a_record) {
+        st.read_error = read.read_error;
+    }
     let ss = session.stats();
     (st.lost, st.lost_records, st.lost_samples) = (ss.lost, ss.lost_records, ss.lost_samples);
     st.throttled = ss.throttled;

@@ -176,7 +176,7 @@ pub(crate) struct Driver {
     opened: Opened,
     signals: SignalState,
     gated: Option<GatedChild>,
-    child: Option<RunningChild>,
+    child: ChildGuard,
     target: Target,
     discard: bool,
     sink_context: Option<String>,
@@ -197,7 +197,7 @@ impl Driver {
             opened,
             signals,
             gated,
-            child: None,
+            child: ChildGuard(None),
             target: target.clone(),
             discard: false,
             sink_context: None,
@@ -237,14 +237,14 @@ impl Driver {
             }
         }
         if let Some(g) = self.gated.take() {
-            self.child = Some(g.release().context("failed to start the command")?);
+            *self.child = Some(g.release().context("failed to start the command")?);
         }
         Ok(())
     }
 
     /// Sends `sig` to the command, if there is one.
     pub(crate) fn signal_child(&self, sig: i32) {
-        if let Some(c) = &self.child {
+        if let Some(c) = &*self.child {
             let _ = c.kill(sig);
         }
     }
@@ -403,6 +403,8 @@ impl Driver {
         session: &mut Session,
         sink: &mut S,
     ) -> Result<Finished> {
+        // The run reached its end: the command is left to the caller as it is.
+        let _ = self.child.take();
         for fd in self.event_fds() {
             let _ = ioc_disable(fd);
         }
@@ -421,6 +423,40 @@ impl Driver {
         })
     }
 }
+
+/// The command memperf started, stopped if the run ends in an error (a full disk, a failed
+/// read of the rings): perf stops its workload too, rather than leave it running without its
+/// recorder under PID 1. A `-p` target is never memperf's child and never stopped.
+struct ChildGuard(Option<RunningChild>);
+
+impl std::ops::Deref for ChildGuard {
+    type Target = Option<RunningChild>;
+    fn deref(&self) -> &Option<RunningChild> {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for ChildGuard {
+    fn deref_mut(&mut self) -> &mut Option<RunningChild> {
+        &mut self.0
+    }
+}
+
+impl Drop for ChildGuard {
+    fn drop(&mut self) {
+        if let Some(c) = self.0.as_mut()
+            && let Ok(true) = c.stop(STOP_GRACE)
+        {
+            eprintln!(
+                "memperf: stopped the command it started (pid {}): the recording could not go on",
+                c.pid()
+            );
+        }
+    }
+}
+
+/// How long a command stopped on an error has to exit after SIGTERM, before SIGKILL.
+const STOP_GRACE: Duration = Duration::from_secs(2);
 
 fn wait_blocking(c: &mut RunningChild) -> Result<ExitStatusInfo> {
     loop {

@@ -58,6 +58,12 @@ pub fn losses(st: &ReadStats) -> String {
             st.late
         ));
     }
+    if let Some(at) = st.unfinished_at {
+        let samples: u64 = st.samples.iter().sum();
+        s.push_str(&format!(
+            "; the recording was not finished: read {samples} samples up to byte {at}"
+        ));
+    }
     if st.read_error.is_some() {
         s.push_str("; the data section ends early");
     }
@@ -68,7 +74,7 @@ pub fn losses(st: &ReadStats) -> String {
 /// standard error instead, in one line, when there is any.
 pub fn note_losses(st: &ReadStats) {
     let lost = st.lost + st.lost_samples + st.throttled + st.malformed + st.late;
-    if lost > 0 || truncation(st).truncated > 0 {
+    if lost > 0 || truncation(st).truncated > 0 || st.unfinished_at.is_some() {
         eprintln!("memperf: note: {}", losses(st));
     }
 }

@@ -404,6 +404,20 @@ pub fn write_text(
             st.malformed
         )?;
     }
+    if st.late > 0 {
+        writeln!(
+            out,
+            "# {} records came after newer ones and were taken out of time order",
+            st.late
+        )?;
+    }
+    if let Some(at) = st.unfinished_at {
+        let samples: u64 = st.samples.iter().sum();
+        writeln!(
+            out,
+            "# the recording was not finished: read {samples} samples up to byte {at}"
+        )?;
+    }
     if let Some(e) = &st.read_error {
         writeln!(
             out,

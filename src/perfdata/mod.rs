@@ -15,9 +15,9 @@ pub mod tracing_data;
 mod writer;
 
 pub use features::{BuildIdEntry, Features, MemperfStats, ReadFeatures};
-pub use reader::{PerfDataFile, RawFileRecord, RecordIter};
+pub use reader::{PerfDataFile, RawFileRecord, RecordIter, StreamError};
 pub use tracing_data::{TracepointFormat, tracing_data};
-pub use writer::PerfDataWriter;
+pub use writer::{PerfDataWriter, create_output, unsafe_to_replace};
 
 /// `"PERFILE2"` as perf writes it on a little-endian host.
 pub const PERF_MAGIC: [u8; 8] = *b"PERFILE2";
@@ -69,8 +69,10 @@ pub enum PerfDataError {
     Empty,
     #[error("file is too small ({0} bytes) to hold a perf.data header")]
     TooSmall(u64),
-    #[error("not a perf.data file (magic {0:?})")]
+    #[error("not a perf.data file (magic \"{0}\")")]
     BadMagic(String),
+    #[error("`{path}` is a {kind}, not a perf.data file")]
+    NotAFile { path: String, kind: &'static str },
     #[error("big-endian files are not supported")]
     BigEndian,
     #[error("version 1 perf.data files (magic PERFFILE) are not supported")]

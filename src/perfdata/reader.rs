@@ -1,6 +1,7 @@
 //! Reads perf.data files (PERFILE2, native endian) written by memperf or perf: file mode, and
 //! pipe mode (`perf record -o -`), whose header arrives as records ([`super::pipe`]).
 
+use std::os::unix::fs::FileTypeExt;
 use std::path::Path;
 
 use rustc_hash::FxHashMap;
@@ -25,6 +26,7 @@ pub struct PerfDataFile {
     data_end: u64,
     ids: FxHashMap<u64, usize>,
     pipe: bool,
+    unfinished: bool,
 }
 
 /// One record of the data section, borrowed from the file.
@@ -177,7 +179,7 @@ fn check_magic(bytes: &[u8]) -> Result<(), PerfDataError> {
     Err(match magic {
         m if m == swapped => PerfDataError::BigEndian,
         b"PERFFILE" => PerfDataError::Version1,
-        m => PerfDataError::BadMagic(String::from_utf8_lossy(m).into_owned()),
+        m => PerfDataError::BadMagic(m.escape_ascii().to_string()),
     })
 }
 
@@ -198,6 +200,13 @@ impl std::ops::Deref for Bytes {
     }
 }
 
+/// Why a stream could not be read as a recording.
+#[derive(Debug)]
+pub enum StreamError {
+    Io(std::io::Error),
+    Data(PerfDataError),
+}
+
 impl PerfDataFile {
     /// Opens a file; regular files are memory-mapped, anything else is read.
     pub fn open(path: &Path) -> Result<PerfDataFile, PerfDataError> {
@@ -205,15 +214,39 @@ impl PerfDataFile {
             path: path.display().to_string(),
             cause,
         };
+        // A device is refused before it is opened: /dev/zero would be read until memory
+        // runs out, and opening some devices has effects.
+        let meta = std::fs::metadata(path).map_err(io_err)?;
+        let ft = meta.file_type();
+        if ft.is_char_device() || ft.is_block_device() || ft.is_socket() {
+            return Err(PerfDataError::NotAFile {
+                path: path.display().to_string(),
+                kind: if ft.is_socket() { "socket" } else { "device" },
+            });
+        }
         let file = std::fs::File::open(path).map_err(io_err)?;
-        let meta = file.metadata().map_err(io_err)?;
         if meta.is_file() && meta.len() > 0 {
             let map = crate::sys::map_file(&file).map_err(io_err)?;
             return Self::parse(Bytes::Mapped(map));
         }
+        Self::read_stream(&mut &file).map_err(|e| match e {
+            StreamError::Io(cause) => io_err(cause),
+            StreamError::Data(e) => e,
+        })
+    }
+
+    /// Reads a recording from a stream (a pipe, standard input): the magic first, so that
+    /// a stream of something else fails at once instead of being read whole.
+    pub fn read_stream(r: &mut dyn std::io::Read) -> Result<PerfDataFile, StreamError> {
         let mut bytes = Vec::new();
-        std::io::Read::read_to_end(&mut &file, &mut bytes).map_err(io_err)?;
-        Self::parse(Bytes::Owned(bytes))
+        std::io::Read::read_to_end(&mut std::io::Read::take(&mut *r, 8), &mut bytes)
+            .map_err(StreamError::Io)?;
+        if bytes.is_empty() {
+            return Err(StreamError::Data(PerfDataError::Empty));
+        }
+        check_magic(&bytes).map_err(StreamError::Data)?;
+        r.read_to_end(&mut bytes).map_err(StreamError::Io)?;
+        Self::parse(Bytes::Owned(bytes)).map_err(StreamError::Data)
     }
 
     /// Parses a file already in memory.
@@ -241,20 +274,34 @@ impl PerfDataFile {
         let attr_size = le_u64(&bytes, 16);
         let (attrs_off, attrs_size) = section(&bytes, 24);
         let (data_offset, data_size) = section(&bytes, 40);
-        if data_size == 0 {
+        let file_len = bytes.len() as u64;
+        // A recorder writes the feature sections when it finishes; a header without any
+        // whose data stops short of the file (or was never sized) is a recording that was
+        // killed: its records are read to the last complete one.
+        let no_features = (0..4).all(|i| le_u64(&bytes, 72 + 8 * i) == 0);
+        let unfinished = (data_size == 0 && file_len > data_offset)
+            || (no_features && data_offset.saturating_add(data_size) < file_len);
+        if data_size == 0 && !unfinished {
             return Err(PerfDataError::DataSizeZero);
         }
-        if le_u64(&bytes, 72) & (1 << HEADER_COMPRESSED) != 0 {
+        if le_u64(&bytes, 72) & (1 << HEADER_COMPRESSED) != 0
+            && le_u64(&bytes, 72) & !(1 << HEADER_COMPRESSED) != 0
+        {
+            // perf sets the bit beside the others it always writes; the bit alone in a
+            // damaged header says nothing.
             return Err(PerfDataError::Compressed { offset: None });
         }
         let events = read_attrs(&bytes, attr_size, attrs_off, attrs_size)?;
-        let file_len = bytes.len() as u64;
         if data_offset > file_len {
             return Err(PerfDataError::Header(format!(
                 "data section starts at {data_offset:#x}, beyond the end of the file ({file_len:#x})"
             )));
         }
-        let wanted_end = data_offset.saturating_add(data_size);
+        let wanted_end = if unfinished {
+            file_len
+        } else {
+            data_offset.saturating_add(data_size)
+        };
         let data_end = wanted_end.min(file_len);
         let features = read_features(&bytes, wanted_end);
         let mut events = events;
@@ -270,6 +317,7 @@ impl PerfDataFile {
             data_offset,
             data_end,
             pipe: false,
+            unfinished,
         })
     }
 
@@ -285,12 +333,24 @@ impl PerfDataFile {
             data_end: bytes.len() as u64,
             bytes,
             pipe: true,
+            unfinished: false,
         })
+    }
+
+    /// Whether the recorder was killed before it finished the file (no feature sections,
+    /// data past the size its header gives): the records are read to the last complete one.
+    pub fn is_unfinished(&self) -> bool {
+        self.unfinished
     }
 
     /// Whether the file is a pipe-mode stream (`perf record -o -`).
     pub fn is_pipe(&self) -> bool {
         self.pipe
+    }
+
+    /// File offset of the start of the data section.
+    pub fn data_start(&self) -> u64 {
+        self.data_offset
     }
 
     /// File offset of the end of the data section (for progress).

@@ -507,13 +507,28 @@ fn reader_reports_broken_files_without_panicking() {
     let e = open_bytes(dir.path(), &good[..60]).unwrap_err();
     assert!(matches!(e, PerfDataError::TooSmall(60)), "{e}");
 
+    // A header whose data size was never set (the recorder was killed before any
+    // checkpoint): the records are read from the data section on.
     let mut unfinished = good.clone();
     unfinished[48..56].fill(0);
-    let e = open_bytes(dir.path(), &unfinished).unwrap_err();
+    let f = open_bytes(dir.path(), &unfinished).unwrap();
+    assert!(f.is_unfinished());
+    let first: Vec<_> = f.records().take(2).collect();
+    assert!(first.iter().all(|r| r.is_ok()), "{first:?}");
+    // Nothing after the attrs: an empty recording, not an unfinished one.
+    let mut empty = good[..data_off].to_vec();
+    empty[48..56].fill(0);
+    let e = open_bytes(dir.path(), &empty).unwrap_err();
     assert_eq!(
         e.to_string(),
         "data size is 0: the recording was not finished"
     );
+
+    // Feature bit 27 alone, in a header that lost the others, is damage, not compression.
+    let mut bit_alone = good.clone();
+    bit_alone[72..104].fill(0);
+    bit_alone[72 + 3] |= 1 << 3;
+    assert!(open_bytes(dir.path(), &bit_alone).is_ok());
 
     // perf sets feature bit 27 (HEADER_COMPRESSED) when its records are zstd-compressed.
     let mut compressed = good.clone();

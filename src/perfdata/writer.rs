@@ -1,7 +1,12 @@
-//! Writes perf.data files (PERFILE2, file mode): header placeholder first, header last.
+//! Writes perf.data files (PERFILE2, file mode). The header is valid from the first byte:
+//! it names the attrs and the data section, whose size [`PerfDataWriter::checkpoint`] keeps
+//! current as records are flushed, so a recording killed at any moment (SIGKILL, OOM, a full
+//! disk) reads up to its last flush; [`PerfDataWriter::finish`] adds the feature sections and
+//! the final header.
 
-use std::fs::File;
+use std::fs::{File, OpenOptions};
 use std::io::{self, BufWriter, Seek, SeekFrom, Write};
+use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
 use std::path::Path;
 
 use super::{
@@ -34,43 +39,119 @@ fn section(v: &mut Vec<u8>, offset: u64, size: u64) {
     v.extend_from_slice(&size.to_ne_bytes());
 }
 
+/// Where the header keeps the data section's size.
+const DATA_SIZE_OFFSET: u64 = 48;
+
+/// Creates a recording as a tool run by root must: readable by its owner only (0600, as perf
+/// does: a recording holds stack bytes, which can hold anything the process had in memory),
+/// never through a symbolic link, never over a file that exists (the caller moves an old
+/// recording aside first), so that nobody can point the recorder at a file of theirs.
+pub fn create_output(path: &Path) -> io::Result<File> {
+    OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(path)
+}
+
+/// Why an existing path may not be moved aside and replaced by a recording: a symbolic link
+/// (it would point the recorder elsewhere), something else than a regular file, or a file
+/// another user owns. `None` when it may.
+pub fn unsafe_to_replace(meta: &std::fs::Metadata) -> Option<String> {
+    let ft = meta.file_type();
+    if ft.is_symlink() {
+        return Some("it is a symbolic link, which memperf does not write through".to_string());
+    }
+    if !ft.is_file() {
+        return Some("it is not a regular file".to_string());
+    }
+    let euid = crate::sys::effective_uid();
+    if meta.uid() != euid {
+        return Some(format!(
+            "it belongs to uid {}, not to the user recording (uid {euid})",
+            meta.uid()
+        ));
+    }
+    None
+}
+
 impl PerfDataWriter {
-    /// Creates `path`, writes a placeholder header, the id arrays and the attrs section, and
-    /// positions the file at the start of the data section.
+    /// Creates `path` (see [`create_output`]) and starts a recording in it.
     pub fn create(path: &Path, events: Vec<EventDesc>) -> io::Result<PerfDataWriter> {
+        PerfDataWriter::new(create_output(path)?, events)
+    }
+
+    /// Writes a valid header (data size 0, no features yet), the id arrays and the attrs
+    /// section into `file`, and positions it at the start of the data section.
+    pub fn new(file: File, events: Vec<EventDesc>) -> io::Result<PerfDataWriter> {
         let attr_size = events
             .iter()
             .map(|e| attr_min_size(&e.attr))
             .max()
             .unwrap_or(super::ATTR_SIZE_VER7)
             .min(ATTR_SIZE_MAX);
-        let mut out = BufWriter::new(File::create(path)?);
-        out.write_all(&[0u8; FILE_HEADER_SIZE as usize])?;
+        let out = BufWriter::with_capacity(256 * 1024, file);
         let mut pos = FILE_HEADER_SIZE;
         let mut id_sections = Vec::with_capacity(events.len());
         for e in &events {
             let size = 8 * e.ids.len() as u64;
-            for id in &e.ids {
-                out.write_all(&id.to_ne_bytes())?;
-            }
             id_sections.push((pos, size));
             pos += size;
         }
         let attrs_offset = pos;
+        let mut attrs = Vec::new();
         for (e, &(off, size)) in events.iter().zip(&id_sections) {
-            let mut v = attr_file_bytes(&e.attr, attr_size);
-            section(&mut v, off, size);
-            out.write_all(&v)?;
-            pos += v.len() as u64;
+            attrs.extend_from_slice(&attr_file_bytes(&e.attr, attr_size));
+            section(&mut attrs, off, size);
         }
-        Ok(PerfDataWriter {
+        let data_offset = attrs_offset + attrs.len() as u64;
+        let mut w = PerfDataWriter {
             out,
             attrs_offset,
             attr_size,
-            data_offset: pos,
+            data_offset,
             data_size: 0,
             events,
-        })
+        };
+        let header = w.header([0; 4]);
+        w.out.write_all(&header)?;
+        for e in &w.events {
+            for id in &e.ids {
+                w.out.write_all(&id.to_ne_bytes())?;
+            }
+        }
+        w.out.write_all(&attrs)?;
+        // The header and attrs reach the file now: a recording killed before its first
+        // checkpoint still names its events.
+        w.out.flush()?;
+        Ok(w)
+    }
+
+    /// `struct perf_file_header` for the data written so far and these feature bits.
+    fn header(&self, bitmap: [u64; 4]) -> Vec<u8> {
+        let mut h = Vec::with_capacity(FILE_HEADER_SIZE as usize);
+        h.extend_from_slice(&PERF_MAGIC);
+        h.extend_from_slice(&FILE_HEADER_SIZE.to_ne_bytes());
+        let entry = self.attr_size as u64 + 16;
+        h.extend_from_slice(&entry.to_ne_bytes());
+        section(&mut h, self.attrs_offset, entry * self.events.len() as u64);
+        section(&mut h, self.data_offset, self.data_size);
+        section(&mut h, 0, 0); // event_types
+        bitmap
+            .iter()
+            .for_each(|w| h.extend_from_slice(&w.to_ne_bytes()));
+        h
+    }
+
+    /// Flushes the records written so far and makes the header's data size count them, so
+    /// that a recording killed after this reads up to here (memperf reads past it too: see
+    /// the reader's recovery of unfinished files). Cheap enough to call once a second.
+    pub fn checkpoint(&mut self) -> io::Result<()> {
+        self.out.flush()?;
+        self.out
+            .get_ref()
+            .write_all_at(&self.data_size.to_ne_bytes(), DATA_SIZE_OFFSET)
     }
 
     /// Appends one complete record (header included).
@@ -103,18 +184,7 @@ impl PerfDataWriter {
             self.out.write_all(body)?;
         }
 
-        let mut h = Vec::with_capacity(FILE_HEADER_SIZE as usize);
-        h.extend_from_slice(&PERF_MAGIC);
-        h.extend_from_slice(&FILE_HEADER_SIZE.to_ne_bytes());
-        let entry = self.attr_size as u64 + 16;
-        h.extend_from_slice(&entry.to_ne_bytes());
-        section(&mut h, self.attrs_offset, entry * self.events.len() as u64);
-        section(&mut h, self.data_offset, self.data_size);
-        section(&mut h, 0, 0); // event_types
-        bitmap
-            .iter()
-            .for_each(|w| h.extend_from_slice(&w.to_ne_bytes()));
-
+        let h = self.header(bitmap);
         self.out.flush()?;
         let mut file = self.out.into_inner().map_err(|e| e.into_error())?;
         file.seek(SeekFrom::Start(0))?;

@@ -10,7 +10,7 @@
 
 use std::io;
 
-use crate::perfdata::{PerfDataFile, RawFileRecord};
+use crate::perfdata::{PerfDataError, PerfDataFile, RawFileRecord};
 use crate::records::PERF_RECORD_FINISHED_ROUND;
 
 use super::{Handler, Session};
@@ -24,6 +24,10 @@ pub struct ReadStats {
     pub late: u64,
     /// Why the data section ended early, if it did.
     pub read_error: Option<String>,
+    /// Whether it ended inside a record (a recording cut off while it was written).
+    pub cut_in_a_record: bool,
+    /// The file offset after the last complete record.
+    pub end: u64,
 }
 
 /// How long records are held.
@@ -61,11 +65,13 @@ pub fn replay(
         let rec = match rec {
             Ok(rec) => rec,
             Err(e) => {
+                stats.cut_in_a_record = matches!(e, PerfDataError::Truncated { .. });
                 stats.read_error = Some(e.to_string());
                 break;
             }
         };
         stats.records += 1;
+        stats.end = rec.offset + (rec.bytes.len() + rec.payload.len()) as u64;
         if rec.ty == PERF_RECORD_FINISHED_ROUND {
             match slack {
                 Slack::None => q.flush(u64::MAX, session, handler)?,

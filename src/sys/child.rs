@@ -255,6 +255,25 @@ impl RunningChild {
     }
 
     /// The exit status if the child has ended, without blocking.
+    /// Stops the command if it still runs: SIGTERM, then SIGKILL after `grace`; reaps it.
+    /// Returns whether it was running.
+    pub fn stop(&mut self, grace: std::time::Duration) -> io::Result<bool> {
+        if self.try_wait()?.is_some() {
+            return Ok(false);
+        }
+        self.kill(libc::SIGTERM)?;
+        let deadline = std::time::Instant::now() + grace;
+        while self.try_wait()?.is_none() {
+            if std::time::Instant::now() >= deadline {
+                self.kill(libc::SIGKILL)?;
+                self.wait()?;
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        Ok(true)
+    }
+
     pub fn try_wait(&mut self) -> io::Result<Option<ExitStatusInfo>> {
         self.wait_flags(libc::WNOHANG)
     }

@@ -28,6 +28,12 @@ pub use open::{
 pub use ring::{RawRecord, RingBuffer, RingReader};
 pub use tracefs::{Tracefs, TracefsError};
 
+/// The effective user id of this process.
+pub fn effective_uid() -> u32 {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() }
+}
+
 /// The system page size in bytes (4096 when sysconf fails, which it does not on Linux).
 pub fn page_size() -> usize {
     // SAFETY: sysconf has no memory-safety preconditions.

@@ -13,7 +13,8 @@ use crate::live::driver::{self, Driver, Flow, OnSignal, SignalState, Until};
 use crate::live::writer::RecordWriter;
 use crate::live::{open, synth};
 use crate::perfdata::{
-    BuildIdEntry, EventDesc, Features, MemperfStats, PerfDataWriter, TracepointFormat, tracing_data,
+    self, BuildIdEntry, EventDesc, Features, MemperfStats, PerfDataWriter, TracepointFormat,
+    tracing_data,
 };
 use crate::procfs;
 use crate::records::{self, ParseInfo};
@@ -23,23 +24,49 @@ use crate::unwind::UnwindMode;
 
 pub use crate::live::open::default_mmap_pages;
 
-/// Moves an existing output file aside, as perf does, and checks the path is writable.
-fn prepare_output(path: &Path) -> Result<()> {
-    if path.is_dir() {
-        anyhow::bail!(
-            "failed to create output file `{}`: it is a directory",
+/// How often the file's header is brought up to date with the records flushed.
+const CHECKPOINT_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Moves an existing recording aside to `FILE.old`, as perf does, and creates the new one
+/// (0600, never through a symbolic link nor over another user's file: see
+/// [`perfdata::create_output`]).
+fn prepare_output(path: &Path) -> Result<std::fs::File> {
+    let refuse = |why: String| {
+        anyhow!(
+            "refusing to write the recording to `{}`: {why}",
             path.display()
-        );
+        )
+    };
+    match std::fs::symlink_metadata(path) {
+        Ok(meta) if meta.is_dir() => {
+            anyhow::bail!(
+                "failed to create output file `{}`: it is a directory",
+                path.display()
+            )
+        }
+        Ok(meta) => {
+            if let Some(why) = perfdata::unsafe_to_replace(&meta) {
+                return Err(refuse(why));
+            }
+            let mut old = path.as_os_str().to_owned();
+            old.push(".old");
+            let old = std::path::PathBuf::from(old);
+            if let Ok(m) = std::fs::symlink_metadata(&old)
+                && let Some(why) = perfdata::unsafe_to_replace(&m)
+            {
+                return Err(refuse(format!("`{}` exists and {why}", old.display())));
+            }
+            std::fs::rename(path, &old).with_context(|| {
+                format!("failed to move the existing `{}` aside", path.display())
+            })?;
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => {
+            return Err(e).with_context(|| format!("failed to look at `{}`", path.display()));
+        }
     }
-    if path.exists() {
-        let mut old = path.as_os_str().to_owned();
-        old.push(".old");
-        std::fs::rename(path, &old)
-            .with_context(|| format!("failed to move the existing `{}` aside", path.display()))?;
-    }
-    std::fs::File::create(path)
-        .with_context(|| format!("failed to create output file `{}`", path.display()))?;
-    Ok(())
+    perfdata::create_output(path)
+        .with_context(|| format!("failed to create output file `{}`", path.display()))
 }
 
 /// Runs `memperf record`; returns the exit code (the command's, when there is one).
@@ -48,7 +75,7 @@ pub fn run(cfg: RecordConfig) -> Result<i32> {
     let facts = SystemFacts::read();
     let (events, tracefs) = open::resolve_events(&cfg.events)?;
     driver::check_attach(&cfg.target)?;
-    prepare_output(&cfg.output)?;
+    let out_file = prepare_output(&cfg.output)?;
     let write_failed = format!("failed to write `{}`", cfg.output.display());
     let signals = SignalState::install()?;
     let gated = driver::spawn_gated(cfg.command.as_deref())?;
@@ -58,7 +85,7 @@ pub fn run(cfg: RecordConfig) -> Result<i32> {
     let online =
         matches!(cfg.call_graph, CallGraph::Dwarf { .. }) && cfg.unwind == UnwindWhen::Online;
     let (layouts, descs) = describe_events(&opened, online)?;
-    let file = PerfDataWriter::create(&cfg.output, descs).with_context(|| write_failed.clone())?;
+    let file = PerfDataWriter::new(out_file, descs).with_context(|| write_failed.clone())?;
     let mut writer = RecordWriter::new(file, layouts.out);
     let ids: FxHashMap<u64, usize> = opened.ids.clone();
     let keep = Keep {
@@ -92,6 +119,7 @@ pub fn run(cfg: RecordConfig) -> Result<i32> {
         on_signal: OnSignal::Forward,
     };
     let mut round_buf = Vec::with_capacity(16);
+    let mut checkpoint = Instant::now();
     driver.run_until(&mut session, &mut writer, &until, |_, writer, round| {
         // Each round that took records ends with a FINISHED_ROUND, as perf's do.
         if cfg.consume != Consume::None && round.drained > 0 {
@@ -100,6 +128,14 @@ pub fn run(cfg: RecordConfig) -> Result<i32> {
             writer
                 .writer
                 .write_record(&round_buf)
+                .with_context(|| write_failed.clone())?;
+        }
+        // Whatever kills the recorder, the file reads up to the last second.
+        if checkpoint.elapsed() >= CHECKPOINT_EVERY {
+            checkpoint = Instant::now();
+            writer
+                .writer
+                .checkpoint()
                 .with_context(|| write_failed.clone())?;
         }
         Ok(Flow::Continue)
@@ -129,7 +165,10 @@ pub fn run(cfg: RecordConfig) -> Result<i32> {
             file_bytes: total,
             data_bytes,
             reason: done.reason.to_string(),
-            pages: cfg.mmap_pages,
+            pages: opened
+                .rings
+                .first()
+                .map(|r| r.data_size() / crate::sys::page_size()),
         });
     }
     Ok(done.exit.map_or(0, |e| e.shell_code()))

@@ -117,13 +117,13 @@ pub fn summary_lines(info: &EndInfo<'_>) -> Vec<String> {
         lines.push(format!("  note: {note}"));
     }
     if st.lost > 0 || st.lost_samples > 0 {
-        let pages = info
-            .pages
-            .map(|p| format!("{p} pages now"))
-            .unwrap_or_else(|| "the default now".to_string());
+        let pages = info.pages.map_or_else(String::new, |p| {
+            let mib = (p * crate::sys::page_size()) as f64 / (1 << 20) as f64;
+            format!(" than the {p} pages ({mib:.1} MiB) per CPU of this run")
+        });
         lines.push(format!(
             "memperf: warning: the kernel dropped {} events because the ring buffers were full; \
-             use a bigger -m ({pages}), a larger -c period, or a smaller stack copy (--call-graph dwarf,4096)",
+             use a bigger -m{pages}, a larger -c period, or a smaller stack copy (--call-graph dwarf,4096)",
             st.lost + st.lost_samples
         ));
     }

@@ -2,10 +2,10 @@
 
 use std::io::IsTerminal;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Result, bail};
 
 use crate::cli::Input;
-use crate::perfdata::{PerfDataError, PerfDataFile};
+use crate::perfdata::{PerfDataError, PerfDataFile, StreamError};
 
 /// The recording `input` names, read whole: a file (mapped when it is a regular file), or
 /// standard input.
@@ -18,7 +18,7 @@ pub fn open(input: &Input) -> Result<PerfDataFile> {
         bail!("`{}` is a directory, not a perf.data file", path.display());
     }
     PerfDataFile::open(path).map_err(|e| match e {
-        PerfDataError::Io { .. } => anyhow::Error::new(e),
+        PerfDataError::Io { .. } | PerfDataError::NotAFile { .. } => anyhow::Error::new(e),
         other => anyhow::anyhow!("`{}`: {other}", path.display()),
     })
 }
@@ -33,8 +33,10 @@ fn read_stdin() -> Result<PerfDataFile> {
              (`perf record -o - -- CMD | memperf report -i -`) or name a file with -i"
         );
     }
-    let mut bytes = Vec::new();
-    std::io::Read::read_to_end(&mut stdin.lock(), &mut bytes)
-        .context("failed to read the recording from standard input")?;
-    PerfDataFile::from_bytes(bytes).map_err(|e| anyhow::anyhow!("standard input: {e}"))
+    PerfDataFile::read_stream(&mut stdin.lock()).map_err(|e| match e {
+        StreamError::Io(e) => {
+            anyhow::Error::new(e).context("failed to read the recording from standard input")
+        }
+        StreamError::Data(e) => anyhow::anyhow!("standard input: {e}"),
+    })
 }
