@@ -3,7 +3,6 @@
 //! Build-ids key the symbolization caches and let `unwind` refuse a file on disk that is not
 //! the one a process mapped.
 
-use std::fs::File;
 use std::io;
 use std::path::Path;
 
@@ -20,9 +19,10 @@ pub fn elf_build_id(data: &[u8]) -> Option<Vec<u8>> {
 }
 
 /// The build-id of the ELF file at `path`, reading only the headers and the note.
-/// `Ok(None)` when the file is not an object file or has no build-id.
+/// `Ok(None)` when the file is not an object file or has no build-id. Only a regular file is
+/// opened, without blocking (see [`crate::mapped::open_regular`]).
 pub fn file_build_id(path: &Path) -> io::Result<Option<Vec<u8>>> {
-    let file = File::open(path)?;
+    let file = crate::mapped::open_regular(path, None)?;
     let cache = ReadCache::new(file);
     Ok(build_id_of(&cache))
 }

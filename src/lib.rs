@@ -14,6 +14,7 @@ pub mod cmd;
 pub mod events;
 pub mod live;
 pub mod man;
+pub mod mapped;
 pub mod maps;
 pub mod output;
 pub mod perfdata;

@@ -71,7 +71,9 @@ fn unfinished_note(text: &str) -> (u64, u64) {
     let mut words = rest.split_whitespace();
     let num = |w: Option<&str>| -> u64 {
         let w = w.unwrap();
-        w.trim_end_matches(|c: char| !c.is_ascii_digit()).parse().unwrap()
+        w.trim_end_matches(|c: char| !c.is_ascii_digit())
+            .parse()
+            .unwrap()
     };
     let n = num(words.next());
     let x = num(words.nth(4));

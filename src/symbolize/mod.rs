@@ -315,7 +315,9 @@ impl Symbolizer {
         is_file: bool,
     ) -> usize {
         let data = if is_file {
-            std::fs::read(opened).ok()
+            // Paths come from the recording: a FIFO or a device there must not hang or
+            // flood the report.
+            crate::mapped::read_regular(opened).ok()
         } else {
             None
         };

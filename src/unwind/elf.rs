@@ -1,17 +1,20 @@
 //! ELF files as framehop sees them: PT_LOAD segments, the unwind sections, the segment bias
 //! of a mapping, and a cache of loaded files shared by all processes.
 
-use std::fs::File;
 use std::io;
 use std::ops::Range;
-use std::path::{Path, PathBuf};
+#[cfg(test)]
+use std::path::Path;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::SystemTime;
 
 use framehop::ExplicitModuleSectionInfo;
 use object::read::ReadCache;
 use object::{Object, ObjectSection, ObjectSegment, ReadRef};
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
+
+use crate::mapped::MappedFile;
 
 /// Section bytes handed to framehop; shared by every process that maps the file.
 pub(crate) type SectionData = Arc<[u8]>;
@@ -76,6 +79,8 @@ pub(crate) enum ElfError {
     NotElf(#[from] object::Error),
     #[error("has no PT_LOAD segments")]
     NoLoadSegments,
+    #[error("gave up reading it after {} ms (a hung file system?)", crate::mapped::READ_TIMEOUT.as_millis())]
+    TimedOut,
 }
 
 fn section<'data, O: Object<'data>>(obj: &O, name: &str) -> Option<(Range<u64>, SectionData)> {
@@ -119,9 +124,10 @@ impl ElfInfo {
         })
     }
 
-    /// Reads only the headers and the unwind sections of the file at `path`.
+    /// Reads only the headers and the unwind sections of the regular file at `path`.
+    #[cfg(test)]
     pub(crate) fn load(path: &Path) -> Result<ElfInfo, ElfError> {
-        let cache = ReadCache::new(File::open(path)?);
+        let cache = ReadCache::new(crate::mapped::open_regular(path, None)?);
         ElfInfo::parse(&cache)
     }
 
@@ -179,23 +185,39 @@ struct CacheEntry {
 #[derive(Default)]
 pub(crate) struct ElfCache {
     entries: FxHashMap<ElfKey, CacheEntry>,
+    /// Files, and devices, that took longer than [`crate::mapped::READ_TIMEOUT`] once: not
+    /// read again, so a hung mount costs the drain one timeout, not one per mapping.
+    gave_up: FxHashSet<ElfKey>,
+    hung_devices: FxHashSet<(u32, u32)>,
     pub hits: u64,
     pub misses: u64,
+    pub timeouts: u64,
 }
 
 impl ElfCache {
-    pub(crate) fn get(&mut self, key: ElfKey, path: &Path) -> Result<Arc<ElfInfo>, Arc<ElfError>> {
-        self.get_with(key, path, ElfInfo::load)
-    }
-
-    fn get_with(
+    /// The file of mapping `m` (see [`crate::mapped::open`]), loaded once per key while its
+    /// size and mtime hold. Opening and parsing each take at most
+    /// [`crate::mapped::READ_TIMEOUT`].
+    pub(crate) fn get(
         &mut self,
         key: ElfKey,
-        path: &Path,
-        load: impl FnOnce(&Path) -> Result<ElfInfo, ElfError>,
+        m: &MappedFile,
     ) -> Result<Arc<ElfInfo>, Arc<ElfError>> {
-        let meta = std::fs::metadata(path).map_err(|e| Arc::new(ElfError::Io(e)))?;
-        let (size, mtime) = (meta.len(), meta.modified().ok());
+        let device = m.dev_ino.map(|(maj, min, _)| (maj, min));
+        if self.gave_up.contains(&key) || device.is_some_and(|d| self.hung_devices.contains(&d)) {
+            return Err(Arc::new(ElfError::TimedOut));
+        }
+        let owned = m.clone();
+        let opened = crate::mapped::bounded(crate::mapped::READ_TIMEOUT, move || {
+            let f = crate::mapped::open(&owned)?;
+            let meta = f.metadata()?;
+            Ok::<_, io::Error>((f, meta.len(), meta.modified().ok()))
+        });
+        let (file, size, mtime) = match opened {
+            Some(Ok(opened)) => opened,
+            Some(Err(e)) => return Err(Arc::new(ElfError::Io(e))),
+            None => return Err(self.give_up(key, device)),
+        };
         if let Some(e) = self.entries.get(&key)
             && e.size == size
             && e.mtime == mtime
@@ -204,7 +226,13 @@ impl ElfCache {
             return e.info.clone();
         }
         self.misses += 1;
-        let info = load(path).map(Arc::new).map_err(Arc::new);
+        let parsed = crate::mapped::bounded(crate::mapped::READ_TIMEOUT, move || {
+            ElfInfo::parse(&ReadCache::new(file))
+        });
+        let Some(parsed) = parsed else {
+            return Err(self.give_up(key, device));
+        };
+        let info = parsed.map(Arc::new).map_err(Arc::new);
         if !matches!(info.as_ref().map_err(|e| &**e), Err(ElfError::Io(_))) {
             let entry = CacheEntry {
                 size,
@@ -214,6 +242,15 @@ impl ElfCache {
             self.entries.insert(key, entry);
         }
         info
+    }
+
+    fn give_up(&mut self, key: ElfKey, device: Option<(u32, u32)>) -> Arc<ElfError> {
+        self.timeouts += 1;
+        self.gave_up.insert(key);
+        if let Some(d) = device {
+            self.hung_devices.insert(d);
+        }
+        Arc::new(ElfError::TimedOut)
     }
 
     pub(crate) fn len(&self) -> usize {
@@ -303,26 +340,67 @@ mod tests {
         ));
         let mut cache = ElfCache::default();
         let key = ElfKey::Path(p.clone());
-        assert!(cache.get(key.clone(), &p).is_err());
-        assert!(cache.get(key, &p).is_err());
+        assert!(cache.get(key.clone(), &mapping(&p)).is_err());
+        assert!(cache.get(key, &mapping(&p)).is_err());
         assert_eq!((cache.misses, cache.hits), (1, 1));
     }
 
+    /// A mapping of `path` by a process that is gone (no /proc/PID, no map_files).
+    fn mapping(path: &Path) -> MappedFile {
+        MappedFile {
+            pid: u32::MAX - 1,
+            start: 0x1000,
+            len: 0x1000,
+            path: path.to_path_buf(),
+            dev_ino: None,
+        }
+    }
+
     /// The race behind a CI failure: `/proc/PID/root/<path>` passed `metadata` and then
-    /// failed to open because the command exited in between. The same file (same key, size
-    /// and mtime) must still load through its own path.
+    /// failed to open because the command exited in between. A failed open is not cached:
+    /// the same file (same key) must still load when it can be opened.
     #[test]
     fn a_file_that_could_not_be_opened_is_not_cached() {
         let exe = std::env::current_exe().unwrap();
         let mut cache = ElfCache::default();
         let key = ElfKey::Path(exe.clone());
-        let gone = |_: &Path| Err(ElfError::Io(io::Error::from(io::ErrorKind::NotFound)));
-        assert!(cache.get_with(key.clone(), &exe, gone).is_err());
+        let gone = exe.with_file_name("no-such-file");
+        assert!(cache.get(key.clone(), &mapping(&gone)).is_err());
         let info = cache
-            .get(key.clone(), &exe)
+            .get(key.clone(), &mapping(&exe))
             .expect("the file loads through its path");
         assert!(info.has_unwind_info());
-        assert!(cache.get(key, &exe).is_ok());
-        assert_eq!((cache.misses, cache.hits), (2, 1));
+        assert!(cache.get(key, &mapping(&exe)).is_ok());
+        assert_eq!((cache.misses, cache.hits), (1, 1));
+    }
+
+    /// A file that blocks (a FIFO put in place of a library, read without O_NONBLOCK by a
+    /// naive loader) costs at most the read timeout, and is not tried again.
+    #[test]
+    fn a_file_that_never_answers_is_given_up_once() {
+        let slow = || {
+            std::thread::sleep(std::time::Duration::from_secs(5));
+            1
+        };
+        assert_eq!(
+            crate::mapped::bounded(crate::mapped::READ_TIMEOUT, slow),
+            None
+        );
+        assert_eq!(
+            crate::mapped::bounded(crate::mapped::READ_TIMEOUT, || 2),
+            Some(2)
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("libfoo.so");
+        let made = std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap();
+        assert!(made.success());
+        let mut cache = ElfCache::default();
+        let e = cache
+            .get(ElfKey::Path(fifo.clone()), &mapping(&fifo))
+            .unwrap_err();
+        assert!(e.to_string().contains("is not a regular file"), "{e}");
     }
 }

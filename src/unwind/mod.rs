@@ -210,6 +210,8 @@ pub struct UnwindStats {
     pub non_exec_ignored: u64,
     pub elf_cache_hits: u64,
     pub elf_cache_misses: u64,
+    /// Files given up after [`crate::mapped::READ_TIMEOUT`] (a hung file system).
+    pub elf_read_timeouts: u64,
 }
 
 type NativeUnwinder = UnwinderNative<SectionData, MayAllocateDuringUnwind>;
@@ -336,18 +338,6 @@ fn path_kind(path: &[u8]) -> PathKind {
     }
 }
 
-/// `/proc/PID/root/<path>` when it exists (the process may be in another mount namespace),
-/// else `<path>`.
-fn resolve_path(pid: u32, path: &Path) -> PathBuf {
-    let mut in_root = PathBuf::from(format!("/proc/{pid}/root"));
-    in_root.push(path.strip_prefix("/").unwrap_or(path));
-    if in_root.exists() {
-        in_root
-    } else {
-        path.to_path_buf()
-    }
-}
-
 impl Unwinders {
     pub fn new(mode: UnwindMode) -> Unwinders {
         Unwinders {
@@ -387,9 +377,14 @@ impl Unwinders {
                 self.stats.skipped_pseudo += 1;
                 None
             }
+            // Deleted or replaced since it was mapped (a package upgrade): a live process's
+            // file is still reachable through /proc/PID/map_files (root).
             PathKind::Deleted => {
-                self.stats.skipped_deleted += 1;
-                None
+                let m = self.load_module(ev, &path, &mut module);
+                if m.is_none() {
+                    self.stats.skipped_deleted += 1;
+                }
+                m
             }
             PathKind::File => self.load_module(ev, &path, &mut module),
         };
@@ -421,19 +416,24 @@ impl Unwinders {
             Some((maj, min, ino)) if ino != 0 => ElfKey::DevIno(maj, min, ino),
             _ => ElfKey::Path(path.to_path_buf()),
         };
-        let in_root = resolve_path(ev.pid, path);
-        let mut info = self.elf_cache.get(key.clone(), &in_root);
-        if info.is_err() && in_root != path {
-            // The process exited between finding /proc/PID/root and reading through it
-            // (short-lived commands do): the file is still where it was mapped from.
-            info = self.elf_cache.get(key, path);
-        }
+        let mapping = crate::mapped::MappedFile {
+            pid: ev.pid,
+            start: ev.start,
+            len: ev.len,
+            path: path.to_path_buf(),
+            dev_ino: ev.dev_ino,
+        };
+        let info = self.elf_cache.get(key, &mapping);
         self.stats.elf_cache_hits = self.elf_cache.hits;
+        self.stats.elf_read_timeouts = self.elf_cache.timeouts;
         self.stats.elf_cache_misses = self.elf_cache.misses;
         let info = match info {
             Ok(info) => info,
             Err(_) => {
-                self.count_load_failure(path);
+                // A deleted file that could not be reached is counted as skipped_deleted.
+                if path_kind(path.as_os_str().as_encoded_bytes()) != PathKind::Deleted {
+                    self.count_load_failure(path);
+                }
                 return None;
             }
         };

@@ -279,12 +279,23 @@ fn build_features(cfg: &RecordConfig, opened: &open::Opened, session: &Session) 
         }
     }
     let mut seen = rustc_hash::FxHashSet::default();
+    let mut hung = false;
     for (pid, path) in session.procs().hit_dsos() {
         if !seen.insert(path.to_vec()) {
             continue;
         }
         let p = Path::new(<std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(path));
-        if let Ok(Some(id)) = crate::buildid::file_build_id(p) {
+        // Each file read within the read timeout: a hung mount must not hold the end of
+        // the recording (one that did is not asked again).
+        if hung {
+            break;
+        }
+        let owned = p.to_path_buf();
+        let read = crate::mapped::bounded(crate::mapped::READ_TIMEOUT, move || {
+            crate::buildid::file_build_id(&owned)
+        });
+        hung = read.is_none();
+        if let Some(Ok(Some(id))) = read {
             f.build_ids.push(BuildIdEntry {
                 pid: pid as i32,
                 kernel: false,
