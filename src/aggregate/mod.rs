@@ -424,6 +424,8 @@ impl Aggregator<'_> {
         }
         let weight = match self.cfg.weight {
             Weight::Count => 1,
+            // An event without a size is counted, as --by counts it.
+            Weight::Bytes if !self.agg.sized.get(ev).copied().unwrap_or(false) => 1,
             Weight::Bytes => self.weigh_or_defer(ev, pid, s, c.procs, || Target::Counts(key)),
         };
         *self.agg.counts.entry(key).or_insert(0) += weight;

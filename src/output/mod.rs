@@ -443,8 +443,9 @@ pub fn write_text(
             cfg.top.min(ranked.len()),
             ranked.len(),
             match cfg.weight {
+                crate::cli::Weight::Bytes if agg.sized.get(i).copied().unwrap_or(false) => "bytes",
+                crate::cli::Weight::Bytes => "samples (no size is known for this event)",
                 crate::cli::Weight::Count => "samples",
-                crate::cli::Weight::Bytes => "bytes",
             }
         )?;
         for (frames, count) in ranked.into_iter().take(cfg.top) {
@@ -547,9 +548,10 @@ pub fn write_flamegraph(
             st.throttled,
         )
     }));
+    let sized = event.is_some_and(|e| agg.sized.get(e).copied().unwrap_or(false));
     opts.count_name = fg.countname.clone().unwrap_or_else(|| match cfg.weight {
-        crate::cli::Weight::Bytes => "bytes".to_string(),
-        crate::cli::Weight::Count => default_countname(ev_name).to_string(),
+        crate::cli::Weight::Bytes if sized => "bytes".to_string(),
+        _ => default_countname(ev_name).to_string(),
     });
     opts.image_width = fg.width;
     if cfg.reverse {

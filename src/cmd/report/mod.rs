@@ -188,7 +188,16 @@ fn check_weights(
         .filter(|&i| matches!(w[i], Weigher::None))
         .map(|i| names[i].as_str())
         .collect();
-    if !no_size.is_empty() {
+    let selected = (0..names.len())
+        .filter(|&i| event_filter.is_none_or(|e| e == i))
+        .count();
+    if !no_size.is_empty() && no_size.len() < selected {
+        // As --by does: the events with a size are weighed, the others counted.
+        eprintln!(
+            "memperf: note: --weight bytes: no size is known for {}; its samples are counted",
+            no_size.join(", ")
+        );
+    } else if !no_size.is_empty() {
         bail!(
             "--weight bytes: no size is known for {}; sizes exist for fault events, \
              syscalls:sys_enter_brk/mmap/munmap, kmem:kmalloc, kmem:kmem_cache_alloc and \
