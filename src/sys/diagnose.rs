@@ -28,6 +28,9 @@ pub struct SystemFacts {
     /// `/proc/sys/kernel/perf_event_paranoid`.
     pub paranoid: Option<i32>,
     pub euid: u32,
+    /// The real uid and gid: what ptrace access to a target process is checked against.
+    pub uid: u32,
+    pub gid: u32,
     pub cap_perfmon: bool,
     pub cap_sys_admin: bool,
     pub cap_ipc_lock: bool,
@@ -78,6 +81,10 @@ impl SystemFacts {
             paranoid: read_number("/proc/sys/kernel/perf_event_paranoid"),
             // SAFETY: geteuid has no preconditions and cannot fail.
             euid: unsafe { libc::geteuid() },
+            // SAFETY: getuid and getgid have no preconditions and cannot fail.
+            uid: unsafe { libc::getuid() },
+            // SAFETY: as above.
+            gid: unsafe { libc::getgid() },
             cap_perfmon: has(CAP_PERFMON),
             cap_sys_admin: has(CAP_SYS_ADMIN),
             cap_ipc_lock: has(CAP_IPC_LOCK),
@@ -128,6 +135,39 @@ fn target(ctx: &OpenContext) -> String {
     }
 }
 
+/// The ids of a process from its `/proc/PID/status` text: (real, effective, saved) uids and
+/// gids.
+fn parse_ids(status: &str) -> Option<([u32; 3], [u32; 3])> {
+    let ids = |key: &str| -> Option<[u32; 3]> {
+        let line = status.lines().find_map(|l| l.strip_prefix(key))?;
+        let mut it = line.split_whitespace().map(|w| w.parse::<u32>().ok());
+        Some([it.next()??, it.next()??, it.next()??])
+    };
+    Some((ids("Uid:")?, ids("Gid:")?))
+}
+
+/// Why the kernel's ptrace check (PTRACE_MODE_READ_REALCREDS, which perf_event_open makes for
+/// a task target) refuses `pid` to an unprivileged caller, when its credentials show it: the
+/// process's real, effective and saved uids and gids must all be the caller's real ones.
+fn ptrace_refusal(pid: i32, sys: &SystemFacts) -> Option<String> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let (uids, gids) = parse_ids(&status)?;
+    ptrace_refusal_for(uids, gids, sys)
+}
+
+fn ptrace_refusal_for(uids: [u32; 3], gids: [u32; 3], sys: &SystemFacts) -> Option<String> {
+    if let Some(u) = uids.iter().find(|&&u| u != sys.uid) {
+        return Some(format!("it runs as uid {u}, you as uid {}", sys.uid));
+    }
+    if let Some(g) = gids.iter().find(|&&g| g != sys.gid) {
+        return Some(format!(
+            "it runs with gid {g} (set-group-id), you with gid {}",
+            sys.gid
+        ));
+    }
+    None
+}
+
 fn explain_permission(errno: i32, ctx: &OpenContext, sys: &SystemFacts) -> String {
     let head = format!("permission denied opening `{}`{}", ctx.event, target(ctx));
     if sys.privileged() {
@@ -140,11 +180,30 @@ fn explain_permission(errno: i32, ctx: &OpenContext, sys: &SystemFacts) -> Strin
     let paranoid = describe_paranoid(sys);
     let grant = "run as root or grant CAP_PERFMON (Linux 5.8+) or CAP_SYS_ADMIN \
                  (`sudo setcap cap_perfmon+ep $(which memperf)`)";
+    // The kernel creates uprobes for privileged users only, whatever paranoid says.
+    if ctx.class == EventClass::Uprobe {
+        return format!(
+            "{head}: uprobes (what `memperf leak` probes allocators with) need root, or \
+             CAP_PERFMON (Linux 5.8+) or CAP_SYS_ADMIN (`sudo setcap cap_perfmon+ep $(which \
+             memperf)`); no kernel.perf_event_paranoid value allows them"
+        );
+    }
+    // A task target needs ptrace read access to it, which no paranoid value gives.
+    if let Some(pid) = ctx.pid.filter(|&p| p > 0)
+        && let Some(why) = ptrace_refusal(pid, sys)
+    {
+        return format!(
+            "{head}: profiling a process needs ptrace access to it and {why}: run memperf as \
+             that user or as root, or grant CAP_SYS_PTRACE; kernel.perf_event_paranoid does \
+             not change this"
+        );
+    }
     let fix = if ctx.class == EventClass::Tracepoint {
         format!(
             "tracepoints need privileges: {grant}, or `sudo sysctl kernel.perf_event_paranoid=-1`"
         )
-    } else if ctx.system_wide || ctx.cpu.is_some_and(|c| c >= 0) {
+    } else if ctx.system_wide || (ctx.cpu.is_some_and(|c| c >= 0) && ctx.pid.is_none_or(|p| p <= 0))
+    {
         format!(
             "system-wide profiling needs `sudo sysctl kernel.perf_event_paranoid=0`, or {grant}"
         )

@@ -319,3 +319,44 @@ fn live_hardware_event_is_diagnosed() {
         }
     }
 }
+
+#[test]
+fn a_process_of_another_user_is_refused_for_ptrace_not_for_paranoid() {
+    let me = SystemFacts {
+        uid: 1000,
+        gid: 1000,
+        ..user(2)
+    };
+    let status = "Name:\tsleep\nUid:\t0\t0\t0\t0\nGid:\t0\t0\t0\t0\n";
+    let (uids, gids) = parse_ids(status).unwrap();
+    assert_eq!((uids, gids), ([0, 0, 0], [0, 0, 0]));
+    assert_eq!(
+        ptrace_refusal_for(uids, gids, &me).as_deref(),
+        Some("it runs as uid 0, you as uid 1000")
+    );
+    // A set-group-id program of one's own: its saved gid differs.
+    assert!(
+        ptrace_refusal_for([1000; 3], [1000, 1000, 5], &me)
+            .is_some_and(|w| w.contains("gid 5 (set-group-id)"))
+    );
+    assert_eq!(ptrace_refusal_for([1000; 3], [1000; 3], &me), None);
+}
+
+#[test]
+fn uprobes_need_privileges_whatever_paranoid_says() {
+    let ctx = OpenContext {
+        event: "uprobe:malloc",
+        class: EventClass::Uprobe,
+        pid: Some(4242),
+        cpu: Some(0),
+        system_wide: false,
+    };
+    for paranoid in [-1, 0, 1, 2] {
+        let msg = explain_open_error(libc::EACCES, &ctx, &user(paranoid));
+        assert!(msg.contains("uprobes"), "{msg}");
+        assert!(
+            msg.contains("no kernel.perf_event_paranoid value allows them"),
+            "{msg}"
+        );
+    }
+}

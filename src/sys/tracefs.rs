@@ -15,8 +15,9 @@ pub enum TracefsError {
     #[error("no such tracepoint `{system}:{name}` on this kernel")]
     NoSuchTracepoint { system: String, name: String },
     #[error(
-        "permission denied reading {}: tracefs needs root or CAP_SYS_ADMIN; or make it \
-         readable with `chmod -R o+rX {}` or `mount -o remount,mode=755 {}`",
+        "permission denied reading {}: tracepoints need root, or CAP_PERFMON (Linux 5.8+) or \
+         CAP_SYS_ADMIN; without them, both `sudo sysctl kernel.perf_event_paranoid=-1` and a \
+         readable tracefs (`chmod -R o+rX {}` or `mount -o remount,mode=755 {}`)",
         .path.display(), .root.display(), .root.display()
     )]
     PermissionDenied { path: PathBuf, root: PathBuf },
@@ -327,7 +328,11 @@ mod tests {
         assert!(
             msg.starts_with("permission denied reading /sys/kernel/tracing/events/kmem/kmalloc/id")
         );
-        assert!(msg.contains("root or CAP_SYS_ADMIN") && msg.contains("mount -o remount,mode=755"));
+        assert!(
+            msg.contains("CAP_SYS_ADMIN")
+                && msg.contains("perf_event_paranoid=-1")
+                && msg.contains("mount -o remount,mode=755")
+        );
         assert!(
             TracefsError::NotMounted
                 .to_string()

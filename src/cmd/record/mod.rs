@@ -31,6 +31,13 @@ const CHECKPOINT_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 /// (0600, never through a symbolic link nor over another user's file: see
 /// [`perfdata::create_output`]).
 fn prepare_output(path: &Path) -> Result<std::fs::File> {
+    // Recording into nothing (to measure the recorder alone), as with perf.
+    if path == Path::new("/dev/null") {
+        return std::fs::OpenOptions::new()
+            .write(true)
+            .open(path)
+            .context("failed to open /dev/null");
+    }
     let refuse = |why: String| {
         anyhow!(
             "refusing to write the recording to `{}`: {why}",

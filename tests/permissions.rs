@@ -1,0 +1,112 @@
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+//! Permission errors as an unprivileged user meets them, for real: a user made for the
+//! test runs memperf, and each refusal names the rule the kernel actually applied (ptrace
+//! access for another user's process, privileges for uprobes, paranoid -1 and a readable
+//! tracefs for tracepoints), not a fix that does not work.
+
+mod common;
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+use common::*;
+
+/// A system user made for one test, deleted however the test ends.
+struct TestUser {
+    name: String,
+    /// A copy of the memperf binary the user can run.
+    bin: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl TestUser {
+    fn create() -> Option<TestUser> {
+        let name = format!("mpt{}", std::process::id() % 100_000);
+        let made = Command::new("useradd")
+            .args(["--system", "--no-create-home", "--shell", "/bin/sh", &name])
+            .status()
+            .is_ok_and(|s| s.success());
+        if !made {
+            return None;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let bin = dir.path().join("memperf");
+        std::fs::copy(env!("CARGO_BIN_EXE_memperf"), &bin).unwrap();
+        std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+        Some(TestUser {
+            name,
+            bin,
+            _dir: dir,
+        })
+    }
+
+    /// `sh -c SCRIPT` as the user (no supplementary groups), with `$MEMPERF` set.
+    fn sh(&self, script: &str) -> Output {
+        Command::new("setpriv")
+            .args([
+                "--reuid",
+                &self.name,
+                "--regid",
+                &self.name,
+                "--clear-groups",
+            ])
+            .args(["env", &format!("MEMPERF={}", self.bin.display())])
+            .args(["sh", "-c", script])
+            .current_dir("/tmp")
+            .output()
+            .unwrap()
+    }
+}
+
+impl Drop for TestUser {
+    fn drop(&mut self) {
+        let _ = Command::new("pkill")
+            .args(["-KILL", "-u", &self.name])
+            .status();
+        let _ = Command::new("userdel").arg(&self.name).status();
+    }
+}
+
+#[test]
+fn unprivileged_refusals_name_the_rule_the_kernel_applied() {
+    if !is_root() {
+        eprintln!("skipping: needs root to create a user");
+        return;
+    }
+    let Some(user) = TestUser::create() else {
+        panic!("useradd failed (as root)");
+    };
+    let paranoid: i32 = std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+
+    // Another user's process (init): ptrace access decides, not perf_event_paranoid.
+    let o = user.sh("$MEMPERF record -o /dev/null -p 1");
+    let err = stderr(&o);
+    assert!(!o.status.success(), "{err}");
+    assert!(err.contains("needs ptrace access"), "{err}");
+    assert!(err.contains("it runs as uid 0"), "{err}");
+    assert!(!err.contains("sysctl kernel.perf_event_paranoid"), "{err}");
+
+    // Its own process, through uprobes: privileges, whatever paranoid says.
+    let o = user.sh("sleep 30 & $MEMPERF leak -p $! 1 1; st=$?; kill $!; exit $st");
+    let err = stderr(&o);
+    assert!(!o.status.success(), "{err}");
+    assert!(err.contains("uprobes"), "{err}");
+    assert!(
+        err.contains("no kernel.perf_event_paranoid value allows them"),
+        "{err}"
+    );
+
+    // A tracepoint: privileges, or paranoid -1 with a readable tracefs.
+    if paranoid > -1 {
+        let o = user.sh("$MEMPERF record -o /tmp/never.data -e syscalls:sys_enter_brk -- true");
+        let err = stderr(&o);
+        assert!(!o.status.success(), "{err}");
+        assert!(err.contains("perf_event_paranoid=-1"), "{err}");
+    }
+}
