@@ -34,8 +34,12 @@ pub struct Processes {
 
 #[derive(Default)]
 struct Dsos {
+    /// Executable files of the processes alive now, by pid.
     exec_maps: FxHashSet<(u32, Vec<u8>)>,
     sampled_pids: FxHashSet<u32>,
+    /// The files of processes that had samples and exited: one pid each, by path, so that
+    /// the table does not grow with every process a long recording sees.
+    exited_hits: FxHashMap<Vec<u8>, u32>,
 }
 
 impl Processes {
@@ -78,10 +82,23 @@ impl Processes {
     /// Executable mappings of processes that had samples: (pid, path).
     pub fn hit_dsos(&self) -> impl Iterator<Item = (u32, &[u8])> {
         self.dsos.iter().flat_map(|d| {
-            d.exec_maps
+            let live = d
+                .exec_maps
                 .iter()
                 .filter(|(pid, _)| d.sampled_pids.contains(pid))
-                .map(|(pid, path)| (*pid, path.as_slice()))
+                .map(|(pid, path)| (*pid, path.as_slice()));
+            let exited = d
+                .exited_hits
+                .iter()
+                .map(|(path, pid)| (*pid, path.as_slice()));
+            live.chain(exited)
+        })
+    }
+
+    /// Entries kept for the files of sampled processes (live and exited), for the summary.
+    pub fn dso_entries(&self) -> usize {
+        self.dsos.as_ref().map_or(0, |d| {
+            d.exec_maps.len() + d.exited_hits.len() + d.sampled_pids.len()
         })
     }
 
@@ -150,6 +167,21 @@ impl Processes {
             Record::Exit { pid, tid, .. } if pid == tid => {
                 if let Some(u) = &mut self.unwinders {
                     u.handle_exit(pid);
+                }
+                if let Some(d) = &mut self.dsos {
+                    let sampled = d.sampled_pids.remove(&pid);
+                    let mine: Vec<(u32, Vec<u8>)> = d
+                        .exec_maps
+                        .iter()
+                        .filter(|(p, _)| *p == pid)
+                        .cloned()
+                        .collect();
+                    for entry in mine {
+                        d.exec_maps.remove(&entry);
+                        if sampled {
+                            d.exited_hits.entry(entry.1).or_insert(pid);
+                        }
+                    }
                 }
             }
             _ => {}

@@ -176,6 +176,43 @@ struct CacheEntry {
     size: u64,
     mtime: Option<SystemTime>,
     info: Result<Arc<ElfInfo>, Arc<ElfError>>,
+    /// The section bytes the entry holds.
+    bytes: usize,
+    /// When it was last asked for (the cache's own clock).
+    last_use: u64,
+}
+
+/// The unwind data kept for files that no live process maps: past this, the least recently
+/// used go. A build or CI host runs thousands of distinct binaries an hour; each would
+/// otherwise keep its ~1 MiB of unwind sections for the rest of the recording.
+pub(crate) const UNUSED_BYTES_BUDGET: usize = 16 << 20;
+
+/// `MEMPERF_ELF_CACHE_MB`: another budget (benchmarks use a small one to show eviction).
+fn budget_from_env() -> Option<usize> {
+    let mb: usize = std::env::var("MEMPERF_ELF_CACHE_MB").ok()?.parse().ok()?;
+    Some(mb.max(1) << 20)
+}
+
+impl ElfInfo {
+    /// The bytes of the sections it holds.
+    pub(crate) fn bytes(&self) -> usize {
+        [&self.eh_frame, &self.eh_frame_hdr]
+            .iter()
+            .filter_map(|s| s.as_ref().map(|(_, d)| d.len()))
+            .chain(self.debug_frame.as_ref().map(|d| d.len()))
+            .sum::<usize>()
+            + std::mem::size_of::<ElfInfo>()
+    }
+
+    /// Whether a live process's unwinder still holds its sections (framehop modules share
+    /// them): what the cache evicts only when it must.
+    fn in_use(&self) -> bool {
+        [&self.eh_frame, &self.eh_frame_hdr]
+            .iter()
+            .filter_map(|s| s.as_ref().map(|(_, d)| d))
+            .chain(self.debug_frame.as_ref())
+            .any(|d| Arc::strong_count(d) > 1)
+    }
 }
 
 /// Loaded ELF files keyed by [`ElfKey`]. An entry is valid while the file's size and mtime
@@ -192,6 +229,11 @@ pub(crate) struct ElfCache {
     pub hits: u64,
     pub misses: u64,
     pub timeouts: u64,
+    pub evictions: u64,
+    /// The bytes every entry holds, and the cache's clock.
+    bytes: usize,
+    clock: u64,
+    budget: usize,
 }
 
 impl ElfCache {
@@ -218,11 +260,13 @@ impl ElfCache {
             Some(Err(e)) => return Err(Arc::new(ElfError::Io(e))),
             None => return Err(self.give_up(key, device)),
         };
-        if let Some(e) = self.entries.get(&key)
+        self.clock += 1;
+        if let Some(e) = self.entries.get_mut(&key)
             && e.size == size
             && e.mtime == mtime
         {
             self.hits += 1;
+            e.last_use = self.clock;
             return e.info.clone();
         }
         self.misses += 1;
@@ -234,14 +278,62 @@ impl ElfCache {
         };
         let info = parsed.map(Arc::new).map_err(Arc::new);
         if !matches!(info.as_ref().map_err(|e| &**e), Err(ElfError::Io(_))) {
+            let bytes = info.as_ref().map_or(0, |i| i.bytes());
             let entry = CacheEntry {
                 size,
                 mtime,
                 info: info.clone(),
+                bytes,
+                last_use: self.clock,
             };
-            self.entries.insert(key, entry);
+            self.bytes += bytes;
+            if let Some(old) = self.entries.insert(key, entry) {
+                self.bytes -= old.bytes;
+            }
+            self.evict();
         }
         info
+    }
+
+    /// Drops the least recently used entries that no live process maps until those left
+    /// hold at most 3/4 of the budget (so that eviction runs once per many loads).
+    fn evict(&mut self) {
+        if self.budget == 0 {
+            self.budget = budget_from_env().unwrap_or(UNUSED_BYTES_BUDGET);
+        }
+        let budget = self.budget;
+        let unused = |e: &CacheEntry| !e.info.as_ref().is_ok_and(|i| i.in_use());
+        let unused_bytes: usize = self
+            .entries
+            .values()
+            .filter(|e| unused(e))
+            .map(|e| e.bytes)
+            .sum();
+        if unused_bytes <= budget {
+            return;
+        }
+        let mut old: Vec<(u64, ElfKey, usize)> = self
+            .entries
+            .iter()
+            .filter(|(_, e)| unused(e))
+            .map(|(k, e)| (e.last_use, k.clone(), e.bytes))
+            .collect();
+        old.sort_unstable_by_key(|(t, _, _)| *t);
+        let mut left = unused_bytes;
+        for (_, key, bytes) in old {
+            if left <= budget / 4 * 3 {
+                break;
+            }
+            self.entries.remove(&key);
+            self.bytes -= bytes;
+            left -= bytes;
+            self.evictions += 1;
+        }
+    }
+
+    /// The bytes the entries hold.
+    pub(crate) fn bytes(&self) -> usize {
+        self.bytes
     }
 
     fn give_up(&mut self, key: ElfKey, device: Option<(u32, u32)>) -> Arc<ElfError> {
@@ -402,5 +494,49 @@ mod tests {
             .get(ElfKey::Path(fifo.clone()), &mapping(&fifo))
             .unwrap_err();
         assert!(e.to_string().contains("is not a regular file"), "{e}");
+    }
+
+    /// Copies of one binary under new inodes, as a build host makes them: the cache keeps
+    /// those a live process maps and, of the others, no more than its budget.
+    #[test]
+    fn files_no_process_maps_are_evicted_past_the_budget() {
+        let exe = std::fs::canonicalize("/bin/true").unwrap();
+        let one = ElfInfo::load(&exe).unwrap().bytes();
+        let mut cache = ElfCache {
+            budget: one * 3,
+            ..ElfCache::default()
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let mut held = Vec::new();
+        for i in 0..10 {
+            let copy = dir.path().join(format!("copy{i}"));
+            std::fs::copy(&exe, &copy).unwrap();
+            let info = cache
+                .get(ElfKey::Path(copy.clone()), &mapping(&copy))
+                .unwrap();
+            // The first two stay mapped by a "process" (a module holds their sections).
+            if i < 2 {
+                held.push(info.section_info());
+            }
+        }
+        let unused = cache.entries.len() - 2;
+        assert!(
+            unused * one <= one * 3,
+            "{} entries kept",
+            cache.entries.len()
+        );
+        assert_eq!(cache.evictions as usize, 10 - cache.entries.len());
+        for i in 0..2 {
+            let key = ElfKey::Path(dir.path().join(format!("copy{i}")));
+            assert!(
+                cache.entries.contains_key(&key),
+                "a mapped file was evicted"
+            );
+        }
+        assert_eq!(
+            cache.bytes(),
+            cache.entries.values().map(|e| e.bytes).sum::<usize>()
+        );
+        drop(held);
     }
 }

@@ -212,6 +212,10 @@ pub struct UnwindStats {
     pub elf_cache_misses: u64,
     /// Files given up after [`crate::mapped::READ_TIMEOUT`] (a hung file system).
     pub elf_read_timeouts: u64,
+    /// The unwind data the ELF cache holds, and the files it evicted (least recently used,
+    /// mapped by no live process) to stay within its budget.
+    pub elf_cache_bytes: u64,
+    pub elf_cache_evictions: u64,
 }
 
 type NativeUnwinder = UnwinderNative<SectionData, MayAllocateDuringUnwind>;
@@ -426,6 +430,8 @@ impl Unwinders {
         let info = self.elf_cache.get(key, &mapping);
         self.stats.elf_cache_hits = self.elf_cache.hits;
         self.stats.elf_read_timeouts = self.elf_cache.timeouts;
+        self.stats.elf_cache_bytes = self.elf_cache.bytes() as u64;
+        self.stats.elf_cache_evictions = self.elf_cache.evictions;
         self.stats.elf_cache_misses = self.elf_cache.misses;
         let info = match info {
             Ok(info) => info,
