@@ -21,7 +21,7 @@ use crate::perfdata::PerfDataFile;
 use crate::perfdata::tracing_data::FieldFormat;
 use crate::records::{ParseInfo, Record, Sample};
 use crate::session::order::{self, Slack};
-use crate::session::{Chain, Handler, Keep, Processes, SampleCtx, Session, SideBand};
+use crate::session::{Chain, EventType, Handler, Keep, Processes, SampleCtx, Session, SideBand};
 use crate::stacks::{FrameId, FrameTable, StackId, StackTable};
 use crate::unwind::UnwindMode;
 
@@ -91,6 +91,9 @@ pub struct ReadStats {
     pub malformed: u64,
     /// Records that arrived after newer ones had been handed on (out of time order).
     pub late: u64,
+    /// Samples skipped because they carried a sample id of no event (another perf session's,
+    /// by a kernel defect) and no other route told their event.
+    pub foreign_skipped: u64,
     /// A recording its recorder never finished (killed, or its disk full): the file offset
     /// after the last complete record, up to which it was read.
     pub unfinished_at: Option<u64>,
@@ -217,7 +220,15 @@ pub fn read<'c>(
         comms: true,
         dsos: false,
     };
-    let mut session = Session::new(infos, file.id_map().clone(), keep);
+    let types = file
+        .events
+        .iter()
+        .map(|e| EventType {
+            type_: e.attr.type_,
+            config: e.attr.config,
+        })
+        .collect();
+    let mut session = Session::new(infos, file.id_map().clone(), keep).with_types(types);
     let weighers = weighers(file, names);
     let mut a = Aggregator {
         cfg,
@@ -260,6 +271,14 @@ pub fn read<'c>(
     (st.lost, st.lost_records, st.lost_samples) = (ss.lost, ss.lost_records, ss.lost_samples);
     st.throttled = ss.throttled;
     st.malformed = ss.malformed;
+    // Skipped while recording (memperf's own files say) and while reading (perf's files).
+    let recorded_skipped = file
+        .features
+        .memperf_stats
+        .as_ref()
+        .and_then(|m| m.get("foreign_skipped"))
+        .unwrap_or(0);
+    st.foreign_skipped = recorded_skipped + (ss.foreign_ids - ss.foreign_attributed);
     if let Some(u) = session.unwinders() {
         let s = u.stats();
         st.unwound = s.samples;

@@ -49,6 +49,13 @@ pub fn losses(st: &ReadStats) -> String {
             s.push_str(&format!(" ({})", t.reasons));
         }
     }
+    if st.foreign_skipped > 0 {
+        s.push_str(&format!(
+            "; {} samples skipped: they carried the sample id of another perf session's event \
+             (the kernel gives events that fire together one sample's id)",
+            st.foreign_skipped
+        ));
+    }
     if st.malformed > 0 {
         s.push_str(&format!("; {} records could not be parsed", st.malformed));
     }
@@ -73,7 +80,8 @@ pub fn losses(st: &ReadStats) -> String {
 /// Folded stacks and `memperf script` have no header: what was lost or truncated goes to
 /// standard error instead, in one line, when there is any.
 pub fn note_losses(st: &ReadStats) {
-    let lost = st.lost + st.lost_samples + st.throttled + st.malformed + st.late;
+    let lost =
+        st.lost + st.lost_samples + st.throttled + st.malformed + st.late + st.foreign_skipped;
     if lost > 0 || truncation(st).truncated > 0 || st.unfinished_at.is_some() {
         eprintln!("memperf: note: {}", losses(st));
     }

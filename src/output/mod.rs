@@ -397,6 +397,13 @@ pub fn write_text(
             st.brk_shrunk, st.brk_unknown_base
         )?;
     }
+    if st.foreign_skipped > 0 {
+        writeln!(
+            out,
+            "# {} samples skipped: they carried the sample id of another perf session's event",
+            st.foreign_skipped
+        )?;
+    }
     if st.malformed > 0 {
         writeln!(
             out,

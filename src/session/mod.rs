@@ -119,6 +119,13 @@ pub struct SessionStats {
     pub unthrottled: u64,
     /// Records that could not be parsed (not handed on, counted here).
     pub malformed: u64,
+    /// Samples carrying a sample id none of the events has: the kernel gives software
+    /// events and tracepoints that fire together one sample's data, and every event after
+    /// the first (another perf session's, often) writes the first one's id and time. Those
+    /// attributed by another route (a tracepoint's type in its payload, the only software
+    /// event) are in `foreign_attributed`; the others are skipped and counted here.
+    pub foreign_ids: u64,
+    pub foreign_attributed: u64,
     /// User stacks unwound by this session, and those truncated.
     pub unwound: u64,
     pub truncated: u64,
@@ -151,10 +158,19 @@ pub struct Keep {
     pub dsos: bool,
 }
 
+/// What an event is, for attributing samples whose id the kernel got wrong.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EventType {
+    pub type_: u32,
+    pub config: u64,
+}
+
 /// The consumer of records.
 pub struct Session {
     /// How each event's records are laid out, by event index.
     infos: Vec<ParseInfo>,
+    /// What each event is, when known (live recording, or a file's attrs).
+    types: Vec<EventType>,
     ids: FxHashMap<u64, usize>,
     procs: Processes,
     stats: SessionStats,
@@ -173,6 +189,7 @@ impl Session {
         };
         Session {
             infos,
+            types: Vec::new(),
             ids,
             procs: Processes::new(
                 keep.maps,
@@ -187,6 +204,13 @@ impl Session {
             frames: Vec::with_capacity(128),
             chain: Vec::with_capacity(256),
         }
+    }
+
+    /// What each event is (attr type and config), so that a sample carrying another
+    /// event's id can still be attributed (see [`SessionStats::foreign_ids`]).
+    pub fn with_types(mut self, types: Vec<EventType>) -> Self {
+        self.types = types;
+        self
     }
 
     pub fn stats(&self) -> &SessionStats {
@@ -315,6 +339,45 @@ impl Session {
             .or_default()
     }
 
+    /// The event of a sample whose id is none of ours, by another route: the tracepoint
+    /// whose type its payload starts with, or the only software event. `None` when no route
+    /// tells (or the layouts differ, so that the payload cannot be found).
+    fn attribute_foreign(&self, misc: u16, body: &[u8]) -> Option<usize> {
+        const TRACEPOINT: u32 = perf_event_open_sys::bindings::PERF_TYPE_TRACEPOINT;
+        if self.types.len() != self.infos.len() {
+            return None;
+        }
+        let parse = |i: usize| match records::parse_record(
+            PERF_RECORD_SAMPLE,
+            misc,
+            body,
+            &self.infos[i],
+        ) {
+            Ok(Record::Sample(s)) => Some(s),
+            _ => None,
+        };
+        // A tracepoint's payload starts with its type, which is the event's config.
+        for (i, t) in self.types.iter().enumerate() {
+            if t.type_ == TRACEPOINT
+                && let Some(s) = parse(i)
+                && let Some(raw) = s.raw
+                && let Some(b) = raw.get(..2)
+                && u64::from(u16::from_ne_bytes([b[0], b[1]])) == t.config
+            {
+                return Some(i);
+            }
+        }
+        let mut others = self
+            .types
+            .iter()
+            .enumerate()
+            .filter(|(_, t)| t.type_ != TRACEPOINT);
+        match (others.next(), others.next()) {
+            (Some((i, _)), None) if parse(i).is_some_and(|s| s.raw.is_none()) => Some(i),
+            _ => None,
+        }
+    }
+
     fn handle_sample(
         &mut self,
         misc: u16,
@@ -322,9 +385,23 @@ impl Session {
         body: &[u8],
         handler: &mut dyn Handler,
     ) -> io::Result<()> {
-        let Some(ev) = self.event_of(PERF_RECORD_SAMPLE, body) else {
-            self.stats.malformed += 1;
-            return Ok(());
+        let ev = match self.event_of(PERF_RECORD_SAMPLE, body) {
+            Some(ev) => ev,
+            // An id, but none of ours: see SessionStats::foreign_ids.
+            None if records::record_identifier(PERF_RECORD_SAMPLE, body, self.side_info())
+                .is_some() =>
+            {
+                self.stats.foreign_ids += 1;
+                let Some(ev) = self.attribute_foreign(misc, body) else {
+                    return Ok(());
+                };
+                self.stats.foreign_attributed += 1;
+                ev
+            }
+            None => {
+                self.stats.malformed += 1;
+                return Ok(());
+            }
         };
         let sample = match records::parse_record(PERF_RECORD_SAMPLE, misc, body, &self.infos[ev]) {
             Ok(Record::Sample(s)) => s,

@@ -206,7 +206,15 @@ fn handler(
         comms: true,
         dsos: false,
     };
-    let session = Session::new(infos, opened.ids.clone(), keep);
+    let types = opened
+        .events
+        .iter()
+        .map(|e| crate::session::EventType {
+            type_: e.type_,
+            config: e.config,
+        })
+        .collect();
+    let session = Session::new(infos, opened.ids.clone(), keep).with_types(types);
     let table = Table::new(cfg.max_entries, cfg.min_size, cfg.max_size);
     let sink = LeakSink::new(levents, table, sys::read_process_u64);
     Ok((session, sink))

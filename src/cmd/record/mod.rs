@@ -18,7 +18,7 @@ use crate::perfdata::{
 };
 use crate::procfs;
 use crate::records::{self, ParseInfo};
-use crate::session::{Keep, Session};
+use crate::session::{EventType, Keep, Session};
 use crate::sys::diagnose::SystemFacts;
 use crate::unwind::UnwindMode;
 
@@ -100,7 +100,15 @@ pub fn run(cfg: RecordConfig) -> Result<i32> {
         dsos: true,
         ..Keep::default()
     };
-    let mut session = Session::new(layouts.ring.clone(), ids, keep);
+    let types = opened
+        .events
+        .iter()
+        .map(|e| EventType {
+            type_: e.type_,
+            config: e.config,
+        })
+        .collect();
+    let mut session = Session::new(layouts.ring.clone(), ids, keep).with_types(types);
 
     let first_id = opened.events[0].ids.first().copied().unwrap_or(0);
     synth::synthesize(
@@ -340,6 +348,11 @@ fn memperf_stats(session: &Session) -> MemperfStats {
     let mut counts = vec![
         ("unwound".to_string(), st.unwound),
         ("truncated".to_string(), st.truncated),
+        ("foreign_ids".to_string(), st.foreign_ids),
+        (
+            "foreign_skipped".to_string(),
+            st.foreign_ids - st.foreign_attributed,
+        ),
     ];
     if let Some(u) = session.unwinders() {
         for (name, n) in u.stats().truncated.named() {

@@ -104,6 +104,18 @@ pub fn summary_lines(info: &EndInfo<'_>) -> Vec<String> {
             l.lost, l.lost_samples, l.throttled
         ));
     }
+    if st.foreign_ids > 0 {
+        lines.push(format!(
+            "  {} samples carried the sample id of another perf session's event (the kernel \
+             gives software events and tracepoints that fire together the first one's id and \
+             time): {} attributed by their tracepoint or as the only software event, {} skipped; \
+             record one software event per session, or start memperf after the other session, to \
+             keep them all",
+            st.foreign_ids,
+            st.foreign_attributed,
+            st.foreign_ids - st.foreign_attributed
+        ));
+    }
     if st.malformed > 0 {
         lines.push(format!("  {} malformed records skipped", st.malformed));
     }
