@@ -93,22 +93,58 @@ pub fn in_root(pid: u32, path: &Path) -> Option<PathBuf> {
 /// kernel, and the recorder's drain, and with it its stop path, must not wait on it.
 pub const READ_TIMEOUT: std::time::Duration = std::time::Duration::from_millis(300);
 
-/// Runs `f` on a thread of its own and waits at most `timeout` for it; `None` when it took
-/// longer (the thread is left to finish or to hang; it holds nothing the caller needs).
+/// A job for the reading thread.
+type Job = Box<dyn FnOnce() + Send>;
+
+thread_local! {
+    /// The thread that reads mapped files for this thread (the recorder's drain), while it
+    /// answers in time. One long-lived thread, not one per file: each new thread would get a
+    /// malloc arena of its own, and the memory of files parsed in it would stay there.
+    static READER: std::cell::RefCell<Option<std::sync::mpsc::Sender<Job>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+fn reader() -> Option<std::sync::mpsc::Sender<Job>> {
+    READER.with(|slot| {
+        let mut slot = slot.borrow_mut();
+        if slot.is_none() {
+            let (tx, rx) = std::sync::mpsc::channel::<Job>();
+            std::thread::Builder::new()
+                .name("memperf-read".into())
+                .spawn(move || {
+                    while let Ok(job) = rx.recv() {
+                        job();
+                    }
+                })
+                .ok()?;
+            *slot = Some(tx);
+        }
+        slot.clone()
+    })
+}
+
+/// Runs `f` on the reading thread and waits at most `timeout` for it; `None` when it took
+/// longer. That thread is then given up (left to finish or to hang) and the next call gets a
+/// new one.
 pub fn bounded<T: Send + 'static>(
     timeout: std::time::Duration,
     f: impl FnOnce() -> T + Send + 'static,
 ) -> Option<T> {
     let (tx, rx) = std::sync::mpsc::sync_channel(1);
-    let spawned = std::thread::Builder::new()
-        .name("memperf-read".into())
-        .spawn(move || {
-            let _ = tx.send(f());
-        });
-    match spawned {
-        Ok(_) => rx.recv_timeout(timeout).ok(),
-        // No thread to be had (a process limit): nothing is read rather than risk a hang.
-        Err(_) => None,
+    let job: Job = Box::new(move || {
+        let _ = tx.send(f());
+    });
+    // No thread to be had (a process limit): nothing is read rather than risk a hang.
+    let worker = reader()?;
+    if worker.send(job).is_err() {
+        return None;
+    }
+    match rx.recv_timeout(timeout) {
+        Ok(v) => Some(v),
+        Err(_) => {
+            READER.with(|slot| *slot.borrow_mut() = None);
+            None
+        }
     }
 }
 
