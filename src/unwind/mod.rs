@@ -11,6 +11,8 @@ mod elf;
 mod fixture;
 mod fp;
 #[cfg(test)]
+mod mutations;
+#[cfg(test)]
 mod tests;
 
 use std::ffi::OsStr;
