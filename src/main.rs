@@ -7,6 +7,7 @@ use clap::Parser;
 use memperf::cli::{Cli, Command};
 
 fn main() -> ExitCode {
+    memperf::sys::tune_allocator();
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Record(args) => args.into_config().and_then(memperf::cmd::record::run),

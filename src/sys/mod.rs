@@ -28,6 +28,21 @@ pub use open::{
 pub use ring::{RawRecord, RingBuffer, RingReader};
 pub use tracefs::{Tracefs, TracefsError};
 
+/// Makes glibc's malloc give large blocks back to the system when they are freed. The
+/// recorder holds the unwind sections of every binary it meets (often megabytes each) and
+/// drops them when no process maps them; with glibc's default, the threshold above which
+/// blocks get their own mapping grows with every large block freed, and later ones come from
+/// the heap, whose free holes the process keeps: memory would grow on a host that runs many
+/// binaries. Setting the threshold fixes it (and turns its growth off).
+pub fn tune_allocator() {
+    #[cfg(target_env = "gnu")]
+    // SAFETY: mallopt only sets allocator parameters; called before other threads start.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 256 * 1024);
+        libc::mallopt(libc::M_TRIM_THRESHOLD, 1024 * 1024);
+    }
+}
+
 /// The effective user id of this process.
 pub fn effective_uid() -> u32 {
     // SAFETY: geteuid has no preconditions and cannot fail.

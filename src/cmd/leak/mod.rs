@@ -74,8 +74,8 @@ pub fn run(cfg: LeakConfig) -> Result<i32> {
     // Probes are created before the events are opened and removed after they are closed:
     // `hold` is declared first so that it is dropped last, on every path out of here.
     let mut hold = ProbeHold::default();
-    let (planned, tracefs) = if cfg.kernel {
-        (kernel::plan(&cfg)?, None)
+    let (planned, tracefs, allocator) = if cfg.kernel {
+        (kernel::plan(&cfg)?, None, None)
     } else {
         let path = allocator_path(&cfg)?;
         plan_user(&cfg, &path, &mut hold)?
@@ -98,6 +98,7 @@ pub fn run(cfg: LeakConfig) -> Result<i32> {
     )?;
 
     let (mut session, mut sink) = handler(&cfg, &opened, &planned)?;
+    sink.set_allocator(allocator);
     if cfg.trace {
         sink.trace = Some(Box::new(std::io::stdout()));
     }
@@ -443,8 +444,9 @@ fn plan_user(
     cfg: &LeakConfig,
     path: &Path,
     hold: &mut ProbeHold,
-) -> Result<(Vec<Planned>, Option<Tracefs>)> {
+) -> Result<(Vec<Planned>, Option<Tracefs>, Option<sink::AllocatorCode>)> {
     let alloc = probes::load(path, &cfg.symbols_prefix)?;
+    let code = sink::AllocatorCode::new(path, probes::allocator_ranges(&alloc));
     if !alloc.missing.is_empty() {
         eprintln!(
             "memperf: `{}` has no {}; those are not traced",
@@ -581,7 +583,7 @@ fn plan_user(
             });
         }
     }
-    Ok((planned, via_tracefs.or(tracefs)))
+    Ok((planned, via_tracefs.or(tracefs), code))
 }
 
 fn user_sampling(call_graph: CallGraph, regs: u64, period: u64) -> open::Sampling {

@@ -107,6 +107,8 @@ pub struct Site {
     pub def: FuncDef,
     /// File offset of the function's first instruction (return probes go here).
     pub entry: u64,
+    /// The function's size in bytes (its symbol's; 0 when the symbol does not say).
+    pub size: u64,
     /// File offset of the entry probe: past a first instruction the kernel would
     /// single-step, when that instruction leaves the arguments and the stack as they are
     /// and the function has no return probe.
@@ -163,7 +165,7 @@ pub fn load(path: &Path, prefix: &str) -> Result<Allocator> {
     let mut missing = Vec::new();
     for d in FUNCS {
         let name = format!("{prefix}{}", d.symbol);
-        let Some(vaddr) = find_symbol(&file, &name) else {
+        let Some((vaddr, size)) = find_symbol(&file, &name) else {
             if d.required {
                 bail!(
                     "`{}` has no `{name}`: it is not the allocator's object (name it with -O, and \
@@ -195,17 +197,31 @@ pub fn load(path: &Path, prefix: &str) -> Result<Allocator> {
         sites.push(Site {
             def: *d,
             entry,
+            size,
             probe: entry + skip,
         });
     }
     Ok(Allocator { sites, missing })
 }
 
-fn find_symbol(file: &object::File<'_>, name: &str) -> Option<u64> {
+fn find_symbol(file: &object::File<'_>, name: &str) -> Option<(u64, u64)> {
     file.dynamic_symbols()
         .chain(file.symbols())
         .find(|s| s.is_definition() && s.name() == Ok(name) && s.address() != 0)
-        .map(|s| s.address())
+        .map(|s| (s.address(), s.size()))
+}
+
+/// The file ranges of the allocator's own functions (malloc, free...; not mmap and its
+/// kin): a mapping call made from inside one is the allocator's, whatever the pending calls
+/// say (a thread whose first call is free creates its arena inside free, which has no return
+/// probe to mark it pending).
+pub fn allocator_ranges(alloc: &Allocator) -> Vec<std::ops::Range<u64>> {
+    alloc
+        .sites
+        .iter()
+        .filter(|s| s.def.func.is_allocator() && s.size > 0)
+        .map(|s| s.entry..s.entry + s.size)
+        .collect()
 }
 
 /// vaddr → file offset through the PT_LOAD segment that holds it.

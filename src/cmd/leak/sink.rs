@@ -70,6 +70,41 @@ pub struct LeakSink {
     pub trace: Option<Box<dyn Write>>,
     read_mem: MemReader,
     leaf_first: Vec<FrameId>,
+    /// The allocator's own code, to recognise its mapping calls (user mode).
+    allocator: Option<AllocatorCode>,
+}
+
+/// The allocator object and its functions' file ranges.
+pub struct AllocatorCode {
+    /// (device, inode) of the object.
+    file: (u64, u64),
+    ranges: Vec<std::ops::Range<u64>>,
+    /// Whether each module of the process maps is the allocator object.
+    is_it: rustc_hash::FxHashMap<u32, bool>,
+}
+
+impl AllocatorCode {
+    pub fn new(path: &std::path::Path, ranges: Vec<std::ops::Range<u64>>) -> Option<AllocatorCode> {
+        use std::os::unix::fs::MetadataExt;
+        let m = std::fs::metadata(path).ok()?;
+        Some(AllocatorCode {
+            file: (m.dev(), m.ino()),
+            ranges,
+            is_it: rustc_hash::FxHashMap::default(),
+        })
+    }
+
+    fn contains(&mut self, maps: &ProcessMaps, pid: u32, module: u32, offset: u64) -> bool {
+        use std::os::unix::ffi::OsStrExt;
+        use std::os::unix::fs::MetadataExt;
+        let file = self.file;
+        let is_it = *self.is_it.entry(module).or_insert_with(|| {
+            let path = std::path::Path::new(std::ffi::OsStr::from_bytes(&maps.module(module).path));
+            let path = crate::mapped::in_root(pid, path).unwrap_or_else(|| path.to_path_buf());
+            std::fs::metadata(path).is_ok_and(|m| (m.dev(), m.ino()) == file)
+        });
+        is_it && self.ranges.iter().any(|r| r.contains(&offset))
+    }
 }
 
 impl LeakSink {
@@ -87,7 +122,13 @@ impl LeakSink {
             trace: None,
             read_mem,
             leaf_first: Vec::with_capacity(128),
+            allocator: None,
         }
+    }
+
+    /// Recognise the mapping calls the allocator makes from its own functions.
+    pub fn set_allocator(&mut self, code: Option<AllocatorCode>) {
+        self.allocator = code;
     }
 
     /// The command name of a process (for folded prefixes); `[kernel]` for kernel memory.
@@ -136,6 +177,7 @@ impl LeakSink {
                 if let Some(w) = self.trace.as_mut() {
                     let _ = trace_entry(w, pid, tid, time, func, args, &self.table);
                 }
+                let in_allocator = func.is_map_call() && self.called_by_allocator(maps, pid, c);
                 self.table.enter(Entry {
                     tid,
                     space: pid,
@@ -144,6 +186,7 @@ impl LeakSink {
                     time,
                     stack,
                     sp: reg(b::PERF_REG_X86_SP).unwrap_or(0),
+                    in_allocator,
                 });
             }
             Role::Return(func) => {
@@ -220,6 +263,36 @@ impl LeakSink {
                 0
             }
         }
+    }
+
+    /// Whether a user frame of the sample (past the probed function) lies in one of the
+    /// allocator's own functions.
+    fn called_by_allocator(&mut self, maps: &ProcessMaps, pid: u32, c: &SampleCtx<'_>) -> bool {
+        let (Some(code), Some(chain)) = (self.allocator.as_mut(), c.callchain()) else {
+            return false;
+        };
+        let mut in_user = false;
+        let mut first = true;
+        for ip in chain {
+            if ip >= PERF_CONTEXT_MAX {
+                in_user = ip == PERF_CONTEXT_USER;
+                continue;
+            }
+            if !in_user {
+                continue;
+            }
+            if std::mem::take(&mut first) {
+                continue;
+            }
+            // A return address: the call is the instruction before it.
+            let Some((module, offset)) = maps.lookup(pid, ip.saturating_sub(1)) else {
+                continue;
+            };
+            if code.contains(maps, pid, module, offset) {
+                return true;
+            }
+        }
+        false
     }
 
     /// The user part of the sample's callchain, without the probed function itself (the

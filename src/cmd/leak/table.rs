@@ -79,6 +79,8 @@ pub struct Entry {
     pub time: u64,
     pub stack: StackId,
     pub sp: u64,
+    /// Whether the call's stack shows it made from inside an allocator function.
+    pub in_allocator: bool,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -176,6 +178,7 @@ impl Table {
             time,
             stack,
             sp,
+            in_allocator,
         } = e;
         let calls = self.pending.entry(tid).or_default();
         if let Some(top) = calls.last_mut()
@@ -189,7 +192,8 @@ impl Table {
             }
             return;
         }
-        let internal = func.is_map_call() && calls.iter().any(|c| c.func.is_allocator());
+        let internal =
+            func.is_map_call() && (in_allocator || calls.iter().any(|c| c.func.is_allocator()));
         if calls.len() >= 64 {
             // Returns never came (longjmp out of a hook): keep the table bounded.
             calls.remove(0);
@@ -434,6 +438,7 @@ mod tests {
             time,
             stack,
             sp,
+            in_allocator: false,
         }
     }
 
