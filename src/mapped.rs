@@ -47,6 +47,32 @@ pub fn open_regular(path: &Path, expect: Option<DevIno>) -> io::Result<File> {
         .read(true)
         .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC)
         .open(path)?;
+    checked(file, path, expect)
+}
+
+/// `path` as process `pid` sees it (inside its root: a container's absolute symlinks stay
+/// in the container), opened as [`open_regular`] opens.
+pub fn open_in_process_root(pid: u32, path: &Path, expect: Option<DevIno>) -> io::Result<File> {
+    let root = PathBuf::from(format!("/proc/{pid}/root"));
+    let file = crate::sys::resolve::open_in_root(&root, path, libc::O_PATH)?;
+    // Opened as a path only (a FIFO or a device is not opened for reading at all): check
+    // what it is, then open it for reading through the descriptor.
+    let meta = file.metadata()?;
+    if !meta.is_file() {
+        return Err(refused(path, "is not a regular file"));
+    }
+    let reopened = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_CLOEXEC)
+        .open(format!(
+            "/proc/self/fd/{}",
+            std::os::fd::AsRawFd::as_raw_fd(&file)
+        ))?;
+    checked(reopened, path, expect)
+}
+
+/// Checks an opened file: a regular file and, with `expect`, that device and inode.
+fn checked(file: File, path: &Path, expect: Option<DevIno>) -> io::Result<File> {
     // The path may have been replaced between the look and the open.
     let meta = file.metadata()?;
     if !meta.is_file() {
@@ -163,9 +189,10 @@ pub fn open(m: &MappedFile) -> io::Result<File> {
         .to_str()
         .and_then(|s| s.strip_suffix(" (deleted)"))
         .map_or(m.path.as_path(), Path::new);
-    let first = match in_root(m.pid, path) {
-        Some(p) => open_regular(&p, m.dev_ino),
-        None => open_regular(path, m.dev_ino),
+    let first = if m.pid != u32::MAX && Path::new(&format!("/proc/{}/root", m.pid)).exists() {
+        open_in_process_root(m.pid, path, m.dev_ino)
+    } else {
+        open_regular(path, m.dev_ino)
     };
     match first {
         // The process exited between finding its root and opening through it (short

@@ -186,7 +186,18 @@ fn resolve_path(key: &ModuleKey<'_>) -> (PathBuf, PathBuf) {
             .join("root")
             .join(rel);
         if under_root.exists() {
-            return (under_root, recorded);
+            // The kernel resolves an absolute symlink met under /proc/PID/root against our
+            // root, not the process's: use the path only when it is the file the process
+            // itself would reach (a container cannot point the report at a host file).
+            let inside = crate::mapped::open_in_process_root(pid, &recorded, None)
+                .and_then(|f| f.metadata())
+                .ok();
+            let plain = std::fs::metadata(&under_root).ok();
+            let same = matches!((inside, plain), (Some(a), Some(b)) if (a.dev(), a.ino()) == (b.dev(), b.ino()));
+            if same {
+                return (under_root, recorded);
+            }
+            return (PathBuf::from("/proc/self/root/nonexistent"), recorded);
         }
     }
     (recorded.clone(), recorded)

@@ -8,6 +8,7 @@ pub mod child;
 pub mod diagnose;
 pub mod open;
 pub mod poll;
+pub mod resolve;
 pub mod ring;
 #[cfg(test)]
 pub mod testutil;
