@@ -16,6 +16,15 @@ fn samples_with_another_sessions_id_are_attributed_not_dropped() {
     if !require_perf("foreign ids") || !require_perf_tool("foreign ids") {
         return;
     }
+    // One software event beside a tracepoint: attributed as the only software event.
+    check_attributed("page-faults,syscalls:sys_enter_mmap", &["page-faults"]);
+    // Two software events: each has rings of its own, and the ring tells.
+    check_attributed("page-faults,minor-faults", &["page-faults", "minor-faults"]);
+}
+
+/// Records `events` with memperf, then runs perf record -a on a 5000-page workload; each of
+/// `counted` must have exactly the workload's 5000 faults.
+fn check_attributed(events: &str, counted: &[&str]) {
     let dir = scratch();
     let ours = dir.path().join("ours.data");
     let pf = fixture("pagefault", Variant::Fp);
@@ -23,14 +32,7 @@ fn samples_with_another_sessions_id_are_attributed_not_dropped() {
     // memperf first, perf second: the kernel puts the newest session's event first, and
     // its id goes on memperf's samples.
     let mut rec = memperf()
-        .args([
-            "record",
-            "-e",
-            "page-faults,syscalls:sys_enter_mmap",
-            "-a",
-            "--duration",
-            "4",
-        ])
+        .args(["record", "-e", events, "-a", "--duration", "4"])
         .args(["-m", "16384", "-o"])
         .arg(&ours)
         .stdout(Stdio::null())
@@ -53,23 +55,25 @@ fn samples_with_another_sessions_id_are_attributed_not_dropped() {
     std::io::Read::read_to_string(&mut err, &mut rest).unwrap();
     assert!(rec.wait().unwrap().success(), "{rest}");
 
-    let o = run_memperf(&[
-        "report",
-        "-q",
-        "--folded",
-        "--event",
-        "page-faults",
-        "-i",
-        ours.to_str().unwrap(),
-    ]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let faults: u64 = String::from_utf8_lossy(&o.stdout)
-        .lines()
-        .filter(|l| l.contains("pf_level3;touch_pages"))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
-        .sum();
     assert!(rest.contains("lost 0 events"), "{rest}");
-    assert_eq!(faults, 5000, "{rest}");
+    for event in counted {
+        let o = run_memperf(&[
+            "report",
+            "-q",
+            "--folded",
+            "--event",
+            event,
+            "-i",
+            ours.to_str().unwrap(),
+        ]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let faults: u64 = String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .filter(|l| l.contains("pf_level3;touch_pages"))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+            .sum();
+        assert_eq!(faults, 5000, "{events} / {event}: {rest}");
+    }
     // When the kernel did give memperf's samples perf's id, the summary says how many and
     // that none was skipped.
     if let Some(l) = rest

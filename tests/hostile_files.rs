@@ -177,10 +177,13 @@ fn a_binary_deleted_while_it_runs_is_still_unwound() {
 
     let out = dir.path().join("del.data");
     let pid = child.id().to_string();
+    // The build-id cache the recorder keeps the deleted files in, for the report.
+    let cache = dir.path().join("buildid-cache");
     let o = {
         let _turn = recording_turn();
         run_watched(
             memperf()
+                .env("MEMPERF_BUILDID_DIR", &cache)
                 .args(["record", "-e", "page-faults", "-p", &pid, "--duration", "2"])
                 .args(["-m", TEST_RING_PAGES, "-o"])
                 .arg(&out),
@@ -202,4 +205,18 @@ fn a_binary_deleted_while_it_runs_is_still_unwound() {
         .find(|l| l.starts_with("# user stacks unwound while recording"))
         .unwrap_or_else(|| panic!("{text}"));
     assert!(line.contains("truncated: 0"), "{line}\n{text}");
+    // The process is gone and so are its files: the report names their frames from the
+    // copies the recorder kept by build-id.
+    let f = memperf()
+        .env("MEMPERF_BUILDID_DIR", &cache)
+        .args(["report", "-q", "--folded", "-i"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    let folded = String::from_utf8_lossy(&f.stdout);
+    assert!(
+        folded.contains("main;lib_touch"),
+        "{folded}\n{}",
+        stderr(&f)
+    );
 }

@@ -35,6 +35,7 @@ pub struct DrainStats {
 /// kernel drop events, which costs more than the rare cross-CPU reordering it prevents.
 pub fn round(
     rings: &mut [RingBuffer],
+    ring_events: &[Option<usize>],
     session: &mut Session,
     sink: &mut dyn Handler,
     limit: Option<u64>,
@@ -72,7 +73,8 @@ pub fn round(
         let Some((i, _)) = best else { break };
         let rd = &mut readers[i];
         if let Some(rec) = rd.peek() {
-            session.handle(rec.ty, rec.misc, rec.bytes, sink)?;
+            let sole = ring_events.get(i).copied().flatten();
+            session.handle_in_ring(sole, rec.ty, rec.misc, rec.bytes, sink)?;
         }
         rd.consume();
         stats.records += 1;

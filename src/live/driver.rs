@@ -360,6 +360,7 @@ impl Driver {
         }
         let drained = drain::round(
             &mut self.opened.rings,
+            &self.opened.ring_events,
             session,
             sink,
             limit,

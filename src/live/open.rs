@@ -60,6 +60,8 @@ pub struct ResolvedEvent {
 pub struct Opened {
     pub events: Vec<ResolvedEvent>,
     pub rings: Vec<RingBuffer>,
+    /// For each ring, the one event whose samples it holds, when it holds one only.
+    pub ring_events: Vec<Option<usize>>,
     /// Every event fd that is not the owner of a ring (those stay inside their ring).
     pub fds: Vec<OwnedFd>,
     pub ids: FxHashMap<u64, usize>,
@@ -376,10 +378,21 @@ pub fn open_all(
     let mut fds = Vec::new();
     let mut ids = FxHashMap::default();
     let mut kernel_excluded = false;
+    // Software events that fire together can come back with each other's sample ids (see
+    // SessionStats::foreign_ids): with two or more, each gets rings of its own, so that the
+    // ring tells whose a sample is.
+    let software = events
+        .iter()
+        .filter(|e| e.type_ == PERF_TYPE_SOFTWARE)
+        .count();
+    let own_ring = |e: &ResolvedEvent| software >= 2 && e.type_ == PERF_TYPE_SOFTWARE;
+    let mut ring_events: Vec<Option<usize>> = Vec::new();
     for &cpu in &cfg.cpus {
-        let mut ring_idx: Option<usize> = None;
+        let mut ring_of: FxHashMap<usize, usize> = FxHashMap::default();
         for &pid in &targets {
             for (i, ev) in events.iter_mut().enumerate() {
+                let group = if own_ring(ev) { i } else { usize::MAX };
+                let ring_idx = ring_of.get(&group).copied();
                 let mut ac = attr_config(cfg, ev, i == 0, wakeup_watermark(pages));
                 if kernel_excluded {
                     exclude_kernel(&mut ac);
@@ -446,7 +459,8 @@ pub fn open_all(
                             )
                         })?;
                         rings.push(ring);
-                        ring_idx = Some(rings.len() - 1);
+                        ring_events.push((group != usize::MAX).then_some(i));
+                        ring_of.insert(group, rings.len() - 1);
                     }
                 }
             }
@@ -465,6 +479,7 @@ pub fn open_all(
     Ok(Opened {
         events,
         rings,
+        ring_events,
         fds,
         ids,
         clock_monotonic: !features.no_clockid,

@@ -29,11 +29,28 @@ impl RecordWriter {
 
 impl Handler for RecordWriter {
     fn sample(&mut self, s: &SampleCtx<'_>) -> io::Result<()> {
-        let (Some(chain), Some(info)) = (s.unwound, self.out_infos.get(s.ev)) else {
+        let Some(info) = self.out_infos.get(s.ev) else {
             return self.writer.write_record(s.bytes);
         };
+        if s.unwound.is_none() && s.corrected_id.is_none() {
+            return self.writer.write_record(s.bytes);
+        }
+        // The id of the event the session attributed the sample to, not the one the kernel
+        // wrote, so that readers of the file attribute it the same way.
+        let fixed;
+        let sample = match s.corrected_id {
+            Some(id) => {
+                fixed = records::Sample {
+                    identifier: Some(id),
+                    id: s.sample.id.map(|_| id),
+                    ..*s.sample
+                };
+                &fixed
+            }
+            None => s.sample,
+        };
         self.buf.clear();
-        records::encode_sample(&mut self.buf, s.misc, s.sample, info, Some(chain))
+        records::encode_sample(&mut self.buf, s.misc, sample, info, s.unwound)
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
         self.writer.write_record(&self.buf)
     }

@@ -36,6 +36,9 @@ pub struct SampleCtx<'a> {
     /// When the session unwound the copied user stack: the sample's own callchain (its
     /// kernel part), then `PERF_CONTEXT_USER` and the user frames.
     pub unwound: Option<&'a [u64]>,
+    /// When the sample carried another event's id (see [`SessionStats::foreign_ids`]): an
+    /// id of the event it was attributed to, for a writer to put in its place.
+    pub corrected_id: Option<u64>,
     pub procs: &'a Processes,
 }
 
@@ -171,6 +174,10 @@ pub struct Session {
     infos: Vec<ParseInfo>,
     /// What each event is, when known (live recording, or a file's attrs).
     types: Vec<EventType>,
+    /// The one event whose samples the ring of the record being handled holds, if one.
+    ring_event: Option<usize>,
+    /// An id of each event, by index.
+    event_ids: Vec<Option<u64>>,
     ids: FxHashMap<u64, usize>,
     procs: Processes,
     stats: SessionStats,
@@ -190,6 +197,15 @@ impl Session {
         Session {
             infos,
             types: Vec::new(),
+            ring_event: None,
+            event_ids: (0..n)
+                .map(|ev| {
+                    ids.iter()
+                        .filter(|&(_, &e)| e == ev)
+                        .map(|(&id, _)| id)
+                        .min()
+                })
+                .collect(),
             ids,
             procs: Processes::new(
                 keep.maps,
@@ -256,6 +272,21 @@ impl Session {
             self.side_info()
         };
         records::record_time(ty, body, info)
+    }
+
+    /// Handles one record of a ring that holds the samples of `sole_event` only (if any).
+    pub fn handle_in_ring(
+        &mut self,
+        sole_event: Option<usize>,
+        ty: u32,
+        misc: u16,
+        bytes: &[u8],
+        handler: &mut dyn Handler,
+    ) -> io::Result<()> {
+        self.ring_event = sole_event;
+        let r = self.handle(ty, misc, bytes, handler);
+        self.ring_event = None;
+        r
     }
 
     /// Handles one complete record (header included).
@@ -344,6 +375,10 @@ impl Session {
     /// tells (or the layouts differ, so that the payload cannot be found).
     fn attribute_foreign(&self, misc: u16, body: &[u8]) -> Option<usize> {
         const TRACEPOINT: u32 = perf_event_open_sys::bindings::PERF_TYPE_TRACEPOINT;
+        // The ring it came from holds one event's samples only.
+        if let Some(ev) = self.ring_event {
+            return Some(ev);
+        }
         if self.types.len() != self.infos.len() {
             return None;
         }
@@ -385,7 +420,15 @@ impl Session {
         body: &[u8],
         handler: &mut dyn Handler,
     ) -> io::Result<()> {
-        let ev = match self.event_of(PERF_RECORD_SAMPLE, body) {
+        let by_id = self.event_of(PERF_RECORD_SAMPLE, body);
+        let ev = match by_id {
+            // A ring that holds one event's samples tells whose a sample is, whatever id the
+            // kernel wrote in it (another of our events' id is as wrong as a foreign one).
+            _ if self.ring_event.is_some_and(|r| by_id != Some(r)) => {
+                self.stats.foreign_ids += 1;
+                self.stats.foreign_attributed += 1;
+                self.ring_event.unwrap_or(0)
+            }
             Some(ev) => ev,
             // An id, but none of ours: see SessionStats::foreign_ids.
             None if records::record_identifier(PERF_RECORD_SAMPLE, body, self.side_info())
@@ -426,12 +469,16 @@ impl Session {
         if unwound {
             self.unwind_sample(&sample);
         }
+        let corrected_id = (by_id != Some(ev))
+            .then(|| self.event_ids.get(ev).copied().flatten())
+            .flatten();
         handler.sample(&SampleCtx {
             ev,
             misc,
             sample: &sample,
             bytes,
             unwound: unwound.then_some(self.chain.as_slice()),
+            corrected_id,
             procs: &self.procs,
         })
     }

@@ -51,13 +51,19 @@ impl Locator {
             .join(".build-id")
             .join(hex(&[*first]))
             .join(format!("{}.debug", hex(rest)));
-        let data = std::fs::read(&path).ok()?;
-        let obj = object::File::parse(&*data).ok()?;
-        if super::elf::build_id(&obj).as_deref() != Some(build_id) {
-            return None;
-        }
-        drop(obj);
-        Some(DebugFile { path, data })
+        let cached =
+            crate::buildid::cache_dir().and_then(|d| crate::buildid::cache_path(&d, build_id));
+        // The debug file, else the binary itself from the build-id cache (a deleted binary
+        // the recorder kept).
+        [Some(path), cached].into_iter().flatten().find_map(|path| {
+            let data = crate::mapped::read_regular(&path).ok()?;
+            let obj = object::File::parse(&*data).ok()?;
+            if super::elf::build_id(&obj).as_deref() != Some(build_id) {
+                return None;
+            }
+            drop(obj);
+            Some(DebugFile { path, data })
+        })
     }
 
     /// The `.gnu_debuglink` target `name` with CRC32 `crc`, for the binary opened at

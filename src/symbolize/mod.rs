@@ -23,6 +23,7 @@ mod dwarf;
 mod elf;
 mod kallsyms;
 mod locate;
+pub(crate) use locate::hex;
 mod module;
 mod perfmap;
 #[cfg(test)]

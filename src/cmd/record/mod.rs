@@ -24,6 +24,25 @@ use crate::unwind::UnwindMode;
 
 pub use crate::live::open::default_mmap_pages;
 
+/// How long copying a deleted binary into the build-id cache may take at the end.
+const DELETED_COPY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// A binary deleted while its process ran (a package upgrade): copied, through the
+/// process's `/proc/PID/map_files`, into the build-id cache, where the report finds it by
+/// the build-id this returns once the process is gone.
+fn keep_deleted(pid: u32, path: &Path) -> std::io::Result<Option<Vec<u8>>> {
+    use std::os::unix::ffi::OsStrExt;
+    let maps = procfs::read_maps(pid)?;
+    let Some(m) = maps
+        .iter()
+        .find(|m| m.path.as_slice() == path.as_os_str().as_bytes())
+    else {
+        return Ok(None);
+    };
+    let via = crate::mapped::map_files_path(pid, m.start, m.end - m.start);
+    crate::buildid::keep_in_cache(&via)
+}
+
 /// How often the file's header is brought up to date with the records flushed.
 const CHECKPOINT_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 
@@ -306,8 +325,13 @@ fn build_features(cfg: &RecordConfig, opened: &open::Opened, session: &Session) 
             break;
         }
         let owned = p.to_path_buf();
-        let read = crate::mapped::bounded(crate::mapped::READ_TIMEOUT, move || {
-            crate::buildid::file_build_id(&owned)
+        let deleted = path.ends_with(b" (deleted)");
+        let read = crate::mapped::bounded(DELETED_COPY_TIMEOUT, move || {
+            if deleted {
+                keep_deleted(pid, &owned)
+            } else {
+                crate::buildid::file_build_id(&owned)
+            }
         });
         hung = read.is_none();
         if let Some(Ok(Some(id))) = read {
