@@ -84,6 +84,60 @@ pub fn to_hex(id: &[u8]) -> String {
 
 #[cfg(test)]
 #[allow(clippy::expect_used, clippy::unwrap_used)]
+/// perf's build-id cache (`~/.debug`, or `$MEMPERF_BUILDID_DIR`): binaries kept by build-id
+/// as `.build-id/NN/REST/elf`, where `perf report` looks for them too.
+pub fn cache_dir() -> Option<std::path::PathBuf> {
+    if let Some(d) = std::env::var_os("MEMPERF_BUILDID_DIR") {
+        return Some(d.into());
+    }
+    std::env::var_os("HOME").map(|h| std::path::PathBuf::from(h).join(".debug"))
+}
+
+/// Where the cache keeps the binary with `build_id`.
+pub fn cache_path(dir: &Path, build_id: &[u8]) -> Option<std::path::PathBuf> {
+    let (first, rest) = build_id.split_first()?;
+    (!rest.is_empty()).then(|| {
+        dir.join(".build-id")
+            .join(crate::symbolize::hex(&[*first]))
+            .join(crate::symbolize::hex(rest))
+            .join("elf")
+    })
+}
+
+/// Keeps a copy of the binary that `file` reads (a deleted one, through
+/// `/proc/PID/map_files`) in the build-id cache, so that a report made after its process
+/// is gone can still name its frames. Returns the build-id.
+pub fn keep_in_cache(file: &Path) -> io::Result<Option<Vec<u8>>> {
+    let Some(id) = file_build_id(file)? else {
+        return Ok(None);
+    };
+    let Some(dir) = cache_dir() else {
+        return Ok(Some(id));
+    };
+    let Some(dest) = cache_path(&dir, &id) else {
+        return Ok(Some(id));
+    };
+    if dest.exists() {
+        return Ok(Some(id));
+    }
+    if let Some(parent) = dest.parent() {
+        std::fs::create_dir_all(parent)?;
+    }
+    let mut src = crate::mapped::open_regular(file, None)?;
+    // Written aside and renamed: a reader never sees half a binary.
+    let tmp = dest.with_extension("tmp");
+    let mut out = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(&tmp)?;
+    io::copy(&mut src, &mut out)?;
+    std::fs::rename(&tmp, &dest)?;
+    Ok(Some(id))
+}
+
 mod tests {
     use super::*;
 
@@ -148,58 +202,4 @@ mod tests {
         assert_eq!(parse_gnu_build_id_note(&notes[..notes.len() - 4]), None);
         assert_eq!(parse_gnu_build_id_note(&[1, 2, 3]), None);
     }
-}
-
-/// perf's build-id cache (`~/.debug`, or `$MEMPERF_BUILDID_DIR`): binaries kept by build-id
-/// as `.build-id/NN/REST/elf`, where `perf report` looks for them too.
-pub fn cache_dir() -> Option<std::path::PathBuf> {
-    if let Some(d) = std::env::var_os("MEMPERF_BUILDID_DIR") {
-        return Some(d.into());
-    }
-    std::env::var_os("HOME").map(|h| std::path::PathBuf::from(h).join(".debug"))
-}
-
-/// Where the cache keeps the binary with `build_id`.
-pub fn cache_path(dir: &Path, build_id: &[u8]) -> Option<std::path::PathBuf> {
-    let (first, rest) = build_id.split_first()?;
-    (!rest.is_empty()).then(|| {
-        dir.join(".build-id")
-            .join(crate::symbolize::hex(&[*first]))
-            .join(crate::symbolize::hex(rest))
-            .join("elf")
-    })
-}
-
-/// Keeps a copy of the binary that `file` reads (a deleted one, through
-/// `/proc/PID/map_files`) in the build-id cache, so that a report made after its process
-/// is gone can still name its frames. Returns the build-id.
-pub fn keep_in_cache(file: &Path) -> io::Result<Option<Vec<u8>>> {
-    let Some(id) = file_build_id(file)? else {
-        return Ok(None);
-    };
-    let Some(dir) = cache_dir() else {
-        return Ok(Some(id));
-    };
-    let Some(dest) = cache_path(&dir, &id) else {
-        return Ok(Some(id));
-    };
-    if dest.exists() {
-        return Ok(Some(id));
-    }
-    if let Some(parent) = dest.parent() {
-        std::fs::create_dir_all(parent)?;
-    }
-    let mut src = crate::mapped::open_regular(file, None)?;
-    // Written aside and renamed: a reader never sees half a binary.
-    let tmp = dest.with_extension("tmp");
-    let mut out = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(&tmp)?;
-    io::copy(&mut src, &mut out)?;
-    std::fs::rename(&tmp, &dest)?;
-    Ok(Some(id))
 }
