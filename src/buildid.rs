@@ -82,8 +82,6 @@ pub fn to_hex(id: &[u8]) -> String {
     s
 }
 
-#[cfg(test)]
-#[allow(clippy::expect_used, clippy::unwrap_used)]
 /// perf's build-id cache (`~/.debug`, or `$MEMPERF_BUILDID_DIR`): binaries kept by build-id
 /// as `.build-id/NN/REST/elf`, where `perf report` looks for them too.
 pub fn cache_dir() -> Option<std::path::PathBuf> {
@@ -138,6 +136,8 @@ pub fn keep_in_cache(file: &Path) -> io::Result<Option<Vec<u8>>> {
     Ok(Some(id))
 }
 
+#[cfg(test)]
+#[allow(clippy::expect_used, clippy::unwrap_used)]
 mod tests {
     use super::*;
 
