@@ -117,6 +117,24 @@ fn recordings_are_private_and_never_written_through_a_link_or_over_another_users
             stderr(&o)
         );
         assert_eq!(std::fs::read(&theirs).unwrap(), b"not yours");
+
+        // The derived outputs are not written through another user's link either.
+        for (flag, name) in [("--flamegraph", "g.svg"), ("--pprof", "p.pb.gz")] {
+            let link = dir.path().join(name);
+            std::os::unix::fs::symlink(&victim, &link).unwrap();
+            std::os::unix::fs::lchown(&link, Some(65534), Some(65534)).unwrap();
+            let o = run_memperf(&[
+                "report",
+                "-q",
+                "-i",
+                out.to_str().unwrap(),
+                flag,
+                link.to_str().unwrap(),
+            ]);
+            assert!(!o.status.success(), "{flag}");
+            assert!(stderr(&o).contains("not written through"), "{}", stderr(&o));
+            assert_eq!(std::fs::read(&victim).unwrap(), b"keep me");
+        }
     }
 }
 
@@ -263,6 +281,27 @@ fn devices_directories_and_foreign_streams_are_refused_at_once() {
         "{}",
         stderr(&out)
     );
+
+    // A valid pipe-mode header, then zeros without end: read record by record, refused at
+    // the first impossible one, not read until memory runs out.
+    let mut child = memperf()
+        .args(["report", "-i", "-"])
+        .stdin(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let writer = std::thread::spawn(move || {
+        let mut header = b"PERFILE2".to_vec();
+        header.extend_from_slice(&16u64.to_le_bytes());
+        let _ = std::io::Write::write_all(&mut stdin, &header);
+        let zeros = vec![0u8; 1 << 16];
+        while std::io::Write::write_all(&mut stdin, &zeros).is_ok() {}
+    });
+    let out = child.wait_with_output().unwrap();
+    writer.join().unwrap();
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("has size 0"), "{}", stderr(&out));
 
     // Bytes that are not text are shown escaped, not as U+FFFD.
     let bad = dir.path().join("bad.data");

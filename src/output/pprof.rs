@@ -367,7 +367,7 @@ pub fn write(profile: &Profile, path: &std::path::Path) -> Result<()> {
         let stdout = std::io::stdout();
         gz(&mut stdout.lock()).context("failed to write the profile")
     } else {
-        let mut f = std::fs::File::create(path)
+        let mut f = super::create_output_file(path)
             .with_context(|| format!("failed to create `{}`", path.display()))?;
         gz(&mut f).with_context(|| format!("failed to write `{}`", path.display()))
     }

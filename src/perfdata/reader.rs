@@ -126,6 +126,37 @@ fn payload_size(ty: u32, body: &[u8]) -> u64 {
     }
 }
 
+/// Appends at most `n` more bytes of `r` to `buf`; returns how many came.
+fn read_up_to(r: &mut dyn std::io::Read, buf: &mut Vec<u8>, n: u64) -> std::io::Result<u64> {
+    std::io::Read::read_to_end(&mut std::io::Read::take(&mut *r, n), buf).map(|n| n as u64)
+}
+
+/// Reads a pipe-mode stream's records one at a time, each by the size its header gives,
+/// and stops at the first header that cannot be a record (size under 8): a stream of
+/// something else after a valid header (zeros, say) is not read to its end, which may
+/// never come. The parser then reports the damage where it is.
+fn read_pipe_records(r: &mut dyn std::io::Read, buf: &mut Vec<u8>) -> std::io::Result<()> {
+    loop {
+        let start = buf.len();
+        if read_up_to(r, buf, 8)? < 8 {
+            return Ok(());
+        }
+        let ty = le_u32(buf, start);
+        let size = u64::from(u16::from_le_bytes([buf[start + 6], buf[start + 7]]));
+        if size < 8 {
+            return Ok(());
+        }
+        let body = buf.len();
+        if read_up_to(r, buf, size - 8)? < size - 8 {
+            return Ok(());
+        }
+        let payload = payload_size(ty, &buf[body..]);
+        if payload > 0 && read_up_to(r, buf, payload)? < payload {
+            return Ok(());
+        }
+    }
+}
+
 impl<'a> RecordIter<'a> {
     /// The records of a pipe-mode stream: everything after its 16-byte header.
     pub(super) fn pipe(bytes: &'a [u8]) -> RecordIter<'a> {
@@ -160,6 +191,29 @@ impl<'a> RecordIter<'a> {
 
 fn section(b: &[u8], off: usize) -> (u64, u64) {
     (le_u64(b, off), le_u64(b, off + 8))
+}
+
+/// Whether the file's records are zstd-compressed: feature bit 27 set and its section, the
+/// bit's entry in the table after the data, saying so (`struct perf_env::comp_*`: version,
+/// then type 1 for zstd). A damaged header's random bits are not taken for it.
+fn says_zstd(bytes: &[u8], table: u64) -> bool {
+    let bitmap: Vec<u64> = (0..4).map(|i| le_u64(bytes, 72 + 8 * i)).collect();
+    if bitmap[0] & (1 << HEADER_COMPRESSED) == 0 {
+        return false;
+    }
+    // Sections come in the order of the bits set.
+    let index = (bitmap[0] & ((1 << HEADER_COMPRESSED) - 1)).count_ones() as u64;
+    let Some(entry) = table
+        .checked_add(index * 16)
+        .and_then(|at| slice(bytes, at, 16))
+    else {
+        return false;
+    };
+    let (off, size) = section(entry, 0);
+    let Some(body) = slice(bytes, off, size.min(8)) else {
+        return false;
+    };
+    body.len() == 8 && le_u32(body, 4) == 1
 }
 
 /// `bytes[offset..offset+size]` if it lies within the file.
@@ -245,7 +299,12 @@ impl PerfDataFile {
             return Err(StreamError::Data(PerfDataError::Empty));
         }
         check_magic(&bytes).map_err(StreamError::Data)?;
-        r.read_to_end(&mut bytes).map_err(StreamError::Io)?;
+        read_up_to(r, &mut bytes, 8).map_err(StreamError::Io)?;
+        if bytes.len() == 16 && le_u64(&bytes, 8) == PIPE_HEADER_SIZE {
+            read_pipe_records(r, &mut bytes).map_err(StreamError::Io)?;
+        } else {
+            r.read_to_end(&mut bytes).map_err(StreamError::Io)?;
+        }
         Self::parse(Bytes::Owned(bytes)).map_err(StreamError::Data)
     }
 
@@ -284,11 +343,7 @@ impl PerfDataFile {
         if data_size == 0 && !unfinished {
             return Err(PerfDataError::DataSizeZero);
         }
-        if le_u64(&bytes, 72) & (1 << HEADER_COMPRESSED) != 0
-            && le_u64(&bytes, 72) & !(1 << HEADER_COMPRESSED) != 0
-        {
-            // perf sets the bit beside the others it always writes; the bit alone in a
-            // damaged header says nothing.
+        if says_zstd(&bytes, data_offset.saturating_add(data_size)) {
             return Err(PerfDataError::Compressed { offset: None });
         }
         let events = read_attrs(&bytes, attr_size, attrs_off, attrs_size)?;

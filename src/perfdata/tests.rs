@@ -530,14 +530,33 @@ fn reader_reports_broken_files_without_panicking() {
     bit_alone[72 + 3] |= 1 << 3;
     assert!(open_bytes(dir.path(), &bit_alone).is_ok());
 
-    // perf sets feature bit 27 (HEADER_COMPRESSED) when its records are zstd-compressed.
-    let mut compressed = good.clone();
-    compressed[72 + 3] |= 1 << 3;
-    let e = open_bytes(dir.path(), &compressed).unwrap_err();
-    assert_eq!(
-        e.to_string(),
-        "records are zstd-compressed (`perf record -z`), which memperf cannot read: record without -z"
-    );
+    // Random feature bits (bit 27 among them) with no compression section that says zstd:
+    // damage, not compression.
+    let mut random_bits = good.clone();
+    random_bits[72..80].copy_from_slice(&0x5a3c_9e17_0fd8_2b6d_u64.to_le_bytes());
+    if let Err(e) = open_bytes(dir.path(), &random_bits) {
+        assert!(!e.to_string().contains("zstd"), "{e}");
+    }
+
+    // A real `perf record -z` file: bit 27 and its section saying zstd.
+    if have_perf() {
+        let z = dir.path().join("z.data");
+        let ok = Command::new("perf")
+            .args(["record", "-q", "-z", "-e", "page-faults", "-o"])
+            .arg(&z)
+            .args(["--", "true"])
+            .output()
+            .unwrap()
+            .status
+            .success();
+        if ok {
+            let e = PerfDataFile::open(&z).unwrap_err();
+            assert_eq!(
+                e.to_string(),
+                "records are zstd-compressed (`perf record -z`), which memperf cannot read: record without -z"
+            );
+        }
+    }
 
     // Truncated inside the third record: two records read, then the loss is reported.
     let comm_len = u16::from_ne_bytes([good[data_off + 6], good[data_off + 7]]) as usize;
