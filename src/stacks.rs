@@ -7,6 +7,44 @@ use std::hash::Hash;
 
 use rustc_hash::FxHashMap;
 
+/// A code address as a stack gives it (framehop's `FrameAddress`): the instruction that was
+/// executing when the sample was taken, or a return address, whose call is the instruction
+/// before it. Names are looked up for [`CodeAddr::lookup`]; outputs print [`CodeAddr::addr`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum CodeAddr {
+    Ip(u64),
+    Return(u64),
+}
+
+impl CodeAddr {
+    pub fn new(addr: u64, is_return: bool) -> CodeAddr {
+        if is_return {
+            CodeAddr::Return(addr)
+        } else {
+            CodeAddr::Ip(addr)
+        }
+    }
+
+    /// The address as the stack holds it.
+    pub fn addr(self) -> u64 {
+        match self {
+            CodeAddr::Ip(a) | CodeAddr::Return(a) => a,
+        }
+    }
+
+    pub fn is_return(self) -> bool {
+        matches!(self, CodeAddr::Return(_))
+    }
+
+    /// The address to name: a return address's call is the instruction before it.
+    pub fn lookup(self) -> u64 {
+        match self {
+            CodeAddr::Ip(a) => a,
+            CodeAddr::Return(a) => a.saturating_sub(1),
+        }
+    }
+}
+
 /// Index of a unique frame in a `FrameTable`.
 pub type FrameId = u32;
 /// Index of a node of a `StackTable` (the innermost frame of one stack).

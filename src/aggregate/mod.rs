@@ -22,7 +22,7 @@ use crate::perfdata::tracing_data::FieldFormat;
 use crate::records::{ParseInfo, Record, Sample};
 use crate::session::order::{self, Slack};
 use crate::session::{Chain, EventType, Handler, Keep, Processes, SampleCtx, Session, SideBand};
-use crate::stacks::{FrameId, FrameTable, StackId, StackTable};
+use crate::stacks::{CodeAddr, FrameId, FrameTable, StackId, StackTable};
 use crate::unwind::UnwindMode;
 
 pub use by::ByRow;
@@ -33,14 +33,12 @@ pub use weigh::{Weigher, weighers};
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum FrameKey {
     Kernel {
-        addr: u64,
-        ret: bool,
+        addr: CodeAddr,
     },
-    /// In a mapped module, by file offset.
+    /// In a mapped module, by the file offset of the code address.
     User {
         module: u32,
-        offset: u64,
-        ret: bool,
+        offset: CodeAddr,
     },
     /// Anonymous executable memory or no known mapping: a JIT map may name it.
     Jit {
@@ -57,8 +55,7 @@ impl FrameKey {
             Some((module, offset)) if maps.module(module).kind() != ModuleKind::Anon => {
                 FrameKey::User {
                     module,
-                    offset,
-                    ret,
+                    offset: CodeAddr::new(offset, ret),
                 }
             }
             _ => FrameKey::Jit { pid, addr },
@@ -516,7 +513,9 @@ impl Aggregator<'_> {
             return;
         }
         self.agg.kernel_frames = true;
-        let id = self.agg.frames.intern(&FrameKey::Kernel { addr, ret });
+        let id = self.agg.frames.intern(&FrameKey::Kernel {
+            addr: CodeAddr::new(addr, ret),
+        });
         self.leaf_first.push(id);
     }
 

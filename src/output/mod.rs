@@ -135,25 +135,21 @@ impl<'c> Resolver<'c> {
     fn name(&mut self, key: &FrameKey, maps: &ProcessMaps) {
         let (cfg, res) = (self.cfg, &mut self.res);
         let (symbolized, fallback, suffix) = match *key {
-            FrameKey::Kernel { addr, ret } => {
+            FrameKey::Kernel { addr } => {
                 let fallback = if cfg.addrs {
-                    format!("[kernel.kallsyms]+{addr:#x}")
+                    format!("[kernel.kallsyms]+{:#x}", addr.addr())
                 } else {
                     "[unknown]".to_string()
                 };
                 let suffix = if cfg.kernel_annotate { "_[k]" } else { "" };
-                (self.sym.symbolize_kernel(addr, ret), fallback, suffix)
+                (self.sym.symbolize_kernel(addr), fallback, suffix)
             }
-            FrameKey::User {
-                module,
-                offset,
-                ret,
-            } => {
+            FrameKey::User { module, offset } => {
                 let m = maps.module(module);
                 // No symbol: the module's name in brackets, as FlameGraph's and inferno's
                 // collapsers name such frames, or module+offset under --addrs.
                 let fallback = if cfg.addrs {
-                    format!("{}+{offset:#x}", m.basename())
+                    format!("{}+{:#x}", m.basename(), offset.addr())
                 } else {
                     format!("[{}]", m.basename())
                 };
@@ -165,7 +161,6 @@ impl<'c> Resolver<'c> {
                             pid: Some(maps.module_pid(module)),
                         },
                         offset,
-                        ret,
                     ),
                     // [vdso] and friends: the pseudo file's name is the best there is.
                     _ => Symbolized {
@@ -232,9 +227,9 @@ impl<'c> Resolver<'c> {
         }
         let outer = symbolized.frames.last();
         let (addr, dso) = match *key {
-            FrameKey::Kernel { addr, .. } => (addr, "[kernel.kallsyms]".to_string()),
-            FrameKey::User { module, offset, .. } => (
-                offset,
+            FrameKey::Kernel { addr } => (addr.addr(), "[kernel.kallsyms]".to_string()),
+            FrameKey::User { module, offset } => (
+                offset.addr(),
                 String::from_utf8_lossy(&maps.module(module).path).into_owned(),
             ),
             FrameKey::Jit { pid, addr } => (

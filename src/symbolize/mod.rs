@@ -29,6 +29,7 @@ mod perfmap;
 #[cfg(test)]
 mod tests;
 
+use crate::stacks::CodeAddr;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
@@ -253,12 +254,8 @@ impl Symbolizer {
 
     /// Symbolizes `file_offset` in `module`. With `is_return_address`, looks up
     /// `file_offset − 1` (the call instruction) and reports that frame.
-    pub fn symbolize(
-        &mut self,
-        module: &ModuleKey<'_>,
-        file_offset: u64,
-        is_return_address: bool,
-    ) -> Symbolized {
+    pub fn symbolize(&mut self, module: &ModuleKey<'_>, at: CodeAddr) -> Symbolized {
+        let (file_offset, is_return_address) = (at.addr(), at.is_return());
         self.stats.lookups += 1;
         let idx = self.module_index(module);
         let result = match self.modules.get(idx) {
@@ -441,7 +438,8 @@ impl Symbolizer {
     }
 
     /// Symbolizes a kernel address through `/proc/kallsyms` (module symbols included).
-    pub fn symbolize_kernel(&mut self, addr: u64, is_return_address: bool) -> Symbolized {
+    pub fn symbolize_kernel(&mut self, at: CodeAddr) -> Symbolized {
+        let (addr, is_return_address) = (at.addr(), at.is_return());
         self.stats.lookups += 1;
         if self.kallsyms.is_some() {
             self.stats.cache_hits += 1;

@@ -110,7 +110,7 @@ fn libc_malloc_is_named_from_the_build_id_debug_file() -> TestResult {
     let libc = Path::new(LIBC);
     let off = func_offset(libc, "malloc", 4)?;
     let mut s = Symbolizer::new(opts(false, true, true));
-    let r = s.symbolize(&key(libc), off, false);
+    let r = s.symbolize(&key(libc), crate::stacks::CodeAddr::new(off, false));
     let f = outer(&r).ok_or("no frame")?;
     assert!(
         matches!(f.name.as_deref(), Some("malloc" | "__libc_malloc")),
@@ -143,13 +143,13 @@ fn libc_without_dwarf_options_has_no_lines_and_caches_the_module() -> TestResult
         build_id: Some(&id),
         ..key(libc)
     };
-    let r = s.symbolize(&k, off, false);
+    let r = s.symbolize(&k, crate::stacks::CodeAddr::new(off, false));
     assert!(
         matches!(outer_name(&r), Some("free" | "__libc_free")),
         "{r:?}"
     );
     assert_eq!(outer(&r).and_then(|f| f.file.as_deref()), None);
-    let r2 = s.symbolize(&k, off + 1, true);
+    let r2 = s.symbolize(&k, crate::stacks::CodeAddr::new(off + 1, true));
     assert_eq!(outer_name(&r2), outer_name(&r));
     assert_eq!(outer(&r2).and_then(|f| f.sym_offset), Some(1));
     let stats = s.stats();
@@ -205,7 +205,7 @@ fn debuglink_in_the_same_directory() -> TestResult {
     let tmp = tempfile::tempdir()?;
     let (prog, off) = debuglink_prog(tmp.path(), "-g", tmp.path())?;
     let mut s = Symbolizer::new(opts(false, true, true));
-    let r = s.symbolize(&key(&prog), off, false);
+    let r = s.symbolize(&key(&prog), crate::stacks::CodeAddr::new(off, false));
     assert_from_debug_file(&r, &s, &tmp.path().join("prog.debug"));
     Ok(())
 }
@@ -216,7 +216,7 @@ fn debuglink_in_the_dot_debug_subdirectory_gives_symbols_too() -> TestResult {
     let sub = tmp.path().join(".debug");
     let (prog, off) = debuglink_prog(tmp.path(), "--strip-all", &sub)?;
     let mut s = Symbolizer::new(opts(false, true, true));
-    let r = s.symbolize(&key(&prog), off, false);
+    let r = s.symbolize(&key(&prog), crate::stacks::CodeAddr::new(off, false));
     assert_from_debug_file(&r, &s, &sub.join("prog.debug"));
     Ok(())
 }
@@ -229,7 +229,7 @@ fn debuglink_under_the_global_debug_root() -> TestResult {
     let (prog, off) = debuglink_prog(tmp.path(), "--strip-all", &root.join(rel))?;
     let mut s = Symbolizer::new(opts(false, true, true));
     s.set_debug_root(root.clone());
-    let r = s.symbolize(&key(&prog), off, false);
+    let r = s.symbolize(&key(&prog), crate::stacks::CodeAddr::new(off, false));
     assert_from_debug_file(&r, &s, &root.join(rel).join("prog.debug"));
     Ok(())
 }
@@ -243,7 +243,7 @@ fn debuglink_with_a_wrong_crc_is_not_used() -> TestResult {
     bytes.push(0);
     std::fs::write(&dbg, bytes)?;
     let mut s = Symbolizer::new(opts(false, true, true));
-    let r = s.symbolize(&key(&prog), off, false);
+    let r = s.symbolize(&key(&prog), crate::stacks::CodeAddr::new(off, false));
     assert_eq!(r.unknown, Some(Unknown::NoSymbol), "{r:?}");
     assert!(s.stats().debug_files.is_empty());
     Ok(())
@@ -257,10 +257,10 @@ fn stripped_binary_names_come_from_dynsym_only() -> TestResult {
     let helper = func_offset(&prog, "static_helper", 1)?;
     run(Command::new("strip").arg("--strip-all").arg(&prog))?;
     let mut s = Symbolizer::new(opts(false, true, true));
-    let r = s.symbolize(&key(&prog), exported, false);
+    let r = s.symbolize(&key(&prog), crate::stacks::CodeAddr::new(exported, false));
     assert_eq!(outer_name(&r), Some("exported_function"));
     assert_eq!(outer(&r).and_then(|f| f.file.as_deref()), None);
-    let r = s.symbolize(&key(&prog), helper, false);
+    let r = s.symbolize(&key(&prog), crate::stacks::CodeAddr::new(helper, false));
     assert_eq!(r.unknown, Some(Unknown::NoSymbol), "{r:?}");
     assert!(r.frames.is_empty());
     assert_eq!(s.stats().unknown.no_symbol, 1);
@@ -286,7 +286,7 @@ fn rust_names_are_demangled_only_when_asked() -> TestResult {
     let svma = symbol_svma(&exe, |n| n.contains("my_module") && n.contains("do_work"))?;
     let off = svma_to_offset(&exe, svma)?;
     let mut s = Symbolizer::new(opts(false, false, true));
-    let r = s.symbolize(&key(&exe), off, false);
+    let r = s.symbolize(&key(&exe), crate::stacks::CodeAddr::new(off, false));
     let name = outer_name(&r).ok_or("no name")?;
     assert!(name.contains("my_module::do_work"), "{name}");
     assert!(
@@ -294,7 +294,7 @@ fn rust_names_are_demangled_only_when_asked() -> TestResult {
         "{name}"
     );
     let mut raw = Symbolizer::new(opts(false, false, false));
-    let r = raw.symbolize(&key(&exe), off, false);
+    let r = raw.symbolize(&key(&exe), crate::stacks::CodeAddr::new(off, false));
     let name = outer_name(&r).ok_or("no name")?;
     assert!(name.starts_with("_ZN") || name.starts_with("_R"), "{name}");
     Ok(())
@@ -313,7 +313,7 @@ fn inline_frames_come_innermost_first() -> TestResult {
     let start = svma_to_offset(&prog, sym.address())?;
     let mut s = Symbolizer::new(opts(true, true, true));
     let found = (0..sym.size())
-        .map(|d| s.symbolize(&key(&prog), start + d, false))
+        .map(|d| s.symbolize(&key(&prog), crate::stacks::CodeAddr::new(start + d, false)))
         .find(|r| r.frames.len() == 2)
         .ok_or("no address with an inline frame")?;
     let [inner, caller] = &found.frames[..] else {
@@ -332,7 +332,7 @@ fn inline_frames_come_innermost_first() -> TestResult {
     // Without `inline`, the same address gives one frame: the caller.
     let mut flat = Symbolizer::new(opts(false, true, true));
     let at = start + caller.sym_offset.ok_or("no sym_offset")?;
-    let r = flat.symbolize(&key(&prog), at, false);
+    let r = flat.symbolize(&key(&prog), crate::stacks::CodeAddr::new(at, false));
     assert_eq!(r.frames.len(), 1);
     assert_eq!(outer_name(&r), Some("noinline_caller"));
     assert_eq!(outer(&r).and_then(|f| f.line), caller.line);
@@ -370,19 +370,19 @@ fn kernel_symbols_and_hidden_kallsyms() {
     s.set_kallsyms(Kallsyms::from_text(
         "ffffffff81000000 T _stext\nffffffff81000100 T do_sys_open\n",
     ));
-    let r = s.symbolize_kernel(0xffffffff81000105, true);
+    let r = s.symbolize_kernel(crate::stacks::CodeAddr::new(0xffffffff81000105, true));
     assert_eq!(outer_name(&r), Some("do_sys_open"));
     assert_eq!(outer(&r).and_then(|f| f.sym_offset), Some(5));
     // A return address right after the first symbol's last byte belongs to that symbol.
     assert_eq!(
-        outer_name(&s.symbolize_kernel(0xffffffff81000100, true)),
+        outer_name(&s.symbolize_kernel(crate::stacks::CodeAddr::new(0xffffffff81000100, true))),
         Some("_stext")
     );
     assert!(!s.kernel_hidden());
     s.set_kallsyms(Kallsyms::from_text(
         "0000000000000000 T _stext\n0000000000000000 T do_sys_open\n",
     ));
-    let r = s.symbolize_kernel(0xffffffff81000105, false);
+    let r = s.symbolize_kernel(crate::stacks::CodeAddr::new(0xffffffff81000105, false));
     assert_eq!(r.unknown, Some(Unknown::Hidden));
     assert!(s.kernel_hidden());
     assert_eq!(s.stats().unknown.hidden, 1);
@@ -395,7 +395,8 @@ fn real_proc_kallsyms_names_a_kernel_function() -> TestResult {
     let mut s = Symbolizer::new(SymbolizeOptions::default());
     if k.is_hidden() {
         assert_eq!(
-            s.symbolize_kernel(0xffffffff81000000, false).unknown,
+            s.symbolize_kernel(crate::stacks::CodeAddr::new(0xffffffff81000000, false))
+                .unknown,
             Some(Unknown::Hidden)
         );
         return Ok(());
@@ -408,7 +409,7 @@ fn real_proc_kallsyms_names_a_kernel_function() -> TestResult {
             .ok_or("no open syscall symbol")?,
         16,
     )?;
-    let r = s.symbolize_kernel(addr + 1, false);
+    let r = s.symbolize_kernel(crate::stacks::CodeAddr::new(addr + 1, false));
     let name = outer_name(&r).ok_or("unnamed")?;
     assert!(
         name == "do_sys_open" || name == "__x64_sys_openat",
@@ -428,7 +429,7 @@ fn replaced_binary_gives_build_id_mismatch_not_a_wrong_name() -> TestResult {
         build_id: Some(&recorded),
         ..key(&prog)
     };
-    let r = s.symbolize(&k, off, false);
+    let r = s.symbolize(&k, crate::stacks::CodeAddr::new(off, false));
     assert_eq!(r, Symbolized::unknown(Unknown::BuildIdMismatch));
     // With the file's own build-id recorded, the same lookup succeeds.
     let id = build_id_of(&prog)?;
@@ -437,7 +438,7 @@ fn replaced_binary_gives_build_id_mismatch_not_a_wrong_name() -> TestResult {
         ..key(&prog)
     };
     assert_eq!(
-        outer_name(&s.symbolize(&k, off, false)),
+        outer_name(&s.symbolize(&k, crate::stacks::CodeAddr::new(off, false))),
         Some("exported_function")
     );
     Ok(())
@@ -455,7 +456,7 @@ fn replaced_libc_falls_back_to_its_debug_file_by_build_id() -> TestResult {
         build_id: Some(&id),
         ..key(&other)
     };
-    let r = s.symbolize(&k, off, false);
+    let r = s.symbolize(&k, crate::stacks::CodeAddr::new(off, false));
     assert!(
         matches!(outer_name(&r), Some("malloc" | "__libc_malloc")),
         "{r:?}"
@@ -473,24 +474,32 @@ fn bad_files_are_unknown_values() -> TestResult {
     let mut s = Symbolizer::new(opts(true, true, true));
     let missing = tmp.path().join("missing");
     assert_eq!(
-        s.symbolize(&key(&missing), 0x1000, false).unknown,
+        s.symbolize(&key(&missing), crate::stacks::CodeAddr::new(0x1000, false))
+            .unknown,
         Some(Unknown::NoFile)
     );
     assert_eq!(
-        s.symbolize(&key(&text), 0x10, false).unknown,
+        s.symbolize(&key(&text), crate::stacks::CodeAddr::new(0x10, false))
+            .unknown,
         Some(Unknown::NotElf)
     );
     assert_eq!(
-        s.symbolize(&key(&truncated), 0x100, true).unknown,
+        s.symbolize(&key(&truncated), crate::stacks::CodeAddr::new(0x100, true))
+            .unknown,
         Some(Unknown::NotElf)
     );
     assert_eq!(
-        s.symbolize(&key(Path::new("[vdso]")), 0x100, true).unknown,
+        s.symbolize(
+            &key(Path::new("[vdso]")),
+            crate::stacks::CodeAddr::new(0x100, true)
+        )
+        .unknown,
         Some(Unknown::NoFile)
     );
     let libc = Path::new(LIBC);
     assert_eq!(
-        s.symbolize(&key(libc), u64::MAX, true).unknown,
+        s.symbolize(&key(libc), crate::stacks::CodeAddr::new(u64::MAX, true))
+            .unknown,
         Some(Unknown::NoSymbol)
     );
     let u = s.stats().unknown;
@@ -508,7 +517,7 @@ fn pid_root_prefix_is_used_when_present() -> TestResult {
         ..key(libc)
     };
     assert!(matches!(
-        outer_name(&s.symbolize(&k, off, false)),
+        outer_name(&s.symbolize(&k, crate::stacks::CodeAddr::new(off, false))),
         Some("malloc" | "__libc_malloc")
     ));
     // A pid that does not exist falls back to the plain path.
@@ -517,7 +526,7 @@ fn pid_root_prefix_is_used_when_present() -> TestResult {
         ..key(libc)
     };
     assert!(matches!(
-        outer_name(&s.symbolize(&k, off, false)),
+        outer_name(&s.symbolize(&k, crate::stacks::CodeAddr::new(off, false))),
         Some("malloc" | "__libc_malloc")
     ));
     assert_eq!(s.stats().modules_loaded, 1);
@@ -540,7 +549,7 @@ fn compressed_debug_sections_give_lines() -> TestResult {
     assert!(compressed, "cc -gz did not compress .debug_info");
     let off = func_offset(&prog, "debuglink_target", 0)?;
     let mut s = Symbolizer::new(opts(false, true, true));
-    let r = s.symbolize(&key(&prog), off, false);
+    let r = s.symbolize(&key(&prog), crate::stacks::CodeAddr::new(off, false));
     assert_eq!(outer_name(&r), Some("debuglink_target"));
     let file = outer(&r).and_then(|f| f.file.as_deref()).unwrap_or("");
     assert!(file.ends_with("debuglink.c"), "{r:?}");
@@ -582,14 +591,18 @@ fn libc_lookup_speed() -> TestResult {
     ] {
         let mut s = Symbolizer::new(o);
         let t0 = std::time::Instant::now();
-        s.symbolize(&key(libc), offsets[0], false);
+        s.symbolize(&key(libc), crate::stacks::CodeAddr::new(offsets[0], false));
         let load = t0.elapsed();
         let mut named = 0;
         let mut passes = Vec::new();
         for _ in 0..2 {
             let t = std::time::Instant::now();
             for &off in &offsets {
-                named += usize::from(s.symbolize(&key(libc), off, false).unknown.is_none());
+                named += usize::from(
+                    s.symbolize(&key(libc), crate::stacks::CodeAddr::new(off, false))
+                        .unknown
+                        .is_none(),
+                );
             }
             passes.push(t.elapsed().as_secs_f64() * 1e6 / offsets.len() as f64);
         }
@@ -629,7 +642,7 @@ fn live_avma_through_proc_maps_names_malloc() -> TestResult {
         build_id: None,
         pid: Some(std::process::id()),
     };
-    let r = s.symbolize(&k, off, false);
+    let r = s.symbolize(&k, crate::stacks::CodeAddr::new(off, false));
     assert!(
         matches!(outer_name(&r), Some("malloc" | "__libc_malloc")),
         "{path}: {r:?}"
@@ -651,7 +664,7 @@ fn notype_labels_in_code_are_named() -> TestResult {
     assert_eq!(label.kind(), object::SymbolKind::Unknown, "NOTYPE expected");
     let offset = svma_to_offset(&prog, label.address() + 1)?;
     let mut s = Symbolizer::new(opts(false, false, true));
-    let r = s.symbolize(&key(&prog), offset, false);
+    let r = s.symbolize(&key(&prog), crate::stacks::CodeAddr::new(offset, false));
     assert_eq!(outer_name(&r), Some("asm_label"), "{r:?}");
     Ok(())
 }

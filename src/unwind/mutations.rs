@@ -128,7 +128,7 @@ fn load_both(path: &Path, rng: &mut Rng) -> bool {
     };
     for _ in 0..4 {
         let off = rng.next() % 0x4000;
-        let _ = sym.symbolize(&key, off, rng.below(2) == 0);
+        let _ = sym.symbolize(&key, crate::stacks::CodeAddr::new(off, rng.below(2) == 0));
     }
     loaded.is_ok()
 }

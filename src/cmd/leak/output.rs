@@ -50,21 +50,17 @@ impl Names {
         }
         let addr = sink.frame_addrs.get(id as usize).copied().unwrap_or(0);
         let text = match sink.frames.get(id) {
-            Some(&FrameKey::Kernel { addr, ret }) => {
+            Some(&FrameKey::Kernel { addr }) => {
                 if !self.kallsyms_loaded {
                     self.kallsyms_loaded = true;
                     if let Ok(t) = std::fs::read_to_string("/proc/kallsyms") {
                         self.sym.set_kallsyms(Kallsyms::from_text(&t));
                     }
                 }
-                let s = self.sym.symbolize_kernel(addr, ret);
+                let s = self.sym.symbolize_kernel(addr);
                 with_offset(s.frames.last(), "[kernel]")
             }
-            Some(&FrameKey::User {
-                module,
-                offset,
-                ret,
-            }) => {
+            Some(&FrameKey::User { module, offset }) => {
                 let m = maps.module(module);
                 let tag = format!("[{}]", m.basename());
                 match m.kind() {
@@ -76,7 +72,6 @@ impl Names {
                                 pid: Some(maps.module_pid(module)),
                             },
                             offset,
-                            ret,
                         );
                         with_offset(s.frames.last(), &tag)
                     }

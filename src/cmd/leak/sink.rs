@@ -337,8 +337,7 @@ impl LeakSink {
             if in_kernel {
                 let id = self.intern_frame(
                     FrameKey::Kernel {
-                        addr: ip,
-                        ret: n > 0,
+                        addr: crate::stacks::CodeAddr::new(ip, n > 0),
                     },
                     ip,
                 );
