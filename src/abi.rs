@@ -76,6 +76,8 @@ pub const HEADER_CMDLINE: u32 = 11;
 pub const HEADER_EVENT_DESC: u32 = 12;
 pub const HEADER_SAMPLE_TIME: u32 = 21;
 pub const HEADER_CLOCKID: u32 = 23;
+/// The wall-clock time at one instant of the samples' clock (perf 5.10+ writes it with -k).
+pub const HEADER_CLOCK_DATA: u32 = 29;
 /// Set when the records are zstd-compressed (`perf record -z`); memperf does not write it.
 pub const HEADER_COMPRESSED: u32 = 27;
 /// memperf's own counts. perf reads the feature bits below its `HEADER_LAST_FEATURE` (about

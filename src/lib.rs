@@ -12,6 +12,7 @@ pub mod buildid;
 pub mod cli;
 pub mod cmd;
 pub mod events;
+pub mod input;
 pub mod live;
 pub mod man;
 pub mod mapped;
@@ -26,4 +27,5 @@ pub mod stacks;
 pub mod symbolize;
 #[allow(unsafe_code)]
 pub mod sys;
+pub mod tool;
 pub mod unwind;

@@ -3,29 +3,26 @@
 //! looked up later, once per unique frame, by the output stage.
 
 mod by;
+mod chain;
 pub mod weigh;
 
 use std::io;
 
-use perf_event_open_sys::bindings as b;
 use rustc_hash::FxHashMap;
 
-use crate::abi::{
-    PERF_CONTEXT_GUEST, PERF_CONTEXT_GUEST_KERNEL, PERF_CONTEXT_GUEST_USER, PERF_CONTEXT_HV,
-    PERF_CONTEXT_KERNEL, PERF_CONTEXT_MAX, PERF_CONTEXT_USER, PERF_SAMPLE_REGS_USER,
-    PERF_SAMPLE_STACK_USER,
-};
+use crate::abi::{PERF_SAMPLE_REGS_USER, PERF_SAMPLE_STACK_USER};
 use crate::cli::{Prefix, ReportConfig, ReportOutput, StackSpace, Weight};
 use crate::maps::{ModuleKind, ProcessMaps};
 use crate::perfdata::PerfDataFile;
 use crate::perfdata::tracing_data::FieldFormat;
 use crate::records::{ParseInfo, Record, Sample};
 use crate::session::order::{self, Slack};
-use crate::session::{Chain, EventType, Handler, Keep, Processes, SampleCtx, Session, SideBand};
-use crate::stacks::{CodeAddr, FrameId, FrameTable, StackId, StackTable};
+use crate::session::{EventType, Handler, Keep, Processes, SampleCtx, Session, SideBand};
+use crate::stacks::{CodeAddr, FrameTable, StackId};
 use crate::unwind::UnwindMode;
 
 pub use by::ByRow;
+pub use chain::StackBook;
 use weigh::{BrkTracker, Target};
 pub use weigh::{Weigher, weighers};
 
@@ -107,8 +104,8 @@ pub struct ReadStats {
 
 /// The aggregated stacks of one file.
 pub struct Aggregate {
-    pub frames: FrameTable<FrameKey>,
-    pub stacks: StackTable,
+    /// The frames and stacks of the samples kept.
+    pub book: StackBook,
     pub prefixes: FrameTable<String>,
     /// (event, prefix, stack) → samples.
     pub counts: FxHashMap<(usize, u32, StackId), u64>,
@@ -120,16 +117,14 @@ pub struct Aggregate {
     pub timeline: std::collections::BTreeMap<(u64, usize), (u64, u64)>,
     /// Which events have a byte weight (`--timeline`, `--by`).
     pub sized: Vec<bool>,
-    pub kernel_frames: bool,
     /// `--pprof`: bytes beside the counts, for events with a size.
     pub bytes: FxHashMap<(usize, u32, StackId), u64>,
 }
 
 impl Aggregate {
-    fn new(events: usize) -> Aggregate {
+    fn new(events: usize, space: StackSpace) -> Aggregate {
         Aggregate {
-            frames: FrameTable::default(),
-            stacks: StackTable::default(),
+            book: StackBook::new(space),
             prefixes: FrameTable::default(),
             counts: FxHashMap::default(),
             maps: ProcessMaps::default(),
@@ -138,7 +133,6 @@ impl Aggregate {
                 kept: vec![0; events],
                 ..ReadStats::default()
             },
-            kernel_frames: false,
             by: FxHashMap::default(),
             timeline: std::collections::BTreeMap::new(),
             sized: Vec::new(),
@@ -175,14 +169,11 @@ struct Aggregator<'c> {
     /// A streaming output's sink: kept samples go there instead of into the counts.
     rows: Option<&'c mut dyn RowSink>,
     agg: Aggregate,
-    leaf_first: Vec<FrameId>,
     event_filter: Option<usize>,
     weighers: Vec<Weigher>,
     brk: BrkTracker,
     /// `syscalls:sys_exit_brk`, when the file has it: the break each brk call left.
     exit_brk: Option<(usize, FieldFormat)>,
-    /// (pid, address, is return address) → frame, valid until a mapping changes.
-    frame_memo: FxHashMap<(u32, u64, bool), FrameId>,
     /// Each event's fixed sample period (not a frequency): the period of samples that do
     /// not carry PERF_SAMPLE_PERIOD, as perf script prints it.
     fixed_periods: Vec<Option<u64>>,
@@ -230,10 +221,8 @@ pub fn read<'c>(
     let mut a = Aggregator {
         cfg,
         rows,
-        agg: Aggregate::new(file.events.len()),
-        leaf_first: Vec::new(),
+        agg: Aggregate::new(file.events.len(), cfg.space),
         event_filter,
-        frame_memo: FxHashMap::default(),
         fixed_periods: file
             .events
             .iter()
@@ -307,7 +296,7 @@ impl Handler for Aggregator<'_> {
     fn side_band(&mut self, r: &SideBand<'_>) -> io::Result<()> {
         match r.rec {
             Some(&Record::Mmap { pid, .. } | &Record::Mmap2 { pid, .. }) if pid != u32::MAX => {
-                self.frame_memo.clear();
+                self.agg.book.mappings_changed();
                 if self.brk.is_pending(pid)
                     && let Some(start) = r.procs.maps().and_then(|m| m.heap_start(pid))
                     && let Some((bytes, targets)) = self.brk.resolve(pid, start)
@@ -318,10 +307,12 @@ impl Handler for Aggregator<'_> {
             Some(&Record::Comm {
                 pid, exec: true, ..
             }) => {
-                self.frame_memo.clear();
+                self.agg.book.mappings_changed();
                 self.brk.forget(pid);
             }
-            Some(&Record::Fork { pid, ppid, .. }) if pid != ppid => self.frame_memo.clear(),
+            Some(&Record::Fork { pid, ppid, .. }) if pid != ppid => {
+                self.agg.book.mappings_changed()
+            }
             Some(&Record::Exit { pid, tid, .. }) if pid == tid => self.brk.forget(pid),
             _ => {}
         }
@@ -448,89 +439,12 @@ impl Aggregator<'_> {
         Ok(())
     }
 
-    /// The sample's stack, interned: its callchain (with the user frames the session
-    /// unwound), or its instruction pointer alone.
+    /// The sample's stack, interned.
     fn stack_of(&mut self, c: &SampleCtx<'_>, pid: u32) -> StackId {
-        self.leaf_first.clear();
-        let maps = maps_of(c.procs);
-        // Each kind of chain walked by its own copy of the loop: no branch per address.
-        match c.callchain() {
-            Some(Chain::Recorded(chain)) => self.walk_chain(chain, maps, pid),
-            Some(Chain::Built(chain)) => self.walk_chain(chain.copied(), maps, pid),
-            None => {}
-        }
-        if self.leaf_first.is_empty()
-            && let Some(ip) = c.sample.ip
-        {
-            let cpumode = u32::from(c.misc) & b::PERF_RECORD_MISC_CPUMODE_MASK;
-            if cpumode == b::PERF_RECORD_MISC_KERNEL {
-                self.kernel_frame(ip, false);
-            } else if cpumode == b::PERF_RECORD_MISC_USER {
-                self.user_frame(maps, pid, ip, false);
-            }
-        }
         self.agg
-            .stacks
-            .intern(self.leaf_first.iter().rev().copied())
+            .book
+            .stack_of(c, maps_of(c.procs), pid)
             .unwrap_or(EMPTY_STACK)
-    }
-
-    /// Interns a callchain's frames, leaf first, by the context each marker switches to.
-    fn walk_chain(&mut self, chain: impl Iterator<Item = u64>, maps: &ProcessMaps, pid: u32) {
-        let mut context = None;
-        let mut first_in_context = true;
-        for addr in chain {
-            if addr >= PERF_CONTEXT_MAX {
-                context = Some(addr);
-                first_in_context = true;
-                continue;
-            }
-            let ret = !first_in_context;
-            first_in_context = false;
-            match context {
-                Some(PERF_CONTEXT_KERNEL) => self.kernel_frame(addr, ret),
-                Some(PERF_CONTEXT_USER) => self.user_frame(maps, pid, addr, ret),
-                Some(
-                    PERF_CONTEXT_HV
-                    | PERF_CONTEXT_GUEST
-                    | PERF_CONTEXT_GUEST_KERNEL
-                    | PERF_CONTEXT_GUEST_USER,
-                ) => {}
-                _ => {
-                    // No marker: decide by address, as perf does for old files.
-                    if addr >= 0xffff_8000_0000_0000 {
-                        self.kernel_frame(addr, ret);
-                    } else {
-                        self.user_frame(maps, pid, addr, ret);
-                    }
-                }
-            }
-        }
-    }
-
-    fn kernel_frame(&mut self, addr: u64, ret: bool) {
-        if self.cfg.space == StackSpace::User {
-            return;
-        }
-        self.agg.kernel_frames = true;
-        let id = self.agg.frames.intern(&FrameKey::Kernel {
-            addr: CodeAddr::new(addr, ret),
-        });
-        self.leaf_first.push(id);
-    }
-
-    fn user_frame(&mut self, maps: &ProcessMaps, pid: u32, addr: u64, ret: bool) {
-        if self.cfg.space == StackSpace::Kernel {
-            return;
-        }
-        if let Some(&id) = self.frame_memo.get(&(pid, addr, ret)) {
-            self.leaf_first.push(id);
-            return;
-        }
-        let key = FrameKey::user(maps, pid, addr, ret);
-        let id = self.agg.frames.intern(&key);
-        self.frame_memo.insert((pid, addr, ret), id);
-        self.leaf_first.push(id);
     }
 }
 

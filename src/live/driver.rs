@@ -19,7 +19,7 @@ use crate::procfs;
 use crate::session::{Handler, Session};
 use crate::sys::child::{ExitStatusInfo, GatedChild, RunningChild};
 use crate::sys::open::{ioc_disable, ioc_enable, read_lost};
-use crate::sys::{self, poll};
+use crate::sys::poll;
 
 /// The longest wait between two drains.
 const POLL_EVERY: Duration = Duration::from_millis(100);
@@ -149,6 +149,9 @@ pub(crate) struct Round {
     pub drained: u64,
     /// Whether a `tick` interval ended with this round.
     pub tick: bool,
+    /// The sample clock when the round began: every record stamped up to two milliseconds
+    /// before it has been handed on (`None` when the clock cannot be read).
+    pub now: Option<u64>,
 }
 
 /// The round handler's answer.
@@ -167,6 +170,8 @@ pub(crate) struct Finished {
     /// it includes losses no LOST record reported.
     pub kernel_lost: Option<u64>,
     pub drain: DrainStats,
+    /// The sample clock after the last drain.
+    pub now: Option<u64>,
     /// The events, still open: the caller decides when they close.
     pub opened: Opened,
 }
@@ -220,6 +225,11 @@ impl Driver {
         self
     }
 
+    /// The sample clock now.
+    pub(crate) fn clock_now(&mut self) -> Option<u64> {
+        self.opened.clock.now()
+    }
+
     pub(crate) fn opened(&self) -> &Opened {
         &self.opened
     }
@@ -271,14 +281,16 @@ impl Driver {
             self.poll(&mut hung_up, timeout)?;
             self.signals.drain_wakeups();
             let before = self.stats.records;
-            let limit = sys::clock_monotonic_ns().saturating_sub(drain::HOLD_BACK_NS);
-            self.drain(session, sink, Some(limit))?;
+            let now = self.opened.clock.now();
+            let limit = now.map(|t| t.saturating_sub(drain::HOLD_BACK_NS));
+            self.drain(session, sink, limit)?;
             let tick = next_tick.is_some_and(|t| Instant::now() >= t);
             if tick {
                 next_tick = until.tick.map(|t| Instant::now() + t);
             }
             let drained = self.stats.records - before;
-            if on_round(session, sink, Round { drained, tick })? == Flow::Stop {
+            let round = Round { drained, tick, now };
+            if on_round(session, sink, round)? == Flow::Stop {
                 break (StopReason::Requested, None);
             }
             if let Some(end) = self.ended(until, deadline, &mut last_alive_check)? {
@@ -415,7 +427,9 @@ impl Driver {
         } else {
             None
         };
+        let now = self.opened.clock.now();
         Ok(Finished {
+            now,
             reason: self.reason,
             exit: self.exit,
             kernel_lost,

@@ -5,5 +5,6 @@
 pub mod drain;
 pub mod driver;
 pub mod open;
+pub mod recorder;
 pub mod synth;
 pub mod writer;

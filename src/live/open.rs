@@ -12,6 +12,7 @@ use crate::cli::{CallGraph, RecordConfig, Target, UnwindWhen};
 use crate::events::{self, EventKind, EventSpec, Period};
 use crate::procfs;
 use crate::sys::attr::{AttrConfig, X86_REGS_PERF_ALL, build_attr, user_regs_mask_for_unwind};
+use crate::sys::clock::{PerfClock, SampleClock};
 use crate::sys::diagnose::{
     EventClass, OpenContext, SystemFacts, explain_mmap_error, explain_open_error,
 };
@@ -68,6 +69,8 @@ pub struct Opened {
     /// Notes for the summary (e.g. kernel samples excluded by perf_event_paranoid).
     pub notes: Vec<String>,
     pub tracefs: Option<Tracefs>,
+    /// The clock the samples carry (see `sys::clock`), and whether it is CLOCK_MONOTONIC.
+    pub clock: SampleClock,
     pub clock_monotonic: bool,
     /// Whether the events carry PERF_FORMAT_LOST (kernel 6.0+).
     pub format_lost: bool,
@@ -378,6 +381,8 @@ pub fn open_all(
     let mut fds = Vec::new();
     let mut ids = FxHashMap::default();
     let mut kernel_excluded = false;
+    // The kernel's default clock when it can be read, as perf's (see `sys::clock`).
+    let kernel_clock = PerfClock::open().ok();
     // Software events that fire together can come back with each other's sample ids (see
     // SessionStats::foreign_ids): with two or more, each gets rings of its own, so that the
     // ring tells whose a sample is.
@@ -394,6 +399,7 @@ pub fn open_all(
                 let group = if own_ring(ev) { i } else { usize::MAX };
                 let ring_idx = ring_of.get(&group).copied();
                 let mut ac = attr_config(cfg, ev, i == 0, wakeup_watermark(pages));
+                ac.use_clockid = kernel_clock.is_none();
                 if kernel_excluded {
                     exclude_kernel(&mut ac);
                 }
@@ -482,7 +488,12 @@ pub fn open_all(
         ring_events,
         fds,
         ids,
-        clock_monotonic: !features.no_clockid,
+        clock_monotonic: kernel_clock.is_none() && !features.no_clockid,
+        clock: match kernel_clock {
+            Some(c) => SampleClock::Kernel(c),
+            None if !features.no_clockid => SampleClock::Monotonic,
+            None => SampleClock::Unread,
+        },
         format_lost: !features.no_format_lost,
         notes,
         tracefs,

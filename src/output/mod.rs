@@ -43,7 +43,42 @@ pub struct FrameInfo {
     pub dso: String,
 }
 
-fn frame_text(cfg: &ReportConfig, f: &Frame, fallback: &str) -> String {
+/// How frames are named: what report's options say, or a tool's defaults.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct NameOptions {
+    /// Inlined functions as frames of their own.
+    pub inline: bool,
+    /// `(file:line)` after each name.
+    pub lines: bool,
+    pub demangle: bool,
+    /// Frames without a symbol named by module and offset instead of `[module]`.
+    pub addrs: bool,
+    /// Kernel frames suffixed `_[k]`.
+    pub kernel_annotate: bool,
+}
+
+impl NameOptions {
+    /// What a report's configuration asks for.
+    pub fn of(cfg: &ReportConfig) -> NameOptions {
+        NameOptions {
+            inline: cfg.inline,
+            lines: cfg.lines,
+            demangle: cfg.demangle,
+            addrs: cfg.addrs,
+            kernel_annotate: cfg.kernel_annotate,
+        }
+    }
+
+    /// A tool's: demangled function names, nothing else.
+    pub fn plain() -> NameOptions {
+        NameOptions {
+            demangle: true,
+            ..NameOptions::default()
+        }
+    }
+}
+
+fn frame_text(cfg: &NameOptions, f: &Frame, fallback: &str) -> String {
     let mut s = f.name.clone().unwrap_or_else(|| fallback.to_string());
     if cfg.lines
         && let Some(file) = &f.file
@@ -86,14 +121,14 @@ pub fn create_output_file(path: &std::path::Path) -> std::io::Result<std::fs::Fi
 
 /// Names frames once each, as they are met: all of an aggregate's at the end, or a
 /// streaming output's as its samples go by.
-pub struct Resolver<'c> {
-    cfg: &'c ReportConfig,
+pub struct Resolver {
+    cfg: NameOptions,
     sym: Symbolizer,
     res: Resolved,
 }
 
-impl<'c> Resolver<'c> {
-    pub fn new(cfg: &'c ReportConfig, kallsyms: Option<Arc<Kallsyms>>) -> Resolver<'c> {
+impl Resolver {
+    pub fn new(cfg: NameOptions, kallsyms: Option<Arc<Kallsyms>>) -> Resolver {
         let mut sym = Symbolizer::new(SymbolizeOptions {
             inline: cfg.inline,
             lines: cfg.lines,
@@ -133,7 +168,7 @@ impl<'c> Resolver<'c> {
     }
 
     fn name(&mut self, key: &FrameKey, maps: &ProcessMaps) {
-        let (cfg, res) = (self.cfg, &mut self.res);
+        let (cfg, res) = (&self.cfg, &mut self.res);
         let (symbolized, fallback, suffix) = match *key {
             FrameKey::Kernel { addr } => {
                 let fallback = if cfg.addrs {
@@ -253,8 +288,8 @@ impl<'c> Resolver<'c> {
 
 /// Looks up every unique frame once.
 pub fn resolve(cfg: &ReportConfig, agg: &Aggregate, kallsyms: Option<Arc<Kallsyms>>) -> Resolved {
-    let mut r = Resolver::new(cfg, kallsyms);
-    r.catch_up(&agg.frames, &agg.maps);
+    let mut r = Resolver::new(NameOptions::of(cfg), kallsyms);
+    r.catch_up(&agg.book.frames, &agg.maps);
     r.finish()
 }
 
@@ -273,7 +308,7 @@ fn named_stacks(
         }
         ids.clear();
         if stack != EMPTY_STACK {
-            agg.stacks.frames(stack, &mut ids);
+            agg.book.stacks.frames(stack, &mut ids);
         }
         let mut frames: Vec<String> = Vec::with_capacity(ids.len() + 1);
         for &id in &ids {
@@ -383,7 +418,7 @@ pub fn write_text(
     writeln!(
         out,
         "# frames: {} unique, {} without a name",
-        agg.frames.len(),
+        agg.book.frames.len(),
         res.unknown_frames
     )?;
     if !res.symbolize.debug_files.is_empty() {
@@ -406,7 +441,7 @@ pub fn write_text(
                 .map_or("", String::as_str)
         )?;
     }
-    if res.kernel_hidden && agg.kernel_frames {
+    if res.kernel_hidden && agg.book.kernel_frames {
         writeln!(
             out,
             "# kernel frames are unnamed: kernel.kptr_restrict hides /proc/kallsyms addresses (run as root or set it to 0)"

@@ -205,6 +205,7 @@ pub fn build(
     // pprof takes the first mapping as the main binary: user modules come first, in the
     // order they were mapped (the executable before its libraries).
     let mut modules: Vec<u32> = agg
+        .book
         .frames
         .iter()
         .filter_map(|(_, k)| match k {
@@ -234,7 +235,7 @@ pub fn build(
         });
         mapping_of_module.insert(module, next);
     }
-    for (id, key) in agg.frames.iter() {
+    for (id, key) in agg.book.frames.iter() {
         let mapping_id = match *key {
             FrameKey::User { module, .. } => mapping_of_module.get(&module).copied().unwrap_or(0),
             FrameKey::Kernel { .. } | FrameKey::Jit { .. } => {
@@ -318,7 +319,7 @@ pub fn build(
         }
         ids.clear();
         if stack != EMPTY_STACK {
-            agg.stacks.frames(stack, &mut ids);
+            agg.book.stacks.frames(stack, &mut ids);
         }
         let comm = agg.prefixes.get(prefix).cloned().unwrap_or_default();
         p.sample.push(Sample {

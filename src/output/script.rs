@@ -56,7 +56,7 @@ pub struct ScriptWriter<'a> {
     kernel: Kernel<'a>,
     payloads: Vec<Option<Payload<'a>>>,
     layout: Layout,
-    resolver: Resolver<'a>,
+    resolver: Resolver,
     out: Box<dyn Write + 'a>,
     ids: Vec<FrameId>,
     line: Vec<u8>,
@@ -66,7 +66,7 @@ impl<'a> ScriptWriter<'a> {
     pub fn new(
         input: ScriptInput<'a>,
         tables: &'a ScriptTables,
-        resolver: Resolver<'a>,
+        resolver: Resolver,
         out: Box<dyn Write + 'a>,
     ) -> ScriptWriter<'a> {
         let has = |f: ScriptField| input.fields.contains(&f);
@@ -147,10 +147,10 @@ impl RowSink for ScriptWriter<'_> {
         if self.layout.want_frames {
             self.ids.clear();
             if row.stack != EMPTY_STACK {
-                agg.stacks.frames(row.stack, &mut self.ids);
+                agg.book.stacks.frames(row.stack, &mut self.ids);
             }
             let maps = procs.maps().unwrap_or(ProcessMaps::empty());
-            let res = self.resolver.catch_up(&agg.frames, maps);
+            let res = self.resolver.catch_up(&agg.book.frames, maps);
             write_frames(self.input.fields, &self.ids, res, &mut self.out)?;
         }
         Ok(())

@@ -3,10 +3,10 @@
 use super::{EventDesc, PERF_RECORD_HEADER_BUILD_ID, attr_file_bytes, le_u32, le_u64};
 
 pub use crate::abi::{
-    HEADER_ARCH, HEADER_BUILD_ID, HEADER_CLOCKID, HEADER_CMDLINE, HEADER_COMPRESSED,
-    HEADER_CPUDESC, HEADER_CPUID, HEADER_EVENT_DESC, HEADER_HOSTNAME, HEADER_MEMPERF_STATS,
-    HEADER_NRCPUS, HEADER_OSRELEASE, HEADER_SAMPLE_TIME, HEADER_TOTAL_MEM, HEADER_TRACING_DATA,
-    HEADER_VERSION,
+    HEADER_ARCH, HEADER_BUILD_ID, HEADER_CLOCK_DATA, HEADER_CLOCKID, HEADER_CMDLINE,
+    HEADER_COMPRESSED, HEADER_CPUDESC, HEADER_CPUID, HEADER_EVENT_DESC, HEADER_HOSTNAME,
+    HEADER_MEMPERF_STATS, HEADER_NRCPUS, HEADER_OSRELEASE, HEADER_SAMPLE_TIME, HEADER_TOTAL_MEM,
+    HEADER_TRACING_DATA, HEADER_VERSION,
 };
 
 const PERF_RECORD_MISC_BUILD_ID_SIZE: u16 = 1 << 15;
@@ -37,7 +37,41 @@ pub struct Features {
     pub sample_time: Option<(u64, u64)>,
     /// What perf stores under HEADER_CLOCKID: the clock's resolution in ns.
     pub clockid: Option<u64>,
+    pub clock_data: Option<ClockData>,
     pub memperf_stats: Option<MemperfStats>,
+}
+
+/// One instant read on two clocks: the samples' clock and the wall clock (perf's
+/// HEADER_CLOCK_DATA), so that sample times can be printed as times of day.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ClockData {
+    pub clockid: u32,
+    /// Nanoseconds since the epoch.
+    pub wall_ns: u64,
+    /// The samples' clock at the same instant.
+    pub clock_ns: u64,
+}
+
+impl ClockData {
+    /// The clockid memperf writes for the kernel's default sample clock, which has none.
+    pub const KERNEL_DEFAULT: u32 = u32::MAX;
+
+    /// The wall clock now, beside `clock_ns`, the sample clock read at the same instant.
+    pub fn now(clockid: u32, clock_ns: u64) -> ClockData {
+        let wall_ns = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+        ClockData {
+            clockid,
+            wall_ns,
+            clock_ns,
+        }
+    }
+
+    /// The wall-clock time of sample time `t`, in ns since the epoch.
+    pub fn wall_of(&self, t: u64) -> u64 {
+        (self.wall_ns as i128 + (t as i128 - self.clock_ns as i128)).max(0) as u64
+    }
 }
 
 /// Counts only memperf knows, such as the user stacks it unwound while recording and how
@@ -103,6 +137,7 @@ pub struct ReadFeatures {
     pub event_names: Vec<String>,
     pub tracing_data: Option<Vec<u8>>,
     pub sample_time: Option<(u64, u64)>,
+    pub clock_data: Option<ClockData>,
     pub memperf_stats: Option<MemperfStats>,
     /// Feature bits that were set but whose section could not be decoded.
     pub undecodable: Vec<u32>,
@@ -217,6 +252,14 @@ impl Features {
         if let Some(res) = self.clockid {
             out.push((HEADER_CLOCKID, res.to_ne_bytes().to_vec()));
         }
+        if let Some(c) = self.clock_data {
+            // struct { u32 version = 1; u32 clockid; u64 wall_clock_ns; u64 clockid_time_ns }
+            let mut v = 1u32.to_ne_bytes().to_vec();
+            v.extend_from_slice(&c.clockid.to_ne_bytes());
+            v.extend_from_slice(&c.wall_ns.to_ne_bytes());
+            v.extend_from_slice(&c.clock_ns.to_ne_bytes());
+            out.push((HEADER_CLOCK_DATA, v));
+        }
         if let Some(m) = &self.memperf_stats {
             out.push((HEADER_MEMPERF_STATS, m.encode()));
         }
@@ -315,6 +358,16 @@ impl ReadFeatures {
             HEADER_SAMPLE_TIME => {
                 let t = (s.u64()?, s.u64()?);
                 self.sample_time = (t != (0, 0)).then_some(t);
+            }
+            HEADER_CLOCK_DATA => {
+                let (version, clockid) = (s.u32()?, s.u32()?);
+                if version >= 1 {
+                    self.clock_data = Some(ClockData {
+                        clockid,
+                        wall_ns: s.u64()?,
+                        clock_ns: s.u64()?,
+                    });
+                }
             }
             HEADER_MEMPERF_STATS => self.memperf_stats = Some(MemperfStats::decode(&s.string()?)),
             HEADER_CMDLINE => {

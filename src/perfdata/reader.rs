@@ -262,6 +262,21 @@ pub enum StreamError {
 }
 
 impl PerfDataFile {
+    /// Event names from the file's EVENT_DESC, else generic ones.
+    pub fn event_names(&self) -> Vec<String> {
+        (0..self.events.len())
+            .map(|i| {
+                self.features
+                    .event_names
+                    .get(i)
+                    .filter(|n| !n.is_empty())
+                    .cloned()
+                    .or_else(|| Some(self.events[i].name.clone()).filter(|n| !n.is_empty()))
+                    .unwrap_or_else(|| format!("event{i}"))
+            })
+            .collect()
+    }
+
     /// Opens a file; regular files are memory-mapped, anything else is read.
     pub fn open(path: &Path) -> Result<PerfDataFile, PerfDataError> {
         let io_err = |cause| PerfDataError::Io {

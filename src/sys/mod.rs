@@ -5,6 +5,7 @@
 
 pub mod attr;
 pub mod child;
+pub mod clock;
 pub mod diagnose;
 pub mod open;
 pub mod poll;

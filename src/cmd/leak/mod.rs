@@ -120,8 +120,7 @@ pub fn run(cfg: LeakConfig) -> Result<i32> {
         tick: Some(cfg.interval),
         on_signal: OnSignal::ForwardAndStop,
     };
-    let monotonic = driver.opened().clock_monotonic;
-    let on_round = interval_reports(&cfg, &mut names, monotonic);
+    let on_round = interval_reports(&cfg, &mut names);
     if driver.run_until(&mut session, &mut sink, &until, on_round)? == StopReason::Requested {
         driver.signal_child(libc::SIGTERM);
     }
@@ -131,7 +130,7 @@ pub fn run(cfg: LeakConfig) -> Result<i32> {
     if let Some(counted) = done.kernel_lost {
         lost = lost.max(counted);
     }
-    let now = now_ns(monotonic, &session);
+    let now = now_ns(done.now, &session);
     // The final report: when tracing ended otherwise than by reaching the count.
     if done.reason != StopReason::Requested && !cfg.folded {
         print_report(&cfg, &sink, session.procs(), &mut names, now, lost)?;
@@ -311,7 +310,7 @@ fn write_profiles(
     let maps = session.take_maps().unwrap_or_default();
     let mut agg = output::to_aggregate(sink, session.procs(), maps, now, older_ns, lost);
     let rcfg = report_config(cfg);
-    let kallsyms = if agg.kernel_frames {
+    let kallsyms = if agg.book.kernel_frames {
         std::fs::read_to_string("/proc/kallsyms")
             .ok()
             .map(|t| std::sync::Arc::new(crate::symbolize::Kallsyms::from_text(&t)))
@@ -346,14 +345,10 @@ fn report_config(cfg: &LeakConfig) -> crate::cli::ReportConfig {
     }
 }
 
-/// The time reports measure allocation age against: CLOCK_MONOTONIC, as the samples carry,
-/// or the newest sample's time on kernels without `use_clockid`.
-fn now_ns(monotonic: bool, session: &Session) -> u64 {
-    if monotonic {
-        sys::clock_monotonic_ns()
-    } else {
-        session.stats().last_time.unwrap_or(0)
-    }
+/// The time reports measure allocation age against: the sample clock now, or the newest
+/// sample's time when the clock cannot be read.
+fn now_ns(now: Option<u64>, session: &Session) -> u64 {
+    now.or(session.stats().last_time).unwrap_or(0)
 }
 
 /// One report on standard output.
@@ -378,7 +373,6 @@ fn print_report(
 fn interval_reports<'a>(
     cfg: &'a LeakConfig,
     names: &'a mut output::Names,
-    monotonic: bool,
 ) -> impl FnMut(&mut Session, &mut LeakSink, Round) -> Result<Flow> + 'a {
     let mut reports = 0u64;
     move |session, sink, round| {
@@ -393,7 +387,7 @@ fn interval_reports<'a>(
                 sink,
                 session.procs(),
                 names,
-                now_ns(monotonic, session),
+                now_ns(round.now, session),
                 lost,
             )?;
         }

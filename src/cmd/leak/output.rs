@@ -5,7 +5,7 @@ use std::io::Write;
 use anyhow::Result;
 use rustc_hash::FxHashMap;
 
-use crate::aggregate::{Aggregate, EMPTY_STACK, FrameKey, ReadStats};
+use crate::aggregate::{Aggregate, EMPTY_STACK, FrameKey, ReadStats, StackBook};
 use crate::cli::leak::{LeakConfig, LeakSort};
 use crate::maps::{ModuleKind, ProcessMaps};
 use crate::session::Processes;
@@ -283,9 +283,12 @@ pub fn to_aggregate(
         *counts.entry((0, p, stack)).or_insert(0) += n;
         *bytes.entry((0, p, stack)).or_insert(0) += b;
     }
+    let mut book = StackBook::new(crate::cli::StackSpace::All);
+    book.frames = std::mem::take(&mut sink.frames);
+    book.stacks = std::mem::take(&mut sink.stacks);
+    book.kernel_frames = sink.kernel_frames;
     Aggregate {
-        frames: std::mem::take(&mut sink.frames),
-        stacks: std::mem::take(&mut sink.stacks),
+        book,
         prefixes,
         counts,
         maps,
@@ -298,7 +301,6 @@ pub fn to_aggregate(
         by: FxHashMap::default(),
         timeline: std::collections::BTreeMap::new(),
         sized: vec![true],
-        kernel_frames: sink.kernel_frames,
         bytes,
     }
 }

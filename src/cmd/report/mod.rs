@@ -1,8 +1,6 @@
 //! `memperf report` and `memperf script`: open the recording, replay it through the session
 //! into the aggregator, then hand the aggregate to the chosen output.
 
-mod input;
-
 use std::io::IsTerminal;
 
 use anyhow::{Context, Result, bail};
@@ -25,8 +23,8 @@ pub fn run(cfg: ReportConfig) -> Result<i32> {
                 .map(|t| std::sync::Arc::new(crate::symbolize::Kallsyms::from_text(&t)))
         })
     });
-    let file = input::open(&cfg.input)?;
-    let names = event_names(&file);
+    let file = crate::input::open(&cfg.input)?;
+    let names = file.event_names();
     let event_filter = match &cfg.event {
         Some(want) => Some(names.iter().position(|n| n == want).with_context(|| {
             format!(
@@ -151,7 +149,7 @@ fn run_script(
         names,
         kallsyms: kallsyms.as_deref().filter(|_| trace),
     };
-    let resolver = output::Resolver::new(cfg, kallsyms.clone());
+    let resolver = output::Resolver::new(output::NameOptions::of(cfg), kallsyms.clone());
     let out = Box::new(std::io::BufWriter::new(std::io::stdout().lock()));
     let mut writer = script::ScriptWriter::new(input, &tables, resolver, out);
     let agg = aggregate::read(
@@ -206,21 +204,6 @@ fn check_weights(
         );
     }
     Ok(())
-}
-
-/// Event names from the file's EVENT_DESC, else generic ones.
-pub fn event_names(file: &PerfDataFile) -> Vec<String> {
-    (0..file.events.len())
-        .map(|i| {
-            file.features
-                .event_names
-                .get(i)
-                .filter(|n| !n.is_empty())
-                .cloned()
-                .or_else(|| Some(file.events[i].name.clone()).filter(|n| !n.is_empty()))
-                .unwrap_or_else(|| format!("event{i}"))
-        })
-        .collect()
 }
 
 fn progress_bar(cfg: &ReportConfig, file: &PerfDataFile) -> Option<indicatif::ProgressBar> {

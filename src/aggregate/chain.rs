@@ -1,0 +1,127 @@
+//! Turning a sample's callchain into an interned stack of frame keys: the one walk every
+//! stack-keeping handler shares (report's aggregator, the tools).
+
+use perf_event_open_sys::bindings as b;
+use rustc_hash::FxHashMap;
+
+use super::FrameKey;
+use crate::abi::{
+    PERF_CONTEXT_GUEST, PERF_CONTEXT_GUEST_KERNEL, PERF_CONTEXT_GUEST_USER, PERF_CONTEXT_HV,
+    PERF_CONTEXT_KERNEL, PERF_CONTEXT_MAX, PERF_CONTEXT_USER,
+};
+use crate::cli::StackSpace;
+use crate::maps::ProcessMaps;
+use crate::session::{Chain, SampleCtx};
+use crate::stacks::{CodeAddr, FrameId, FrameTable, StackId, StackTable};
+
+/// The frame and stack tables, and what speeds up filling them.
+pub struct StackBook {
+    pub frames: FrameTable<FrameKey>,
+    pub stacks: StackTable,
+    /// Which frames to keep.
+    pub space: StackSpace,
+    /// Whether any kernel frame was kept.
+    pub kernel_frames: bool,
+    leaf_first: Vec<FrameId>,
+    /// (pid, address, is return address) → frame, valid until a mapping changes.
+    memo: FxHashMap<(u32, u64, bool), FrameId>,
+}
+
+impl StackBook {
+    pub fn new(space: StackSpace) -> StackBook {
+        StackBook {
+            frames: FrameTable::default(),
+            stacks: StackTable::default(),
+            space,
+            kernel_frames: false,
+            leaf_first: Vec::with_capacity(128),
+            memo: FxHashMap::default(),
+        }
+    }
+
+    /// Forgets what addresses meant: a mapping changed.
+    pub fn mappings_changed(&mut self) {
+        self.memo.clear();
+    }
+
+    /// The sample's stack, interned: its callchain (with the user frames the session
+    /// unwound), or its instruction pointer alone; `None` when it has no frame.
+    pub fn stack_of(&mut self, c: &SampleCtx<'_>, maps: &ProcessMaps, pid: u32) -> Option<StackId> {
+        self.leaf_first.clear();
+        // Each kind of chain walked by its own copy of the loop: no branch per address.
+        match c.callchain() {
+            Some(Chain::Recorded(chain)) => self.walk_chain(chain, maps, pid),
+            Some(Chain::Built(chain)) => self.walk_chain(chain.copied(), maps, pid),
+            None => {}
+        }
+        if self.leaf_first.is_empty()
+            && let Some(ip) = c.sample.ip
+        {
+            let cpumode = u32::from(c.misc) & b::PERF_RECORD_MISC_CPUMODE_MASK;
+            if cpumode == b::PERF_RECORD_MISC_KERNEL {
+                self.kernel_frame(ip, false);
+            } else if cpumode == b::PERF_RECORD_MISC_USER {
+                self.user_frame(maps, pid, ip, false);
+            }
+        }
+        self.stacks.intern(self.leaf_first.iter().rev().copied())
+    }
+
+    /// Interns a callchain's frames, leaf first, by the context each marker switches to.
+    fn walk_chain(&mut self, chain: impl Iterator<Item = u64>, maps: &ProcessMaps, pid: u32) {
+        let mut context = None;
+        let mut first_in_context = true;
+        for addr in chain {
+            if addr >= PERF_CONTEXT_MAX {
+                context = Some(addr);
+                first_in_context = true;
+                continue;
+            }
+            let ret = !first_in_context;
+            first_in_context = false;
+            match context {
+                Some(PERF_CONTEXT_KERNEL) => self.kernel_frame(addr, ret),
+                Some(PERF_CONTEXT_USER) => self.user_frame(maps, pid, addr, ret),
+                Some(
+                    PERF_CONTEXT_HV
+                    | PERF_CONTEXT_GUEST
+                    | PERF_CONTEXT_GUEST_KERNEL
+                    | PERF_CONTEXT_GUEST_USER,
+                ) => {}
+                _ => {
+                    // No marker: decide by address, as perf does for old files.
+                    if addr >= 0xffff_8000_0000_0000 {
+                        self.kernel_frame(addr, ret);
+                    } else {
+                        self.user_frame(maps, pid, addr, ret);
+                    }
+                }
+            }
+        }
+    }
+
+    fn kernel_frame(&mut self, addr: u64, ret: bool) {
+        if self.space == StackSpace::User {
+            return;
+        }
+        self.kernel_frames = true;
+        let id = self.frames.intern(&FrameKey::Kernel {
+            addr: CodeAddr::new(addr, ret),
+        });
+        self.leaf_first.push(id);
+    }
+
+    fn user_frame(&mut self, maps: &ProcessMaps, pid: u32, addr: u64, ret: bool) {
+        if self.space == StackSpace::Kernel {
+            return;
+        }
+        if let Some(&id) = self.memo.get(&(pid, addr, ret)) {
+            self.leaf_first.push(id);
+            return;
+        }
+        let key = FrameKey::user(maps, pid, addr, ret);
+        let id = self.frames.intern(&key);
+        self.memo.insert((pid, addr, ret), id);
+        self.leaf_first.push(id);
+    }
+}

@@ -1,0 +1,653 @@
+//! The memory tools' shared stage: a tool is the events it wants, a [`Tool`] that receives
+//! their samples (typed, with their process and, with `--stack`, their unwound stack) and a
+//! printer. This module runs it live (through `live::recorder`, writing the same records to
+//! a perf.data file with `-w`) or on a recording (`-i`, through `session::order`), with the
+//! same output: intervals are cut on the samples' clock, from the run's start, in both.
+
+use std::ffi::OsString;
+use std::io::{self, Write};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context, Result, anyhow, bail};
+use rustc_hash::FxHashMap;
+
+use crate::aggregate::{FrameKey, StackBook};
+use crate::cli::{CallGraph, Consume, Input, RecordConfig, StackSpace, Target, UnwindWhen};
+use crate::events;
+use crate::live::driver::{Flow, OnSignal, Round};
+use crate::live::open::Opened;
+use crate::live::recorder::{self, Live, Run};
+use crate::maps::ProcessMaps;
+use crate::output::{NameOptions, Resolver};
+use crate::perfdata::ClockData;
+use crate::perfdata::tracing_data::{EventFormat, parse_event_formats};
+use crate::records::Sample;
+use crate::session::order::{self, Slack};
+use crate::session::{EventType, Handler, Keep, Processes, SampleCtx, Session, SideBand};
+use crate::stacks::{FrameId, StackId};
+use crate::sys::tracefs::Tracefs;
+use crate::unwind::UnwindMode;
+
+/// An event a tool reads.
+#[derive(Debug, Clone, Copy)]
+pub struct Want {
+    /// As `memperf record -e` takes it: `oom:mark_victim`, `page-faults`.
+    pub name: &'static str,
+    /// The Linux version that added it, for the message when this kernel lacks it.
+    pub since: &'static str,
+    /// The tool goes on without it (and says so).
+    pub optional: bool,
+}
+
+/// The options every tool shares.
+#[derive(Debug, Clone)]
+pub struct ToolConfig {
+    pub target: Target,
+    pub cpus: Vec<u32>,
+    pub command: Option<Vec<OsString>>,
+    pub duration: Option<Duration>,
+    /// Unwind each sample's user stack (DWARF) and keep its kernel stack.
+    pub stacks: bool,
+    pub mmap_pages: Option<usize>,
+    /// `-w FILE`: also write what the tool saw as a perf.data recording.
+    pub write: Option<PathBuf>,
+    /// `-i FILE`: read a recording instead of the live system.
+    pub input: Option<PathBuf>,
+    /// Print every interval, `count` times.
+    pub interval: Option<Duration>,
+    pub count: Option<u64>,
+    /// Sample one event in N (fault tools' `-c`); every event by default.
+    pub period: Option<u64>,
+}
+
+/// What a tool does with the samples of its events.
+pub trait Tool {
+    /// One sample of event `s.ev` (an index into the tool's own `Want` list).
+    fn sample(&mut self, cx: &mut Cx, s: &SampleCtx<'_>) -> io::Result<()>;
+
+    /// A record other than a sample, after the session applied it.
+    fn side_band(&mut self, _cx: &mut Cx, _r: &SideBand<'_>) -> io::Result<()> {
+        Ok(())
+    }
+
+    /// The interval ending at sample time `end` is complete.
+    fn interval(&mut self, _cx: &mut Cx, _end: u64, _procs: &Processes) -> io::Result<()> {
+        Ok(())
+    }
+
+    /// The run is over.
+    fn finish(&mut self, _cx: &mut Cx, _procs: &Processes) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// What a tool prints with: the output, its events' tracepoint formats, stacks and names,
+/// and the clock.
+pub struct Cx {
+    pub out: Box<dyn Write>,
+    formats: Vec<Option<EventFormat>>,
+    /// Which of the tool's events this source has.
+    pub present: Vec<bool>,
+    pub stacks: bool,
+    /// Whether the records come from a recording (`-i`) rather than the live system.
+    pub replay: bool,
+    book: StackBook,
+    resolver: Resolver,
+    ids: Vec<FrameId>,
+    /// The run's start on the sample clock and the wall clock, when known.
+    pub clock: Option<ClockData>,
+    /// The first interval's start on the sample clock.
+    pub origin: Option<u64>,
+}
+
+impl Cx {
+    fn new(out: Box<dyn Write>, formats: Vec<Option<EventFormat>>, stacks: bool) -> Cx {
+        let kallsyms = stacks
+            .then(|| std::fs::read_to_string("/proc/kallsyms").ok())
+            .flatten()
+            .map(|t| std::sync::Arc::new(crate::symbolize::Kallsyms::from_text(&t)));
+        Cx {
+            out,
+            present: formats.iter().map(|_| true).collect(),
+            formats,
+            stacks,
+            replay: false,
+            book: StackBook::new(StackSpace::All),
+            resolver: Resolver::new(NameOptions::plain(), kallsyms),
+            ids: Vec::new(),
+            clock: None,
+            origin: None,
+        }
+    }
+
+    /// Tracepoint field `name` of the sample, as an unsigned integer.
+    pub fn field(&self, s: &SampleCtx<'_>, name: &str) -> Option<u64> {
+        let f = self.formats.get(s.ev)?.as_ref()?.field(name)?;
+        f.read(s.sample.raw?)
+    }
+
+    /// Tracepoint field `name`, sign-extended from its size.
+    pub fn field_signed(&self, s: &SampleCtx<'_>, name: &str) -> Option<i64> {
+        let f = self.formats.get(s.ev)?.as_ref()?.field(name)?;
+        let v = f.read(s.sample.raw?)?;
+        let shift = 64 - 8 * f.size.min(8) as u32;
+        Some(((v << shift) as i64) >> shift)
+    }
+
+    /// Whether the sample's event has field `name` (tracepoints gain fields over versions).
+    pub fn has_field(&self, ev: usize, name: &str) -> bool {
+        self.formats
+            .get(ev)
+            .and_then(Option::as_ref)
+            .is_some_and(|f| f.field(name).is_some())
+    }
+
+    /// A string field: `__data_loc char[]` or a fixed `char[N]`.
+    pub fn field_str(&self, s: &SampleCtx<'_>, name: &str) -> Option<String> {
+        let f = self.formats.get(s.ev)?.as_ref()?.field(name)?;
+        let raw = s.sample.raw?;
+        let bytes = match f.array_len {
+            Some(n) if n > 0 => raw.get(f.offset..f.offset + f.size)?,
+            _ if f.size == 4 => {
+                let loc = f.read(raw)?;
+                let (off, len) = ((loc & 0xffff) as usize, ((loc >> 16) & 0xffff) as usize);
+                raw.get(off..off + len)?
+            }
+            _ => return None,
+        };
+        let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
+        Some(String::from_utf8_lossy(&bytes[..end]).into_owned())
+    }
+
+    /// The sample's stack (kernel frames, then the user frames the session unwound), when
+    /// the tool keeps stacks.
+    pub fn stack(&mut self, s: &SampleCtx<'_>) -> Option<StackId> {
+        if !self.stacks {
+            return None;
+        }
+        let pid = s.sample.pid?;
+        let maps = s.procs.maps().unwrap_or(ProcessMaps::empty());
+        self.book.stack_of(s, maps, pid)
+    }
+
+    /// The names of a stack's frames, leaf first (an inlined function before its caller),
+    /// each marked kernel or not.
+    pub fn frame_names(&mut self, id: StackId, procs: &Processes) -> Vec<(String, bool)> {
+        self.ids.clear();
+        self.book.stacks.frames(id, &mut self.ids);
+        let maps = procs.maps().unwrap_or(ProcessMaps::empty());
+        let res = self.resolver.catch_up(&self.book.frames, maps);
+        let mut out = Vec::new();
+        for &f in self.ids.iter().rev() {
+            let kernel = matches!(self.book.frames.get(f), Some(FrameKey::Kernel { .. }));
+            if let Some(names) = res.names.get(f as usize) {
+                out.extend(names.iter().rev().map(|n| (n.clone(), kernel)));
+            }
+        }
+        out
+    }
+
+    /// Writes a stack under a line, one frame a line, leaf first, as BCC's tools do.
+    pub fn write_stack(&mut self, id: Option<StackId>, procs: &Processes) -> io::Result<()> {
+        let Some(id) = id else {
+            return writeln!(self.out, "        [no stack]");
+        };
+        for (name, _) in self.frame_names(id, procs) {
+            writeln!(self.out, "        {name}")?;
+        }
+        Ok(())
+    }
+
+    /// Wall-clock `HH:MM:SS` of sample time `t` (the run's clock data), else seconds since
+    /// the first interval's start.
+    pub fn time_of_day(&self, t: u64) -> String {
+        match self.clock {
+            Some(c) => {
+                let wall = c.wall_of(t);
+                let mut tm = zeroed_tm();
+                crate::sys::localtime((wall / 1_000_000_000) as i64, &mut tm);
+                format!("{:02}:{:02}:{:02}", tm.tm_hour, tm.tm_min, tm.tm_sec)
+            }
+            None => format!("{:.6}", self.seconds(t)),
+        }
+    }
+
+    /// Seconds from the run's start to sample time `t`.
+    pub fn seconds(&self, t: u64) -> f64 {
+        t.saturating_sub(self.origin.unwrap_or(t)) as f64 / 1e9
+    }
+}
+
+fn zeroed_tm() -> libc::tm {
+    libc::tm {
+        tm_sec: 0,
+        tm_min: 0,
+        tm_hour: 0,
+        tm_mday: 0,
+        tm_mon: 0,
+        tm_year: 0,
+        tm_wday: 0,
+        tm_yday: 0,
+        tm_isdst: 0,
+        tm_gmtoff: 0,
+        tm_zone: std::ptr::null(),
+    }
+}
+
+/// What a run saw, for the closing line.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Seen {
+    pub samples: u64,
+    pub lost: u64,
+    pub unwound: u64,
+    pub truncated: u64,
+}
+
+/// Feeds the session's records to the tool: maps the source's events to the tool's, cuts
+/// intervals on the sample clock and stops after `count` of them.
+struct Drive<'t, T: Tool> {
+    tool: &'t mut T,
+    /// Printed once the events are live.
+    banner: &'t dyn Fn(&mut Cx) -> io::Result<()>,
+    cx: Cx,
+    /// Source event index → the tool's.
+    map: Vec<Option<usize>>,
+    every: Option<u64>,
+    next_end: Option<u64>,
+    intervals: u64,
+    count: Option<u64>,
+    done: bool,
+    samples: u64,
+}
+
+impl<T: Tool> Drive<'_, T> {
+    fn set_origin(&mut self, origin: u64) {
+        if self.cx.origin.is_none() {
+            self.cx.origin = Some(origin);
+            self.next_end = self.every.map(|e| origin + e);
+        }
+    }
+
+    /// Ends every interval that ended by sample time `t`.
+    fn catch_up(&mut self, t: u64, procs: &Processes) -> io::Result<()> {
+        while let (Some(end), Some(every)) = (self.next_end, self.every) {
+            if end > t || self.done {
+                break;
+            }
+            self.tool.interval(&mut self.cx, end, procs)?;
+            self.cx.out.flush()?;
+            self.intervals += 1;
+            self.next_end = Some(end + every);
+            if self.count.is_some_and(|c| self.intervals >= c) {
+                self.done = true;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl<T: Tool> Handler for Drive<'_, T> {
+    fn sample(&mut self, s: &SampleCtx<'_>) -> io::Result<()> {
+        let Some(ev) = self.map.get(s.ev).copied().flatten() else {
+            return Ok(());
+        };
+        if self.done {
+            return Ok(());
+        }
+        if let Some(t) = s.sample.time {
+            self.set_origin(t);
+            self.catch_up(t, s.procs)?;
+            if self.done {
+                return Ok(());
+            }
+        }
+        self.samples += 1;
+        let mapped = SampleCtx {
+            ev,
+            misc: s.misc,
+            sample: s.sample,
+            bytes: s.bytes,
+            unwound: s.unwound,
+            corrected_id: s.corrected_id,
+            procs: s.procs,
+        };
+        self.tool.sample(&mut self.cx, &mapped)
+    }
+
+    fn wants_unwind(&mut self, ev: usize, _s: &Sample<'_>, _procs: &Processes) -> bool {
+        self.cx.stacks && self.map.get(ev).copied().flatten().is_some()
+    }
+
+    fn side_band(&mut self, r: &SideBand<'_>) -> io::Result<()> {
+        use crate::records::Record;
+        match r.rec {
+            Some(Record::Mmap { .. } | Record::Mmap2 { .. } | Record::Fork { .. }) => {
+                self.cx.book.mappings_changed()
+            }
+            Some(Record::Comm { exec: true, .. }) => self.cx.book.mappings_changed(),
+            _ => {}
+        }
+        self.tool.side_band(&mut self.cx, r)
+    }
+}
+
+impl<T: Tool> Live for Drive<'_, T> {
+    fn started(
+        &mut self,
+        _opened: &Opened,
+        _child: Option<i32>,
+        clock: Option<ClockData>,
+    ) -> Result<()> {
+        self.cx.clock = clock;
+        if let Some(c) = clock {
+            self.set_origin(c.clock_ns);
+        }
+        (self.banner)(&mut self.cx)?;
+        self.cx.out.flush()?;
+        Ok(())
+    }
+
+    fn round(&mut self, session: &Session, round: Round) -> Result<Flow> {
+        // Every record stamped before `now` minus the hold-back has been handed on.
+        if let Some(now) = round.now {
+            let settled = now.saturating_sub(crate::live::drain::HOLD_BACK_NS);
+            self.catch_up(settled, session.procs())?;
+        }
+        self.cx.out.flush()?;
+        Ok(if self.done {
+            Flow::Stop
+        } else {
+            Flow::Continue
+        })
+    }
+}
+
+/// Runs `tool` on its events, live or from `cfg.input`; `banner` is printed once events
+/// are live (or the recording is open).
+pub fn run<T: Tool>(
+    name: &str,
+    cfg: &ToolConfig,
+    wants: &[Want],
+    tool: &mut T,
+    out: Box<dyn Write>,
+    banner: &dyn Fn(&mut Cx) -> io::Result<()>,
+) -> Result<Seen> {
+    match &cfg.input {
+        Some(path) => replay(name, cfg, wants, tool, out, banner, path),
+        None => live(name, cfg, wants, tool, out, banner),
+    }
+}
+
+fn tracepoint(name: &str) -> Option<(&str, &str)> {
+    name.split_once(':').filter(|(s, _)| !s.is_empty())
+}
+
+fn live<T: Tool>(
+    name: &str,
+    cfg: &ToolConfig,
+    wants: &[Want],
+    tool: &mut T,
+    out: Box<dyn Write>,
+    banner: &dyn Fn(&mut Cx) -> io::Result<()>,
+) -> Result<Seen> {
+    // Tracepoints this kernel lacks: named with the version that added them.
+    let mut tracefs = None;
+    let mut formats = Vec::new();
+    let mut present = Vec::new();
+    let mut specs = Vec::new();
+    let mut map = Vec::new();
+    for (i, w) in wants.iter().enumerate() {
+        let mut format = None;
+        if let Some((system, event)) = tracepoint(w.name) {
+            if tracefs.is_none() {
+                tracefs = Some(
+                    Tracefs::locate_or_mount()
+                        .with_context(|| format!("{name} needs tracefs for `{}`", w.name))?,
+                );
+            }
+            let tfs = tracefs
+                .as_ref()
+                .ok_or_else(|| anyhow!("tracefs unavailable"))?;
+            match tfs.format(system, event) {
+                Ok(text) => format = EventFormat::parse(&String::from_utf8_lossy(&text)),
+                Err(_) if w.optional => {
+                    eprintln!(
+                        "memperf {name}: note: this kernel has no tracepoint `{}` (Linux {}+); going on without it",
+                        w.name, w.since
+                    );
+                    formats.push(None);
+                    present.push(false);
+                    continue;
+                }
+                Err(e) => bail!(
+                    "this kernel has no tracepoint `{}` ({e}); {name} needs it (Linux {}+)",
+                    w.name,
+                    w.since
+                ),
+            }
+        }
+        let mut spec = events::parse_event_list(w.name)
+            .with_context(|| format!("{name}: event `{}`", w.name))?;
+        map.push(Some(i));
+        specs.append(&mut spec);
+        formats.push(format);
+        present.push(true);
+    }
+    let rcfg = RecordConfig {
+        events: specs,
+        target: cfg.target.clone(),
+        cpus: cfg.cpus.clone(),
+        command: cfg.command.clone(),
+        period: cfg.period.map(crate::events::Period::Count),
+        call_graph: if cfg.stacks {
+            CallGraph::Dwarf { stack_bytes: 8192 }
+        } else {
+            CallGraph::None
+        },
+        unwind: UnwindWhen::Online,
+        user_only: false,
+        mmap_pages: cfg.mmap_pages,
+        output: cfg
+            .write
+            .clone()
+            .unwrap_or_else(|| PathBuf::from("/dev/null")),
+        duration: cfg.duration,
+        quiet: true,
+        consume: Consume::All,
+        cmdline: std::env::args().collect(),
+    };
+    let mut cx = Cx::new(out, formats, cfg.stacks);
+    cx.present = present;
+    let mut drive = Drive {
+        tool,
+        banner,
+        cx,
+        map,
+        every: cfg.interval.map(|d| d.as_nanos() as u64),
+        next_end: None,
+        intervals: 0,
+        count: cfg.count,
+        done: false,
+        samples: 0,
+    };
+    let run = Run {
+        cfg: &rcfg,
+        write: cfg.write.is_some(),
+        events: None,
+        keep_processes: true,
+        tick: None,
+        on_signal: OnSignal::ForwardAndStop,
+    };
+    let done = recorder::record(run, &mut drive)?;
+    if let Some(end) = done.now {
+        drive.catch_up(end, done.session.procs())?;
+    }
+    drive.tool.finish(&mut drive.cx, done.session.procs())?;
+    drive.cx.out.flush()?;
+    let st = done.session.stats();
+    if let Some(path) = &cfg.write {
+        eprintln!(
+            "memperf {name}: wrote {} samples to {} ({} bytes)",
+            st.samples.iter().sum::<u64>(),
+            path.display(),
+            done.file_bytes
+        );
+    }
+    Ok(Seen {
+        samples: drive.samples,
+        lost: done.lost,
+        unwound: st.unwound,
+        truncated: st.truncated,
+    })
+}
+
+fn replay<T: Tool>(
+    name: &str,
+    cfg: &ToolConfig,
+    wants: &[Want],
+    tool: &mut T,
+    out: Box<dyn Write>,
+    banner: &dyn Fn(&mut Cx) -> io::Result<()>,
+    path: &std::path::Path,
+) -> Result<Seen> {
+    let input = if path == std::path::Path::new("-") {
+        Input::Stdin
+    } else {
+        Input::File(path.to_path_buf())
+    };
+    let file = crate::input::open(&input)?;
+    let names = file.event_names();
+    let by_config: FxHashMap<u64, EventFormat> = file
+        .features
+        .tracing_data
+        .as_deref()
+        .map(parse_event_formats)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|f| (f.id, f))
+        .collect();
+    let mut map = vec![None; names.len()];
+    let mut formats = Vec::new();
+    let mut present = Vec::new();
+    for (i, w) in wants.iter().enumerate() {
+        let at = names.iter().position(|n| n == w.name);
+        match at {
+            Some(src) => {
+                map[src] = Some(i);
+                let attr = &file.events[src].attr;
+                let tp = attr.type_ == perf_event_open_sys::bindings::PERF_TYPE_TRACEPOINT;
+                formats.push(tp.then(|| by_config.get(&attr.config).cloned()).flatten());
+            }
+            None if w.optional => formats.push(None),
+            None => bail!(
+                "`{}` has no `{}` events, which {name} reads; it has: {}. Record them with \
+                 `memperf {name} -w FILE` or `memperf record -e {}`",
+                path.display(),
+                w.name,
+                names.join(", "),
+                wants
+                    .iter()
+                    .filter(|w| !w.optional)
+                    .map(|w| w.name)
+                    .collect::<Vec<_>>()
+                    .join(",")
+            ),
+        }
+        present.push(at.is_some());
+    }
+    let mut cx = Cx::new(out, formats, cfg.stacks);
+    cx.present = present;
+    cx.replay = true;
+    cx.clock = file.features.clock_data;
+    banner(&mut cx)?;
+    let infos: Vec<_> = (0..file.events.len().max(1))
+        .map(|i| file.parse_info(i))
+        .collect();
+    let raw_stacks = infos.iter().any(|i| {
+        use crate::abi::{PERF_SAMPLE_REGS_USER, PERF_SAMPLE_STACK_USER};
+        i.sample_type & PERF_SAMPLE_STACK_USER != 0 && i.sample_type & PERF_SAMPLE_REGS_USER != 0
+    });
+    let build_ids: FxHashMap<Vec<u8>, Vec<u8>> = file
+        .features
+        .build_ids
+        .iter()
+        .filter(|e| !e.kernel)
+        .map(|e| (e.filename.as_bytes().to_vec(), e.build_id.clone()))
+        .collect();
+    let keep = Keep {
+        unwind: (raw_stacks && cfg.stacks).then_some(UnwindMode::Dwarf),
+        maps: Some(ProcessMaps::new(build_ids)),
+        comms: true,
+        dsos: false,
+    };
+    let types = file
+        .events
+        .iter()
+        .map(|e| EventType {
+            type_: e.attr.type_,
+            config: e.attr.config,
+        })
+        .collect();
+    let mut session = Session::new(infos, file.id_map().clone(), keep).with_types(types);
+    let mut drive = Drive {
+        tool,
+        banner,
+        cx,
+        map,
+        every: cfg.interval.map(|d| d.as_nanos() as u64),
+        next_end: None,
+        intervals: 0,
+        count: cfg.count,
+        done: false,
+        samples: 0,
+    };
+    if let Some(c) = file.features.clock_data {
+        drive.set_origin(c.clock_ns);
+    }
+    let read = order::replay(
+        &file,
+        &mut session,
+        &mut drive,
+        Slack::OneRound,
+        &mut |_| {},
+    )
+    .context("failed to read the records")?;
+    if let Some(e) = &read.read_error {
+        eprintln!("memperf {name}: warning: {e}");
+    }
+    let end = file
+        .features
+        .memperf_stats
+        .as_ref()
+        .and_then(|s| s.get("end_time"))
+        .or(session.stats().last_time);
+    if let Some(end) = end {
+        drive.catch_up(end, session.procs())?;
+    }
+    drive.tool.finish(&mut drive.cx, session.procs())?;
+    drive.cx.out.flush()?;
+    let st = session.stats();
+    let recorded = file.features.memperf_stats.as_ref();
+    Ok(Seen {
+        samples: drive.samples,
+        lost: st.lost + st.lost_samples,
+        unwound: st.unwound + recorded.and_then(|s| s.get("unwound")).unwrap_or(0),
+        truncated: st.truncated + recorded.and_then(|s| s.get("truncated")).unwrap_or(0),
+    })
+}
+
+/// The closing line every tool prints on standard error: what it saw and what it lost.
+pub fn print_seen(name: &str, seen: &Seen) {
+    let mut line = format!(
+        "memperf {name}: {} events, lost {}",
+        seen.samples, seen.lost
+    );
+    if seen.unwound > 0 {
+        line.push_str(&format!(
+            ", {} of {} user stacks truncated",
+            seen.truncated, seen.unwound
+        ));
+    }
+    eprintln!("{line}");
+}
