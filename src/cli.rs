@@ -10,6 +10,7 @@ use clap::{Parser, Subcommand};
 pub mod leak;
 mod record;
 mod report;
+pub mod tool;
 
 pub use record::*;
 pub use report::*;
@@ -39,7 +40,24 @@ pub enum Command {
     /// allocators through uprobes (-p/-c), kernel allocators through kmem tracepoints.
     #[command(after_help = leak::LEAK_EXAMPLES)]
     Leak(leak::LeakArgs),
+    /// Every OOM kill: the victim, the task that triggered it, its cgroup and its stack
+    /// (kernel, and user unwound with DWARF), as BCC's oomkill prints it, from the
+    /// oom:mark_victim tracepoint (Linux 4.13+).
+    #[command(after_help = OOMKILL_EXAMPLES)]
+    Oomkill(tool::ToolArgs),
 }
+
+const OOMKILL_EXAMPLES: &str = "\
+EXAMPLES:
+    memperf oomkill
+        Every OOM kill on the system, with the trigger's stack, until Ctrl-C.
+    memperf oomkill -w oom.data -d 3600
+        For an hour, also saved as a recording.
+    memperf oomkill -i oom.data
+        The same lines from the recording, on another machine (loadavg and cgroup are
+        read live only).
+
+PERMISSIONS: root, or CAP_PERFMON with read access to tracefs.";
 
 pub(crate) fn parse_id_list(s: &str, what: &str) -> Result<Vec<u32>> {
     let mut out = Vec::new();

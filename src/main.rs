@@ -14,6 +14,7 @@ fn main() -> ExitCode {
         Command::Report(args) => args.into_config().and_then(memperf::cmd::report::run),
         Command::Script(args) => args.into_config().and_then(memperf::cmd::report::run),
         Command::Leak(args) => args.into_config().and_then(memperf::cmd::leak::run),
+        Command::Oomkill(args) => memperf::cmd::oomkill::run(args),
     };
     match result {
         Ok(code) => ExitCode::from(code.clamp(0, 255) as u8),

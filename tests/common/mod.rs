@@ -3,6 +3,8 @@
 //! running memperf, and reading recordings back through `perf script`.
 #![allow(dead_code)]
 
+pub mod kernel;
+
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

@@ -1,0 +1,121 @@
+//! The options the memory tools share (`oomkill`, ...), as BCC's and perf's name them.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use clap::Args;
+
+use super::{Target, parse_id_list};
+use crate::sys;
+use crate::tool::ToolConfig;
+
+/// Target, duration, stacks and replay options of every memory tool.
+#[derive(Debug, Clone, Args)]
+pub struct ToolArgs {
+    /// Trace these processes only (comma-separated pids).
+    #[arg(short = 'p', long = "pid", value_name = "PID")]
+    pub pid: Option<String>,
+
+    /// Trace these threads only (comma-separated tids).
+    #[arg(short = 't', long = "tid", value_name = "TID", conflicts_with = "pid")]
+    pub tid: Option<String>,
+
+    /// The whole system (the default without -p, -t or a command).
+    #[arg(short = 'a', long = "all-cpus")]
+    pub all_cpus: bool,
+
+    /// Only these CPUs (e.g. 0,2-3).
+    #[arg(short = 'C', long = "cpu", value_name = "CPUS")]
+    pub cpu: Option<String>,
+
+    /// Stop after this many seconds.
+    #[arg(short = 'd', long = "duration", value_name = "SECS")]
+    pub duration: Option<f64>,
+
+    /// Also write what the tool saw to FILE, a perf.data recording that `-i` replays.
+    #[arg(
+        short = 'w',
+        long = "write",
+        value_name = "FILE",
+        conflicts_with = "input"
+    )]
+    pub write: Option<PathBuf>,
+
+    /// Read a recording (this tool's `-w`, `memperf record`'s or `perf record`'s with the
+    /// tool's events) instead of tracing the live system; `-` reads standard input.
+    #[arg(short = 'i', long = "input", value_name = "FILE")]
+    pub input: Option<PathBuf>,
+
+    /// Ring buffer size per CPU, in pages (a power of two).
+    #[arg(short = 'm', long = "mmap-pages", value_name = "PAGES")]
+    pub mmap_pages: Option<usize>,
+
+    /// A command to run and trace (after --); with -a, the whole system while it runs.
+    #[arg(last = true, value_name = "COMMAND")]
+    pub command: Vec<OsString>,
+}
+
+impl ToolArgs {
+    /// The tool configuration; `stacks` says whether samples carry unwound stacks.
+    pub fn into_config(self, stacks: bool) -> Result<ToolConfig> {
+        if let Some(m) = self.mmap_pages
+            && (m == 0 || !m.is_power_of_two())
+        {
+            bail!("-m/--mmap-pages must be a power of two, not {m}");
+        }
+        let online = || sys::online_cpus().context("failed to read the online CPUs");
+        let cpus = match &self.cpu {
+            Some(list) => {
+                let wanted = sys::parse_cpu_list(list)
+                    .map_err(|e| anyhow::anyhow!("invalid CPU list `{list}` for -C: {e}"))?;
+                let on = online()?;
+                if let Some(c) = wanted.iter().find(|c| !on.contains(c)) {
+                    bail!("CPU {c} given to -C is not online (online: {on:?})");
+                }
+                wanted
+            }
+            None => online()?,
+        };
+        let has_command = !self.command.is_empty();
+        if self.input.is_some() && has_command {
+            bail!("-i reads a recording: it takes no command to run");
+        }
+        let target = if let Some(p) = &self.pid {
+            if has_command {
+                bail!("give either -p or a command after --, not both");
+            }
+            Target::Pids(parse_id_list(p, "pid")?)
+        } else if let Some(t) = &self.tid {
+            if has_command {
+                bail!("give either -t or a command after --, not both");
+            }
+            Target::Tids(parse_id_list(t, "tid")?)
+        } else if has_command && !self.all_cpus && self.cpu.is_none() {
+            Target::Command
+        } else {
+            Target::SystemWide
+        };
+        let duration = match self.duration {
+            Some(d) if !(d > 0.0 && d.is_finite()) => {
+                bail!("-d/--duration must be a positive number of seconds, not {d}")
+            }
+            Some(d) => Some(Duration::from_secs_f64(d)),
+            None => None,
+        };
+        Ok(ToolConfig {
+            target,
+            cpus,
+            command: has_command.then_some(self.command),
+            duration,
+            stacks,
+            mmap_pages: self.mmap_pages,
+            write: self.write,
+            input: self.input,
+            interval: None,
+            count: None,
+            period: None,
+        })
+    }
+}

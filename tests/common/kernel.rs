@@ -1,0 +1,110 @@
+//! Guards for tests that make the kernel do something (reclaim, OOM kills): each one undoes
+//! its change when dropped, on every path out of the test, a panic included.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// A memory cgroup with a limit: v1 (`memory.limit_in_bytes`, swap limited too) where the
+/// memory controller is mounted on its own, else v2 (`memory.max`, `memory.swap.max`).
+/// Dropping it kills what is left in it and removes it.
+pub struct MemCgroup {
+    pub dir: PathBuf,
+    /// The path a process's `/proc/PID/cgroup` shows for it.
+    pub path: String,
+}
+
+impl MemCgroup {
+    /// Creates `memperf-test-NAME-PID` limited to `limit` bytes; `None` (with the reason on
+    /// stderr) when no memory controller can be used here.
+    pub fn new(name: &str, limit: u64) -> Option<MemCgroup> {
+        let leaf = format!("memperf-test-{name}-{}", std::process::id());
+        let v1 = Path::new("/sys/fs/cgroup/memory");
+        let v2 = Path::new("/sys/fs/cgroup");
+        let (root, files): (&Path, &[(&str, String)]) = if v1.join("memory.limit_in_bytes").exists()
+        {
+            (
+                v1,
+                &[
+                    ("memory.limit_in_bytes", limit.to_string()),
+                    ("memory.memsw.limit_in_bytes", limit.to_string()),
+                    ("memory.swappiness", "0".to_string()),
+                ],
+            )
+        } else if std::fs::read_to_string(v2.join("cgroup.controllers"))
+            .is_ok_and(|c| c.split_whitespace().any(|c| c == "memory"))
+        {
+            (
+                v2,
+                &[
+                    ("memory.max", limit.to_string()),
+                    ("memory.swap.max", "0".to_string()),
+                ],
+            )
+        } else {
+            eprintln!("no memory cgroup controller here (v1 nor v2)");
+            return None;
+        };
+        let dir = root.join(&leaf);
+        if let Err(e) = std::fs::create_dir(&dir) {
+            eprintln!("cannot create {}: {e}", dir.display());
+            return None;
+        }
+        let cg = MemCgroup {
+            dir,
+            path: format!("/{leaf}"),
+        };
+        for (file, value) in files {
+            let p = cg.dir.join(file);
+            // memsw and swap files exist only with swap accounting.
+            if p.exists() {
+                std::fs::write(&p, value)
+                    .unwrap_or_else(|e| panic!("write {value} to {}: {e}", p.display()));
+            }
+        }
+        Some(cg)
+    }
+
+    /// A shell command line that moves itself into the cgroup and then execs `argv`.
+    pub fn exec_in(&self, argv: &[&str]) -> std::process::Command {
+        let mut c = std::process::Command::new("sh");
+        c.arg("-c")
+            .arg(format!(
+                "echo $$ > {}/cgroup.procs && exec \"$@\"",
+                self.dir.display()
+            ))
+            .arg("sh")
+            .args(argv);
+        c
+    }
+
+    fn pids(&self) -> Vec<i32> {
+        std::fs::read_to_string(self.dir.join("cgroup.procs"))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| l.trim().parse().ok())
+            .collect()
+    }
+}
+
+impl Drop for MemCgroup {
+    fn drop(&mut self) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let pids = self.pids();
+            if !pids.is_empty() {
+                let _ = std::process::Command::new("kill")
+                    .arg("-9")
+                    .args(pids.iter().map(i32::to_string))
+                    .status();
+            }
+            match std::fs::remove_dir(&self.dir) {
+                Ok(()) => return,
+                Err(e) if Instant::now() > deadline => {
+                    eprintln!("could not remove {}: {e}", self.dir.display());
+                    return;
+                }
+                Err(_) => std::thread::sleep(Duration::from_millis(50)),
+            }
+        }
+    }
+}
