@@ -60,9 +60,6 @@ impl FrameKey {
     }
 }
 
-/// What stays "no stack frames" for an empty stack in the aggregation key.
-pub(crate) const EMPTY_STACK: StackId = u32::MAX;
-
 /// Everything counted while reading, for the header.
 #[derive(Debug, Default)]
 pub struct ReadStats {
@@ -108,7 +105,7 @@ pub struct Aggregate {
     pub book: StackBook,
     pub prefixes: FrameTable<String>,
     /// (event, prefix, stack) → samples.
-    pub counts: FxHashMap<(usize, u32, StackId), u64>,
+    pub counts: FxHashMap<(usize, u32, Option<StackId>), u64>,
     pub maps: ProcessMaps,
     pub stats: ReadStats,
     /// `--by`: (event, label, mapping start) → samples and bytes.
@@ -118,7 +115,7 @@ pub struct Aggregate {
     /// Which events have a byte weight (`--timeline`, `--by`).
     pub sized: Vec<bool>,
     /// `--pprof`: bytes beside the counts, for events with a size.
-    pub bytes: FxHashMap<(usize, u32, StackId), u64>,
+    pub bytes: FxHashMap<(usize, u32, Option<StackId>), u64>,
 }
 
 impl Aggregate {
@@ -154,7 +151,7 @@ pub struct ScriptRow<'a> {
     pub addr: Option<u64>,
     /// Tracepoint payload.
     pub raw: &'a [u8],
-    pub stack: StackId,
+    pub stack: Option<StackId>,
 }
 
 /// Where a streaming output takes each kept sample, with the aggregate its stack and
@@ -440,11 +437,8 @@ impl Aggregator<'_> {
     }
 
     /// The sample's stack, interned.
-    fn stack_of(&mut self, c: &SampleCtx<'_>, pid: u32) -> StackId {
-        self.agg
-            .book
-            .stack_of(c, maps_of(c.procs), pid)
-            .unwrap_or(EMPTY_STACK)
+    fn stack_of(&mut self, c: &SampleCtx<'_>, pid: u32) -> Option<StackId> {
+        self.agg.book.stack_of(c, maps_of(c.procs), pid)
     }
 }
 

@@ -100,9 +100,9 @@ pub fn exit_brk_event(file: &PerfDataFile, names: &[String]) -> Option<(usize, F
 #[derive(Debug, Clone)]
 pub enum Target {
     /// (event, prefix, stack) in the counts under `--weight bytes`.
-    Counts((usize, u32, StackId)),
+    Counts((usize, u32, Option<StackId>)),
     /// (event, prefix, stack) in the pprof bytes.
-    Bytes((usize, u32, StackId)),
+    Bytes((usize, u32, Option<StackId>)),
     /// (interval, event) in `--timeline`.
     Timeline((u64, usize)),
     /// (event, label, start) in `--by`.

@@ -17,7 +17,7 @@ use crate::symbolize::{
     Frame, Kallsyms, ModuleKey, SymbolizeOptions, SymbolizeStats, Symbolized, Symbolizer,
 };
 
-use crate::aggregate::{Aggregate, ByRow, EMPTY_STACK, FrameKey};
+use crate::aggregate::{Aggregate, ByRow, FrameKey};
 use crate::maps::{ModuleKind, ProcessMaps};
 
 /// The names of every unique frame (outermost first; inline frames make several).
@@ -307,7 +307,7 @@ fn named_stacks(
             continue;
         }
         ids.clear();
-        if stack != EMPTY_STACK {
+        if let Some(stack) = stack {
             agg.book.stacks.frames(stack, &mut ids);
         }
         let mut frames: Vec<String> = Vec::with_capacity(ids.len() + 1);

@@ -14,7 +14,7 @@ use crate::cli::ReportConfig;
 use crate::stacks::FrameId;
 
 use super::Resolved;
-use crate::aggregate::{Aggregate, EMPTY_STACK, FrameKey, Weigher};
+use crate::aggregate::{Aggregate, FrameKey, Weigher};
 
 #[derive(Clone, PartialEq, Message)]
 pub struct Profile {
@@ -306,7 +306,8 @@ pub fn build(
     let comm_key = strings.id("comm");
     let mut ids: Vec<FrameId> = Vec::new();
     let mut keys: Vec<_> = agg.counts.keys().copied().collect();
-    keys.sort_unstable();
+    // Samples without a stack last, as they always were.
+    keys.sort_unstable_by_key(|&(ev, prefix, stack)| (ev, prefix, stack.is_none(), stack));
     for key in keys {
         let (ev, prefix, stack) = key;
         let Some(&cc) = count_col.get(&ev) else {
@@ -318,7 +319,7 @@ pub fn build(
             value[bc] = b as i64;
         }
         ids.clear();
-        if stack != EMPTY_STACK {
+        if let Some(stack) = stack {
             agg.book.stacks.frames(stack, &mut ids);
         }
         let comm = agg.prefixes.get(prefix).cloned().unwrap_or_default();

@@ -15,7 +15,7 @@ use crate::stacks::FrameId;
 use crate::symbolize::Kallsyms;
 
 use super::{Resolved, Resolver};
-use crate::aggregate::{Aggregate, EMPTY_STACK, RowSink, ScriptRow};
+use crate::aggregate::{Aggregate, RowSink, ScriptRow};
 use crate::maps::ProcessMaps;
 use crate::printfmt::{Kernel, PrintFmt, PrintFmtError};
 use crate::session::Processes;
@@ -146,8 +146,8 @@ impl RowSink for ScriptWriter<'_> {
         self.out.write_all(&self.line)?;
         if self.layout.want_frames {
             self.ids.clear();
-            if row.stack != EMPTY_STACK {
-                agg.book.stacks.frames(row.stack, &mut self.ids);
+            if let Some(stack) = row.stack {
+                agg.book.stacks.frames(stack, &mut self.ids);
             }
             let maps = procs.maps().unwrap_or(ProcessMaps::empty());
             let res = self.resolver.catch_up(&agg.book.frames, maps);

@@ -5,15 +5,15 @@ use std::io::Write;
 use anyhow::Result;
 use rustc_hash::FxHashMap;
 
-use crate::aggregate::{Aggregate, EMPTY_STACK, FrameKey, ReadStats, StackBook};
+use crate::aggregate::{Aggregate, FrameKey, ReadStats, StackBook};
 use crate::cli::leak::{LeakConfig, LeakSort};
 use crate::maps::{ModuleKind, ProcessMaps};
 use crate::session::Processes;
-use crate::stacks::{FrameId, StackId};
+use crate::stacks::FrameId;
 use crate::symbolize::{Kallsyms, ModuleKey, SymbolizeOptions, Symbolizer};
 
 use super::sink::LeakSink;
-use super::table::{NO_STACK, UNSAMPLED};
+use super::table::AllocStack;
 
 /// A frame as memleak prints it: `0x%016x\tsym+0xoff [module]`.
 #[derive(Debug, Clone)]
@@ -102,8 +102,12 @@ fn with_offset(f: Option<&crate::symbolize::Frame>, module: &str) -> String {
 }
 
 /// Outstanding (bytes, allocations) per stack, of allocations at least `older_ns` old.
-pub fn per_stack(sink: &LeakSink, now: u64, older_ns: u64) -> FxHashMap<StackId, (u64, u64)> {
-    let mut out: FxHashMap<StackId, (u64, u64)> = FxHashMap::default();
+pub fn per_stack(
+    sink: &LeakSink,
+    now: u64,
+    older_ns: u64,
+) -> FxHashMap<AllocStack, (u64, u64)> {
+    let mut out: FxHashMap<AllocStack, (u64, u64)> = FxHashMap::default();
     for (_, _, a) in sink.table.iter() {
         if now.saturating_sub(a.time) < older_ns && a.time <= now {
             continue;
@@ -149,7 +153,7 @@ pub fn write_report(
             writeln!(w, "\taddr = {addr:x} size = {size}")?;
         }
     }
-    let mut stacks: Vec<(StackId, (u64, u64))> =
+    let mut stacks: Vec<(AllocStack, (u64, u64))> =
         per_stack(sink, now, older_ns).into_iter().collect();
     match cfg.sort {
         LeakSort::Size => stacks.sort_unstable_by_key(|&(s, (b, n))| (b, n, s)),
@@ -166,13 +170,13 @@ pub fn write_report(
     for &(stack, (bytes, n)) in &stacks[top..] {
         writeln!(w, "\t{bytes} bytes in {n} allocations from stack")?;
         match stack {
-            UNSAMPLED => writeln!(
+            AllocStack::Unsampled => writeln!(
                 w,
                 "\t\t[stack not sampled: -s {} copies one stack in {}]",
                 done.sample_rate, done.sample_rate
             )?,
-            NO_STACK => writeln!(w, "\t\t[no stack]")?,
-            _ => {
+            AllocStack::Missing => writeln!(w, "\t\t[no stack]")?,
+            AllocStack::Id(stack) => {
                 ids.clear();
                 sink.stacks.frames(stack, &mut ids);
                 // Leaf first, as memleak prints.
@@ -260,7 +264,7 @@ pub fn to_aggregate(
     let mut prefixes: FrameTable<String> = FrameTable::default();
     let mut counts = FxHashMap::default();
     let mut bytes = FxHashMap::default();
-    let mut per: FxHashMap<(u32, StackId), (u64, u64)> = FxHashMap::default();
+    let mut per: FxHashMap<(u32, AllocStack), (u64, u64)> = FxHashMap::default();
     for (space, _, a) in sink.table.iter() {
         if now.saturating_sub(a.time) < older_ns && a.time <= now {
             continue;
@@ -272,12 +276,12 @@ pub fn to_aggregate(
     for ((space, stack), (b, n)) in per {
         let mut prefix = LeakSink::comm_of(procs, space);
         let stack = match stack {
-            UNSAMPLED => {
+            AllocStack::Unsampled => {
                 prefix.push_str(";[stack not sampled]");
-                EMPTY_STACK
+                None
             }
-            NO_STACK => EMPTY_STACK,
-            s => s,
+            AllocStack::Missing => None,
+            AllocStack::Id(s) => Some(s),
         };
         let p = prefixes.intern(&prefix);
         *counts.entry((0, p, stack)).or_insert(0) += n;

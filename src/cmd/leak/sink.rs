@@ -11,9 +11,9 @@ use crate::maps::ProcessMaps;
 use crate::perfdata::tracing_data::FieldFormat;
 use crate::records::{Record, Sample};
 use crate::session::{Handler, Processes, SampleCtx, SideBand};
-use crate::stacks::{FrameId, FrameTable, StackId, StackTable};
+use crate::stacks::{FrameId, FrameTable, StackTable};
 
-use super::table::{Args, Entry, Func, NO_STACK, Space, Table, UNSAMPLED};
+use super::table::{AllocStack, Args, Entry, Func, Space, Table};
 
 /// How a kernel allocation's size is read.
 #[derive(Debug, Clone)]
@@ -166,7 +166,7 @@ impl LeakSink {
                 let stack = if with_stack {
                     self.user_stack(maps, pid, c)
                 } else {
-                    UNSAMPLED
+                    AllocStack::Unsampled
                 };
                 let reg = |r: u32| s.regs_user.as_ref().and_then(|regs| regs.get(r));
                 let args = Args {
@@ -223,7 +223,7 @@ impl LeakSink {
                 let stack = if with_stack {
                     self.kernel_stack(c)
                 } else {
-                    UNSAMPLED
+                    AllocStack::Unsampled
                 };
                 self.table.insert_point(space, ptr, bytes, time, stack);
             }
@@ -297,9 +297,9 @@ impl LeakSink {
 
     /// The user part of the sample's callchain, without the probed function itself (the
     /// leaf is the probe site: memleak lists the caller first).
-    fn user_stack(&mut self, maps: &ProcessMaps, pid: u32, c: &SampleCtx<'_>) -> StackId {
+    fn user_stack(&mut self, maps: &ProcessMaps, pid: u32, c: &SampleCtx<'_>) -> AllocStack {
         let Some(chain) = c.callchain() else {
-            return NO_STACK;
+            return AllocStack::Missing;
         };
         self.leaf_first.clear();
         let mut in_user = false;
@@ -322,9 +322,9 @@ impl LeakSink {
         self.intern_leaf_first()
     }
 
-    fn kernel_stack(&mut self, c: &SampleCtx<'_>) -> StackId {
+    fn kernel_stack(&mut self, c: &SampleCtx<'_>) -> AllocStack {
         let Some(chain) = c.callchain() else {
-            return NO_STACK;
+            return AllocStack::Missing;
         };
         self.leaf_first.clear();
         let mut in_kernel = false;
@@ -349,10 +349,10 @@ impl LeakSink {
         self.intern_leaf_first()
     }
 
-    fn intern_leaf_first(&mut self) -> StackId {
+    fn intern_leaf_first(&mut self) -> AllocStack {
         self.stacks
             .intern(self.leaf_first.iter().rev().copied())
-            .unwrap_or(NO_STACK)
+            .map_or(AllocStack::Missing, AllocStack::Id)
     }
 
     fn user_frame(&mut self, maps: &ProcessMaps, pid: u32, addr: u64) -> FrameId {

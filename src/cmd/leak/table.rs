@@ -12,10 +12,21 @@ use rustc_hash::FxHashMap;
 
 use crate::stacks::StackId;
 
-/// A stack id for an allocation whose stack was not sampled (`-s N`).
-pub const UNSAMPLED: StackId = u32::MAX - 1;
-/// A stack id for an allocation with no stack at all (unwinding gave no frame).
-pub const NO_STACK: StackId = u32::MAX;
+/// An allocation's stack: interned, not sampled (`-s N`), or none at all (unwinding gave
+/// no frame). The order (ids first) is the order reports break ties in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum AllocStack {
+    Id(StackId),
+    Unsampled,
+    Missing,
+}
+
+impl AllocStack {
+    /// Whether a twin sample of the same call may still give the stack.
+    fn is_known(self) -> bool {
+        matches!(self, AllocStack::Id(_))
+    }
+}
 
 /// What a probed function does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -66,7 +77,7 @@ pub const KERNEL_PERCPU: Space = u32::MAX - 2;
 pub struct Alloc {
     pub size: u64,
     pub time: u64,
-    pub stack: StackId,
+    pub stack: AllocStack,
 }
 
 /// One entry sample.
@@ -77,7 +88,7 @@ pub struct Entry {
     pub func: Func,
     pub args: Args,
     pub time: u64,
-    pub stack: StackId,
+    pub stack: AllocStack,
     pub sp: u64,
     /// Whether the call's stack shows it made from inside an allocator function.
     pub in_allocator: bool,
@@ -88,7 +99,7 @@ struct Pending {
     func: Func,
     args: Args,
     time: u64,
-    stack: StackId,
+    stack: AllocStack,
     /// The stack pointer at entry: twin samples of one hit (`-s N`) share it.
     sp: u64,
     /// Made by the allocator while serving another call.
@@ -168,7 +179,7 @@ impl Table {
         self.min_size.is_none_or(|m| size >= m) && self.max_size.is_none_or(|m| size <= m)
     }
 
-    /// A call entered. `e.stack` is the caller's stack (or UNSAMPLED / NO_STACK).
+    /// A call entered. `e.stack` is the caller's stack (or why there is none).
     pub fn enter(&mut self, e: Entry) {
         let Entry {
             tid,
@@ -187,7 +198,7 @@ impl Table {
             && sp != 0
         {
             // The twin sample of the same hit (regs-only and stack events on one probe).
-            if top.stack == UNSAMPLED || top.stack == NO_STACK {
+            if !top.stack.is_known() {
                 top.stack = stack;
             }
             return;
@@ -299,7 +310,7 @@ impl Table {
     }
 
     /// Records an allocation of `size` bytes at `addr` (kernel events, and user returns).
-    pub fn insert_point(&mut self, space: Space, addr: u64, size: u64, time: u64, stack: StackId) {
+    pub fn insert_point(&mut self, space: Space, addr: u64, size: u64, time: u64, stack: AllocStack) {
         self.stats.allocs += 1;
         if !self.in_range(size) {
             self.stats.filtered += 1;
@@ -331,7 +342,7 @@ impl Table {
         }
     }
 
-    fn insert_range(&mut self, space: Space, start: u64, len: u64, time: u64, stack: StackId) {
+    fn insert_range(&mut self, space: Space, start: u64, len: u64, time: u64, stack: AllocStack) {
         self.stats.allocs += 1;
         // A new mapping replaces whatever it overlaps (MAP_FIXED).
         self.cut(space, start, start.saturating_add(len));
@@ -430,6 +441,7 @@ mod tests {
     }
 
     fn e(func: Func, args: Args, time: u64, stack: StackId, sp: u64) -> Entry {
+        let stack = AllocStack::Id(stack);
         Entry {
             tid: 7,
             space: 1,
@@ -480,7 +492,7 @@ mod tests {
         t.leave(7, 1, Func::Malloc, 0xc0);
         t.leave(7, 1, Func::Realloc, 0xc0);
         assert_eq!(outstanding(&t), vec![(0xb0, 100_000), (0xc0, 64)]);
-        assert_eq!(t.iter().find(|(_, a, _)| *a == 0xc0).unwrap().2.stack, 8);
+        assert_eq!(t.iter().find(|(_, a, _)| *a == 0xc0).unwrap().2.stack, AllocStack::Id(8));
     }
 
     #[test]
@@ -514,10 +526,13 @@ mod tests {
     #[test]
     fn twin_samples_of_one_hit_merge() {
         let mut t = Table::new(100, None, None);
-        t.enter(e(Func::Malloc, args(32, 0, 0), 1, UNSAMPLED, 0x1000));
+        t.enter(Entry {
+            stack: AllocStack::Unsampled,
+            ..e(Func::Malloc, args(32, 0, 0), 1, 0, 0x1000)
+        });
         t.enter(e(Func::Malloc, args(32, 0, 0), 1, 42, 0x1000));
         t.leave(7, 1, Func::Malloc, 0xa0);
-        assert_eq!(t.iter().next().unwrap().2.stack, 42);
+        assert_eq!(t.iter().next().unwrap().2.stack, AllocStack::Id(42));
         assert_eq!(t.stats.unmatched_returns, 0);
     }
 
