@@ -6,26 +6,26 @@
 //! perf.data files, and `cmd` holds one module per subcommand.
 #![deny(unsafe_code)]
 
-pub mod abi;
-pub mod aggregate;
+pub(crate) mod abi;
+pub(crate) mod aggregate;
 pub mod buildid;
 pub mod cli;
 pub mod cmd;
-pub mod events;
-pub mod input;
-pub mod live;
+pub(crate) mod events;
+pub(crate) mod input;
+pub(crate) mod live;
 pub mod man;
-pub mod mapped;
-pub mod maps;
-pub mod output;
+pub(crate) mod mapped;
+pub(crate) mod maps;
+pub(crate) mod output;
 pub mod perfdata;
-pub mod printfmt;
+pub(crate) mod printfmt;
 pub mod procfs;
 pub mod records;
-pub mod session;
-pub mod stacks;
-pub mod symbolize;
+pub(crate) mod session;
+pub(crate) mod stacks;
+pub(crate) mod symbolize;
 #[allow(unsafe_code)]
 pub mod sys;
-pub mod tool;
+pub(crate) mod tool;
 pub mod unwind;

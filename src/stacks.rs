@@ -35,14 +35,6 @@ impl CodeAddr {
     pub fn is_return(self) -> bool {
         matches!(self, CodeAddr::Return(_))
     }
-
-    /// The address to name: a return address's call is the instruction before it.
-    pub fn lookup(self) -> u64 {
-        match self {
-            CodeAddr::Ip(a) => a,
-            CodeAddr::Return(a) => a.saturating_sub(1),
-        }
-    }
 }
 
 /// Index of a unique frame in a `FrameTable`.
@@ -83,10 +75,6 @@ impl<K: Hash + Eq + Clone> FrameTable<K> {
 
     pub fn len(&self) -> usize {
         self.keys.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.keys.is_empty()
     }
 
     pub fn iter(&self) -> impl Iterator<Item = (FrameId, &K)> {
@@ -136,12 +124,9 @@ impl StackTable {
         out[start..].reverse();
     }
 
+    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.nodes.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.nodes.is_empty()
     }
 }
 

@@ -475,6 +475,15 @@ pub fn open_all(
     if rings.is_empty() {
         bail!("no event could be opened: every target thread exited before recording started");
     }
+    // Kernel frames are named from /proc/kallsyms, which kptr_restrict may hide.
+    let kernel_chains = events.iter().filter_map(|e| e.attr.as_ref()).any(|a| {
+        a.sample_type & crate::abi::PERF_SAMPLE_CALLCHAIN != 0
+            && a.exclude_callchain_kernel() == 0
+            && a.exclude_kernel() == 0
+    });
+    if kernel_chains && let Some(note) = crate::sys::diagnose::kptr_restrict_note(facts) {
+        notes.push(note);
+    }
     let dropped = features.dropped();
     if !dropped.is_empty() {
         notes.push(format!(

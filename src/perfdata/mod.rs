@@ -11,7 +11,7 @@ mod pipe;
 mod reader;
 #[cfg(test)]
 mod tests;
-pub mod tracing_data;
+pub(crate) mod tracing_data;
 mod writer;
 
 pub use features::{BuildIdEntry, ClockData, Features, MemperfStats, ReadFeatures};

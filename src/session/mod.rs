@@ -23,7 +23,7 @@ use crate::maps::ProcessMaps;
 use crate::records::{self, ParseInfo, Record, Sample, U64Iter};
 use crate::unwind::{UnwindMode, UnwindOutcome, Unwinders, UserRegs};
 
-pub use processes::{Processes, executable};
+pub use processes::Processes;
 
 /// A sample as a handler receives it: parsed once, with its event and context.
 pub struct SampleCtx<'a> {
@@ -71,8 +71,6 @@ impl Iterator for Chain<'_> {
 
 /// Any other record, after the session applied it to the process table.
 pub struct SideBand<'a> {
-    pub ty: u32,
-    pub misc: u16,
     /// The record as it was read, header included.
     pub bytes: &'a [u8],
     /// The parsed record; `None` for perf's user records (type 64 and up) and for records
@@ -92,15 +90,6 @@ pub trait Handler {
     }
 
     fn side_band(&mut self, _r: &SideBand<'_>) -> io::Result<()> {
-        Ok(())
-    }
-}
-
-/// A handler that keeps nothing (benchmarks, dry runs).
-pub struct NullHandler;
-
-impl Handler for NullHandler {
-    fn sample(&mut self, _s: &SampleCtx<'_>) -> io::Result<()> {
         Ok(())
     }
 }
@@ -320,8 +309,6 @@ impl Session {
             return Ok(());
         }
         handler.side_band(&SideBand {
-            ty,
-            misc,
             bytes,
             rec: parsed.as_ref(),
             procs: &self.procs,

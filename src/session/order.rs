@@ -33,7 +33,8 @@ pub struct ReadStats {
 /// How long records are held.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Slack {
-    /// Each round is sorted and handed on at its FINISHED_ROUND.
+    /// Each round is sorted and handed on at its FINISHED_ROUND (tests compare it).
+    #[cfg(test)]
     None,
     /// A round's records newer than the previous round's newest wait one more round (perf's
     /// ordered events).
@@ -74,6 +75,7 @@ pub fn replay(
         stats.end = rec.offset + (rec.bytes.len() + rec.payload.len()) as u64;
         if rec.ty == PERF_RECORD_FINISHED_ROUND {
             match slack {
+                #[cfg(test)]
                 Slack::None => q.flush(u64::MAX, session, handler)?,
                 Slack::OneRound => {
                     q.flush(next_flush, session, handler)?;

@@ -95,13 +95,6 @@ impl Processes {
         })
     }
 
-    /// Entries kept for the files of sampled processes (live and exited), for the summary.
-    pub fn dso_entries(&self) -> usize {
-        self.dsos.as_ref().map_or(0, |d| {
-            d.exec_maps.len() + d.exited_hits.len() + d.sampled_pids.len()
-        })
-    }
-
     pub(super) fn sampled(&mut self, pid: u32) {
         if let Some(d) = &mut self.dsos {
             d.sampled_pids.insert(pid);

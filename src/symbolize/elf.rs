@@ -51,7 +51,8 @@ pub(crate) fn debug_file_offset_to_svma(segments: &[LoadSegment], off: u64) -> O
 
 /// Converts a file offset to an SVMA through the PT_LOAD segments of the ELF image `elf`.
 /// Returns `None` if `elf` does not parse or no segment holds the offset.
-pub fn file_offset_to_svma(elf: &[u8], off: u64) -> Option<u64> {
+#[cfg(test)]
+fn file_offset_to_svma(elf: &[u8], off: u64) -> Option<u64> {
     let obj = object::File::parse(elf).ok()?;
     if obj.format() != object::BinaryFormat::Elf {
         return None;

@@ -37,8 +37,7 @@ use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
 
-pub use elf::file_offset_to_svma;
-pub use kallsyms::{Kallsyms, KernelSymbol};
+pub use kallsyms::Kallsyms;
 pub use perfmap::PerfMap;
 
 use demangle::maybe_demangle;

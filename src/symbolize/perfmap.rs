@@ -69,13 +69,9 @@ impl PerfMap {
     }
 
     /// Number of entries.
+    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.syms.len()
-    }
-
-    /// True when there are no entries.
-    pub fn is_empty(&self) -> bool {
-        self.syms.is_empty()
     }
 
     /// Lines that did not parse.

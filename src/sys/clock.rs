@@ -73,11 +73,11 @@ impl PerfClock {
             }
             self.measured = Instant::now();
         }
-        self.from_monotonic(super::clock_monotonic_ns())
+        self.monotonic_to_sample(super::clock_monotonic_ns())
     }
 
     /// CLOCK_MONOTONIC time `t` on the sample clock.
-    pub fn from_monotonic(&self, t: u64) -> u64 {
+    pub fn monotonic_to_sample(&self, t: u64) -> u64 {
         (i128::from(t) - i128::from(self.offset)).max(0) as u64
     }
 

@@ -3,18 +3,18 @@
 //!
 //! This is the only module allowed to use `unsafe`; each block carries a `// SAFETY:` comment.
 
-pub mod attr;
-pub mod child;
-pub mod clock;
-pub mod diagnose;
-pub mod open;
-pub mod poll;
-pub mod resolve;
-pub mod ring;
+pub(crate) mod attr;
+pub(crate) mod child;
+pub(crate) mod clock;
+pub(crate) mod diagnose;
+pub(crate) mod open;
+pub(crate) mod poll;
+pub(crate) mod resolve;
+pub(crate) mod ring;
 #[cfg(test)]
-pub mod testutil;
-pub mod tracefs;
-pub mod uprobe;
+pub(crate) mod testutil;
+pub(crate) mod tracefs;
+pub(crate) mod uprobe;
 
 use std::io;
 

@@ -108,3 +108,42 @@ impl Drop for MemCgroup {
         }
     }
 }
+
+/// A `/proc/sys` setting changed for one test and put back when dropped. Settings are global:
+/// a test that changes one that others read lives in a test binary of its own.
+pub struct Sysctl {
+    path: PathBuf,
+    old: String,
+}
+
+impl Sysctl {
+    /// Sets `/proc/sys/NAME` (e.g. `kernel/kptr_restrict`) to `value`; `None` (with the
+    /// reason on stderr) when it cannot be written here.
+    pub fn set(name: &str, value: &str) -> Option<Sysctl> {
+        let path = Path::new("/proc/sys").join(name);
+        let old = match std::fs::read_to_string(&path) {
+            Ok(v) => v.trim().to_string(),
+            Err(e) => {
+                eprintln!("cannot read {}: {e}", path.display());
+                return None;
+            }
+        };
+        if let Err(e) = std::fs::write(&path, value) {
+            eprintln!("cannot set {}: {e}", path.display());
+            return None;
+        }
+        Some(Sysctl { path, old })
+    }
+}
+
+impl Drop for Sysctl {
+    fn drop(&mut self) {
+        if let Err(e) = std::fs::write(&self.path, &self.old) {
+            eprintln!(
+                "could not restore {} to {}: {e}",
+                self.path.display(),
+                self.old
+            );
+        }
+    }
+}

@@ -102,11 +102,7 @@ fn with_offset(f: Option<&crate::symbolize::Frame>, module: &str) -> String {
 }
 
 /// Outstanding (bytes, allocations) per stack, of allocations at least `older_ns` old.
-pub fn per_stack(
-    sink: &LeakSink,
-    now: u64,
-    older_ns: u64,
-) -> FxHashMap<AllocStack, (u64, u64)> {
+pub fn per_stack(sink: &LeakSink, now: u64, older_ns: u64) -> FxHashMap<AllocStack, (u64, u64)> {
     let mut out: FxHashMap<AllocStack, (u64, u64)> = FxHashMap::default();
     for (_, _, a) in sink.table.iter() {
         if now.saturating_sub(a.time) < older_ns && a.time <= now {

@@ -310,7 +310,14 @@ impl Table {
     }
 
     /// Records an allocation of `size` bytes at `addr` (kernel events, and user returns).
-    pub fn insert_point(&mut self, space: Space, addr: u64, size: u64, time: u64, stack: AllocStack) {
+    pub fn insert_point(
+        &mut self,
+        space: Space,
+        addr: u64,
+        size: u64,
+        time: u64,
+        stack: AllocStack,
+    ) {
         self.stats.allocs += 1;
         if !self.in_range(size) {
             self.stats.filtered += 1;
@@ -492,7 +499,10 @@ mod tests {
         t.leave(7, 1, Func::Malloc, 0xc0);
         t.leave(7, 1, Func::Realloc, 0xc0);
         assert_eq!(outstanding(&t), vec![(0xb0, 100_000), (0xc0, 64)]);
-        assert_eq!(t.iter().find(|(_, a, _)| *a == 0xc0).unwrap().2.stack, AllocStack::Id(8));
+        assert_eq!(
+            t.iter().find(|(_, a, _)| *a == 0xc0).unwrap().2.stack,
+            AllocStack::Id(8)
+        );
     }
 
     #[test]
