@@ -79,21 +79,39 @@ fn start(prog: &Path, lib: &Path) -> Child {
 
 /// Runs `cmd` to its end, killing it and failing the test if it takes longer than a limit
 /// far beyond what it should take (a watchdog against a hang, not a timing assertion).
+/// Its output is read while it runs: a system-wide report can fill a pipe, and a child
+/// blocked writing to a pipe nobody reads would look hung.
 fn run_watched(cmd: &mut Command, what: &str) -> std::process::Output {
     let mut child = cmd
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
+    let drain = |mut r: Box<dyn std::io::Read + Send>| {
+        std::thread::spawn(move || {
+            let mut v = Vec::new();
+            r.read_to_end(&mut v).unwrap();
+            v
+        })
+    };
+    let out = drain(Box::new(child.stdout.take().unwrap()));
+    let err = drain(Box::new(child.stderr.take().unwrap()));
     let end = Instant::now() + Duration::from_secs(60);
     loop {
-        if child.try_wait().unwrap().is_some() {
-            return child.wait_with_output().unwrap();
+        if let Some(status) = child.try_wait().unwrap() {
+            return std::process::Output {
+                status,
+                stdout: out.join().unwrap(),
+                stderr: err.join().unwrap(),
+            };
         }
         if Instant::now() > end {
             let _ = child.kill();
-            let out = child.wait_with_output().unwrap();
-            panic!("{what} hung: {}", String::from_utf8_lossy(&out.stderr));
+            let _ = child.wait();
+            panic!(
+                "{what} hung: {}",
+                String::from_utf8_lossy(&err.join().unwrap())
+            );
         }
         std::thread::sleep(Duration::from_millis(50));
     }
