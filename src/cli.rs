@@ -10,6 +10,7 @@ use clap::{Parser, Subcommand};
 pub mod leak;
 mod record;
 mod report;
+pub mod stacks;
 pub mod tool;
 
 pub use record::*;
@@ -40,12 +41,49 @@ pub enum Command {
     /// allocators through uprobes (-p/-c), kernel allocators through kmem tracepoints.
     #[command(after_help = leak::LEAK_EXAMPLES)]
     Leak(leak::LeakArgs),
+    /// Page faults by stack: who touched new memory, as the book's faults.bt and
+    /// `stackcount t:exceptions:page_fault_user`, with whole DWARF-unwound user stacks.
+    #[command(after_help = FAULTS_EXAMPLES)]
+    Faults(stacks::FaultsArgs),
+    /// brk() calls by stack, with the bytes each stack grew the heap by, as the book's
+    /// brkstack.bt, with whole DWARF-unwound user stacks (through libc's sbrk and malloc).
+    #[command(after_help = BRKSTACK_EXAMPLES)]
+    Brkstack(stacks::BrkstackArgs),
     /// Every OOM kill: the victim, the task that triggered it, its cgroup and its stack
     /// (kernel, and user unwound with DWARF), as BCC's oomkill prints it, from the
     /// oom:mark_victim tracepoint (Linux 4.13+).
     #[command(after_help = OOMKILL_EXAMPLES)]
     Oomkill(tool::ToolArgs),
 }
+
+const FAULTS_EXAMPLES: &str = "\
+EXAMPLES:
+    memperf faults -- ./app
+        Every page fault of ./app by stack, printed when it exits.
+    memperf faults -p 1234 -d 30 -f > faults.folded
+        30 s of one process's faults, folded for a flame graph.
+    memperf faults -a -c 100 --flamegraph faults.svg -d 10
+        One fault in 100 on the whole system for 10 s, drawn.
+    memperf faults --major -P -a
+        Major faults (file reads, swap-ins) per process and stack.
+    memperf faults -i perf.data
+        The same from `memperf record -e page-faults` or `perf record -e page-faults
+        --call-graph dwarf`.
+
+PERMISSIONS: your own processes with perf_event_paranoid <= 2 (kernel frames need <= 1);
+root or CAP_PERFMON for -a.";
+
+const BRKSTACK_EXAMPLES: &str = "\
+EXAMPLES:
+    memperf brkstack -- ./app
+        Every brk() of ./app by stack, with the bytes each stack grew the heap by.
+    memperf brkstack -p 1234 -d 60 -f --bytes > brk.folded
+        A minute of one process, folded by bytes grown.
+    memperf brkstack -a -w brk.data
+        The whole system until Ctrl-C, also saved as a recording (-i brk.data replays it).
+
+PERMISSIONS: root, or CAP_PERFMON with read access to tracefs (syscall tracepoints,
+CONFIG_FTRACE_SYSCALLS).";
 
 const OOMKILL_EXAMPLES: &str = "\
 EXAMPLES:

@@ -14,6 +14,8 @@ fn main() -> ExitCode {
         Command::Report(args) => args.into_config().and_then(memperf::cmd::report::run),
         Command::Script(args) => args.into_config().and_then(memperf::cmd::report::run),
         Command::Leak(args) => args.into_config().and_then(memperf::cmd::leak::run),
+        Command::Faults(args) => memperf::cmd::faults::run(args),
+        Command::Brkstack(args) => memperf::cmd::brkstack::run(args),
         Command::Oomkill(args) => memperf::cmd::oomkill::run(args),
     };
     match result {

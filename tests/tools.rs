@@ -165,3 +165,241 @@ fn tools_refuse_bad_input_clearly() {
     let o = run_memperf(&["oomkill", "-m", "3"]);
     assert!(stderr(&o).contains("power of two"), "{}", stderr(&o));
 }
+
+/// Runs `memperf ARGS` to its end (a tool tracing a command), returning stdout and stderr.
+fn run_tool(args: &[&str]) -> (String, String) {
+    let o = run_memperf(args);
+    let (out, err) = (String::from_utf8_lossy(&o.stdout).into_owned(), stderr(&o));
+    assert!(o.status.success(), "memperf {args:?}: {err}");
+    (out, err)
+}
+
+/// The count line (the first line that is a number) of the text stack holding `frame`.
+fn stack_count(text: &str, frame: &str, comm: &str) -> Vec<u64> {
+    text.split("\n\n")
+        .filter(|st| st.lines().any(|l| l.trim() == frame))
+        .filter(|st| st.lines().any(|l| l.trim() == comm))
+        .flat_map(|st| {
+            st.lines()
+                .map(str::trim)
+                .filter_map(|l| {
+                    l.parse::<u64>()
+                        .ok()
+                        .or_else(|| l.strip_suffix(" bytes grown")?.parse().ok())
+                })
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+#[test]
+fn faults_counts_every_fault_of_a_known_chain() {
+    if !require_perf("faults") {
+        return;
+    }
+    const N: u64 = 3000;
+    let prog = fixture("pagefault", Variant::NoFp);
+    let comm = prog.file_name().unwrap().to_str().unwrap();
+    let dir = scratch();
+    let data = dir.path().join("faults.data");
+    let svg = dir.path().join("faults.svg");
+    let n = N.to_string();
+    let _turn = recording_turn();
+    let (text, err) = run_tool(&[
+        "faults",
+        "-m",
+        TEST_RING_PAGES,
+        "-w",
+        data.to_str().unwrap(),
+        "--flamegraph",
+        svg.to_str().unwrap(),
+        "--",
+        prog.to_str().unwrap(),
+        &n,
+    ]);
+    assert!(
+        text.starts_with("Tracing page faults by stack... Hit Ctrl-C to end.\n"),
+        "{text}"
+    );
+    // Exactly one stack goes through touch_pages, with every one of its faults, and its
+    // frames in order (leaf first), as stackcount prints them.
+    assert_eq!(
+        stack_count(&text, "touch_pages", comm),
+        [N],
+        "{text}\n{err}"
+    );
+    let st = text
+        .split("\n\n")
+        .find(|s| s.contains("touch_pages"))
+        .unwrap();
+    let frames: Vec<&str> = st.lines().map(str::trim).collect();
+    assert_eq!(
+        frames[..5],
+        ["touch_pages", "pf_level3", "pf_level2", "pf_level1", "main"],
+        "{st}"
+    );
+    assert!(
+        err.contains("memperf faults: ") && err.contains(", lost 0"),
+        "{err}"
+    );
+    let drawn = std::fs::read_to_string(&svg).unwrap();
+    assert!(drawn.contains("<svg") && drawn.contains("touch_pages"));
+
+    // Folded, from the recording: the same count under the same chain, root first.
+    let (folded, _) = run_tool(&["faults", "-f", "-i", data.to_str().unwrap()]);
+    let chain = "main;pf_level1;pf_level2;pf_level3;touch_pages ";
+    let line = folded
+        .lines()
+        .find(|l| l.contains(chain))
+        .unwrap_or_default();
+    assert!(line.starts_with(&format!("{comm};")), "{folded}");
+    assert!(line.ends_with(&format!(" {N}")), "{folded}");
+    // The text from the recording is the live text, without the banner.
+    let (replayed, _) = run_tool(&["faults", "-i", data.to_str().unwrap()]);
+    assert_eq!(replayed, text.split_once('\n').unwrap().1);
+
+    // Per pid, user frames only, one fault in 10 sampled: the count is ten times the
+    // samples, and the stack is labelled with the pid.
+    let (sampled, _) = run_tool(&[
+        "faults",
+        "-m",
+        TEST_RING_PAGES,
+        "-P",
+        "-U",
+        "-c",
+        "10",
+        "--",
+        prog.to_str().unwrap(),
+        &n,
+    ]);
+    let st = sampled
+        .split("\n\n")
+        .find(|s| s.contains("touch_pages"))
+        .unwrap();
+    let counted: u64 = st.lines().last().unwrap().trim().parse().unwrap();
+    assert_eq!(counted % 10, 0, "{st}");
+    assert!((N - 10..=N + 10).contains(&counted), "{st}");
+    assert!(
+        st.lines()
+            .any(|l| l.trim().starts_with(&format!("{comm} ["))),
+        "{st}"
+    );
+}
+
+#[test]
+fn faults_reads_perfs_own_recording() {
+    if !require_perf("faults -i perf.data") || !require_perf_tool("faults -i perf.data") {
+        return;
+    }
+    const N: u64 = 2000;
+    let prog = fixture("pagefault", Variant::NoFp);
+    let dir = scratch();
+    let data = dir.path().join("perf.data");
+    let st = Command::new("perf")
+        .args([
+            "record",
+            "-q",
+            "-e",
+            "page-faults",
+            "-c",
+            "1",
+            "--call-graph",
+            "dwarf",
+            "-m",
+            TEST_RING_PAGES,
+            "-o",
+        ])
+        .arg(&data)
+        .arg(&prog)
+        .arg(N.to_string())
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let (folded, err) = run_tool(&["faults", "-f", "-i", data.to_str().unwrap()]);
+    let chain = ";main;pf_level1;pf_level2;pf_level3;touch_pages ";
+    let total: u64 = folded
+        .lines()
+        .filter(|l| l.contains(chain))
+        .map(|l| l.rsplit(' ').next().unwrap().parse::<u64>().unwrap())
+        .sum();
+    // perf loses samples of this burst on a busy machine: the count is what perf itself
+    // unwinds through the chain, and the losses are perf's, counted once.
+    let perfs = perf_script(&data);
+    let through = perfs
+        .iter()
+        .filter(|s| s.has_chain(&["touch_pages", "pf_level3", "pf_level2", "pf_level1", "main"]))
+        .count() as u64;
+    assert!(through > 0 && through <= N, "{through}");
+    assert_eq!(total, through, "{folded}\n{err}");
+    let lost = err
+        .split(", lost ")
+        .nth(1)
+        .and_then(|r| r.split([',', ' ', '\n']).next());
+    let lost: u64 = lost.unwrap().parse().unwrap();
+    let p = Command::new("perf")
+        .args(["script", "--show-lost-events", "-F", "comm", "-i"])
+        .arg(&data)
+        .output()
+        .unwrap();
+    let perf_lost: u64 = String::from_utf8_lossy(&p.stdout)
+        .lines()
+        .filter_map(|l| l.split("PERF_RECORD_LOST lost ").nth(1))
+        .map(|n| n.trim().parse::<u64>().unwrap())
+        .sum();
+    // perf's losses, counted once (its LOST records, not again its LOST_SAMPLES).
+    assert_eq!(lost, perf_lost, "{err}");
+}
+
+#[test]
+fn brkstack_counts_calls_and_bytes_grown_by_stack() {
+    if !require_perf("brkstack") {
+        return;
+    }
+    const N: u64 = 64;
+    let prog = fixture("brk", Variant::NoFp);
+    let comm = prog.file_name().unwrap().to_str().unwrap();
+    let dir = scratch();
+    let data = dir.path().join("brk.data");
+    let n = N.to_string();
+    let _turn = recording_turn();
+    let (text, err) = run_tool(&[
+        "brkstack",
+        "-m",
+        TEST_RING_PAGES,
+        "-w",
+        data.to_str().unwrap(),
+        "--",
+        prog.to_str().unwrap(),
+        &n,
+    ]);
+    // N calls through sbrk from grow_heap, 8 KiB each (the fixture's INCREMENT).
+    assert_eq!(
+        stack_count(&text, "grow_heap", comm),
+        [N, N * 8192],
+        "{text}\n{err}"
+    );
+    let st = text
+        .split("\n\n")
+        .find(|s| s.contains("grow_heap"))
+        .unwrap();
+    let frames: Vec<&str> = st.lines().map(str::trim).collect();
+    let g = frames.iter().position(|f| *f == "grow_heap").unwrap();
+    assert!(frames[..g].iter().any(|f| f.contains("brk")), "{st}");
+    assert_eq!(frames[g + 1..g + 3], ["brk_level1", "main"], "{st}");
+    assert!(!err.contains("is unknown"), "{err}");
+
+    let (folded, _) = run_tool(&["brkstack", "-f", "--bytes", "-i", data.to_str().unwrap()]);
+    let line = folded
+        .lines()
+        .find(|l| l.contains(";main;brk_level1;grow_heap;"))
+        .unwrap_or_default();
+    assert!(line.ends_with(&format!(" {}", N * 8192)), "{folded}");
+    let (replayed, _) = run_tool(&["brkstack", "-i", data.to_str().unwrap()]);
+    // Live, the fixture's own line ("heap grew by") shares standard output.
+    let live: Vec<&str> = text
+        .lines()
+        .skip(1)
+        .filter(|l| !l.starts_with("heap grew"))
+        .collect();
+    assert_eq!(replayed.lines().collect::<Vec<_>>(), live);
+}

@@ -1,5 +1,7 @@
 //! One module per subcommand.
 
+pub mod brkstack;
+pub mod faults;
 pub mod leak;
 pub mod oomkill;
 pub mod record;

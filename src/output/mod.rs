@@ -556,9 +556,6 @@ pub fn write_flamegraph(
     agg: &Aggregate,
     res: &Resolved,
 ) -> Result<()> {
-    use inferno::flamegraph::{self, Direction, Options, Palette, color::Color, color::PaletteMap};
-    use std::str::FromStr;
-
     let ev_name = event
         .and_then(|e| names.get(e))
         .map_or("samples", String::as_str);
@@ -575,27 +572,11 @@ pub fn write_flamegraph(
     } else {
         file.features.cmdline.join(" ")
     };
-    let mut palette_map = PaletteMap::default();
-    for k in &res.kernel_names {
-        palette_map.insert(
-            k,
-            Color {
-                r: 230,
-                g: 130,
-                b: 40,
-            },
-        );
-    }
-    let mut opts = Options::default();
-    opts.colors = Palette::from_str(&fg.colors).map_err(|e| anyhow::anyhow!(e))?;
-    opts.hash = true;
-    opts.deterministic = true;
-    opts.palette_map = Some(&mut palette_map);
-    opts.title = fg
+    let title = fg
         .title
         .clone()
         .unwrap_or_else(|| format!("{ev_name}: {command}"));
-    opts.subtitle = Some(fg.subtitle.clone().unwrap_or_else(|| {
+    let subtitle = fg.subtitle.clone().unwrap_or_else(|| {
         let t = header::truncation(st);
         let truncated = if t.unwound > 0 {
             format!(", {} of {} user stacks truncated", t.truncated, t.unwound)
@@ -608,30 +589,83 @@ pub fn write_flamegraph(
         }
         format!(
             "memperf: {kept} samples of {ev_name}, {} lost, throttled {} times{truncated}; {when}kernel frames in orange",
-            st.lost + st.lost_samples,
+            crate::session::lost_once(st.lost, st.lost_samples),
             st.throttled,
         )
-    }));
+    });
     let sized = event.is_some_and(|e| agg.sized.get(e).copied().unwrap_or(false));
-    opts.count_name = fg.countname.clone().unwrap_or_else(|| match cfg.weight {
+    let count_name = fg.countname.clone().unwrap_or_else(|| match cfg.weight {
         crate::cli::Weight::Bytes if sized => "bytes".to_string(),
         _ => default_countname(ev_name).to_string(),
     });
-    opts.image_width = fg.width;
-    if cfg.reverse {
-        // Leaf-first stacks hanging from the top: an icicle graph of callers.
+    let flame = Flame {
+        output: &fg.output,
+        title,
+        subtitle,
+        count_name,
+        width: fg.width,
+        colors: &fg.colors,
+        inverted: cfg.reverse,
+        kernel_names: &res.kernel_names,
+    };
+    draw_flamegraph(&flame, &lines)
+}
+
+/// What a flame graph is drawn with, whoever drew the stacks.
+pub struct Flame<'a> {
+    /// `-` for standard output.
+    pub output: &'a std::path::Path,
+    pub title: String,
+    pub subtitle: String,
+    pub count_name: String,
+    pub width: Option<usize>,
+    /// inferno's palette name (`mem`, `hot`...).
+    pub colors: &'a str,
+    /// Leaf-first stacks hanging from the top: an icicle graph of callers.
+    pub inverted: bool,
+    /// Frame names drawn in orange, as kernel code.
+    pub kernel_names: &'a rustc_hash::FxHashSet<String>,
+}
+
+/// Draws folded `lines` (`a;b;c N`, sorted) as a flame graph with inferno.
+pub fn draw_flamegraph(flame: &Flame<'_>, lines: &[String]) -> Result<()> {
+    use inferno::flamegraph::{self, Direction, Options, Palette, color::Color, color::PaletteMap};
+    use std::str::FromStr;
+
+    let mut palette_map = PaletteMap::default();
+    for k in flame.kernel_names {
+        palette_map.insert(
+            k,
+            Color {
+                r: 230,
+                g: 130,
+                b: 40,
+            },
+        );
+    }
+    let mut opts = Options::default();
+    opts.colors = Palette::from_str(flame.colors).map_err(|e| anyhow::anyhow!(e))?;
+    opts.hash = true;
+    opts.deterministic = true;
+    opts.palette_map = Some(&mut palette_map);
+    opts.title = flame.title.clone();
+    opts.subtitle = Some(flame.subtitle.clone());
+    opts.count_name = flame.count_name.clone();
+    opts.image_width = flame.width;
+    if flame.inverted {
         opts.direction = Direction::Inverted;
     }
     let lines = lines.iter().map(String::as_str);
-    if fg.output.as_os_str() == "-" {
+    let output = flame.output;
+    if output.as_os_str() == "-" {
         let stdout = std::io::stdout();
         flamegraph::from_lines(&mut opts, lines, std::io::BufWriter::new(stdout.lock()))
             .context("failed to draw the flame graph")?;
     } else {
-        let f = create_output_file(&fg.output)
-            .with_context(|| format!("failed to create `{}`", fg.output.display()))?;
+        let f = create_output_file(output)
+            .with_context(|| format!("failed to create `{}`", output.display()))?;
         flamegraph::from_lines(&mut opts, lines, std::io::BufWriter::new(f))
-            .with_context(|| format!("failed to write `{}`", fg.output.display()))?;
+            .with_context(|| format!("failed to write `{}`", output.display()))?;
     }
     Ok(())
 }

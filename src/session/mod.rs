@@ -535,3 +535,11 @@ pub(crate) fn user_regs(regs: &records::Regs<'_>) -> Option<UserRegs> {
         bp: regs.get(PERF_REG_X86_BP)?,
     })
 }
+
+/// Events lost in a recording, counted once. perf (6.x) ends a recording with
+/// LOST_SAMPLES records holding each event's PERF_FORMAT_LOST count: the very samples its
+/// LOST records already counted. Summing the two doubles perf's losses; the larger is the
+/// count (memperf writes LOST records only).
+pub fn lost_once(lost: u64, lost_samples: u64) -> u64 {
+    lost.max(lost_samples)
+}

@@ -29,6 +29,8 @@ use crate::stacks::{FrameId, StackId};
 use crate::sys::tracefs::Tracefs;
 use crate::unwind::UnwindMode;
 
+pub(crate) mod stacks;
+
 /// An event a tool reads.
 #[derive(Debug, Clone, Copy)]
 pub struct Want {
@@ -76,8 +78,8 @@ pub trait Tool {
         Ok(())
     }
 
-    /// The run is over.
-    fn finish(&mut self, _cx: &mut Cx, _procs: &Processes) -> io::Result<()> {
+    /// The run is over; `seen` is what it saw and lost.
+    fn finish(&mut self, _cx: &mut Cx, _procs: &Processes, _seen: &Seen) -> Result<()> {
         Ok(())
     }
 }
@@ -483,9 +485,17 @@ fn live<T: Tool>(
     if let Some(end) = done.now {
         drive.catch_up(end, done.session.procs())?;
     }
-    drive.tool.finish(&mut drive.cx, done.session.procs())?;
-    drive.cx.out.flush()?;
     let st = done.session.stats();
+    let seen = Seen {
+        samples: drive.samples,
+        lost: done.lost,
+        unwound: st.unwound,
+        truncated: st.truncated,
+    };
+    drive
+        .tool
+        .finish(&mut drive.cx, done.session.procs(), &seen)?;
+    drive.cx.out.flush()?;
     if let Some(path) = &cfg.write {
         eprintln!(
             "memperf {name}: wrote {} samples to {} ({} bytes)",
@@ -494,12 +504,7 @@ fn live<T: Tool>(
             done.file_bytes
         );
     }
-    Ok(Seen {
-        samples: drive.samples,
-        lost: done.lost,
-        unwound: st.unwound,
-        truncated: st.truncated,
-    })
+    Ok(seen)
 }
 
 fn replay<T: Tool>(
@@ -625,20 +630,26 @@ fn replay<T: Tool>(
     if let Some(end) = end {
         drive.catch_up(end, session.procs())?;
     }
-    drive.tool.finish(&mut drive.cx, session.procs())?;
-    drive.cx.out.flush()?;
     let st = session.stats();
     let recorded = file.features.memperf_stats.as_ref();
-    Ok(Seen {
+    let seen = Seen {
         samples: drive.samples,
-        lost: st.lost + st.lost_samples,
+        lost: crate::session::lost_once(st.lost, st.lost_samples),
         unwound: st.unwound + recorded.and_then(|s| s.get("unwound")).unwrap_or(0),
         truncated: st.truncated + recorded.and_then(|s| s.get("truncated")).unwrap_or(0),
-    })
+    };
+    drive.tool.finish(&mut drive.cx, session.procs(), &seen)?;
+    drive.cx.out.flush()?;
+    Ok(seen)
 }
 
 /// The closing line every tool prints on standard error: what it saw and what it lost.
 pub fn print_seen(name: &str, seen: &Seen) {
+    eprintln!("{}", seen_line(name, seen));
+}
+
+/// `memperf NAME: N events, lost L[, T of U user stacks truncated]`.
+pub fn seen_line(name: &str, seen: &Seen) -> String {
     let mut line = format!(
         "memperf {name}: {} events, lost {}",
         seen.samples, seen.lost
@@ -649,5 +660,5 @@ pub fn print_seen(name: &str, seen: &Seen) {
             seen.truncated, seen.unwound
         ));
     }
-    eprintln!("{line}");
+    line
 }

@@ -1,0 +1,81 @@
+//! `memperf faults`: page faults counted by stack (the book's faults.bt), from the
+//! page-fault software event with whole DWARF-unwound user stacks and kernel stacks.
+
+use std::io::{self, Write};
+
+use anyhow::{Result, bail};
+
+use crate::cli::stacks::FaultsArgs;
+use crate::session::{Processes, SampleCtx};
+use crate::tool::stacks::{Printer, StackCounts, TextOptions, Weights};
+use crate::tool::{self, Cx, Tool, Want};
+
+struct Faults {
+    counts: StackCounts,
+    /// Faults per sample.
+    period: u64,
+    printer: Printer,
+}
+
+impl Tool for Faults {
+    fn sample(&mut self, cx: &mut Cx, s: &SampleCtx<'_>) -> io::Result<()> {
+        // A recording made with a period other than ours says so in each sample.
+        let n = s.sample.period.filter(|&p| p > 0).unwrap_or(self.period);
+        let key = self.counts.key(cx, s);
+        self.counts.add(key, Weights { count: n, bytes: 0 });
+        Ok(())
+    }
+
+    fn finish(&mut self, cx: &mut Cx, procs: &Processes, seen: &tool::Seen) -> Result<()> {
+        let summary = tool::seen_line("faults", seen);
+        self.printer.print(cx, procs, &self.counts, &summary)
+    }
+}
+
+/// Runs `memperf faults`.
+pub fn run(args: FaultsArgs) -> Result<i32> {
+    if args.period == Some(0) {
+        bail!("-c/--count must be at least 1");
+    }
+    let (event, what) = if args.major {
+        ("major-faults", "major page faults")
+    } else if args.minor {
+        ("minor-faults", "minor page faults")
+    } else {
+        ("page-faults", "page faults")
+    };
+    let wants = [Want {
+        name: event,
+        since: "2.6.31",
+        optional: false,
+    }];
+    let st = &args.stacks;
+    let mut cfg = st.common.clone().into_config(true)?;
+    cfg.period = args.period;
+    let out = Box::new(io::BufWriter::new(io::stdout()));
+    let sampled = match args.period {
+        Some(n) if n > 1 => format!(" (one in {n} sampled)"),
+        _ => String::new(),
+    };
+    let banner = |cx: &mut Cx| -> io::Result<()> {
+        if !cx.replay {
+            writeln!(
+                cx.out,
+                "Tracing {what} by stack{sampled}... Hit Ctrl-C to end."
+            )?;
+        }
+        Ok(())
+    };
+    let text = TextOptions {
+        delimited: st.delimited,
+        bytes_label: None,
+    };
+    let mut tool = Faults {
+        counts: StackCounts::new(st.per_pid, st.space()),
+        period: args.period.unwrap_or(1),
+        printer: Printer::new(st, text, &format!("{what} by stack")),
+    };
+    let seen = tool::run("faults", &cfg, &wants, &mut tool, out, &banner)?;
+    tool::print_seen("faults", &seen);
+    Ok(0)
+}
