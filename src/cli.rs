@@ -11,6 +11,7 @@ pub mod leak;
 mod record;
 mod report;
 pub mod stacks;
+pub mod swapin;
 pub mod tool;
 
 pub use record::*;
@@ -49,6 +50,21 @@ pub enum Command {
     /// brkstack.bt, with whole DWARF-unwound user stacks (through libc's sbrk and malloc).
     #[command(after_help = BRKSTACK_EXAMPLES)]
     Brkstack(stacks::BrkstackArgs),
+    /// Page faults by the file (or //anon, [heap], [stack]) they land in, as the book's
+    /// ffaults.bt, from each fault's address and the process's mappings (no kprobe).
+    #[command(after_help = FFAULTS_EXAMPLES)]
+    Ffaults(tool::ToolArgs),
+    /// Page faults in file mappings by command and file, as the book's fmapfault.
+    #[command(after_help = FMAPFAULT_EXAMPLES)]
+    Fmapfault(tool::ToolArgs),
+    /// Page faults in hugetlb mappings (MAP_HUGETLB, hugetlbfs) per process, as
+    /// hfaults.bt, without its kprobe on hugetlb_fault.
+    #[command(after_help = HFAULTS_EXAMPLES)]
+    Hfaults(tool::ToolArgs),
+    /// Swap-ins per process and interval, as BCC's swapin, from major faults in anonymous
+    /// and shmem memory (no swap-in tracepoint exists; BCC needs a kprobe).
+    #[command(after_help = SWAPIN_EXAMPLES)]
+    Swapin(swapin::SwapinArgs),
     /// Every OOM kill: the victim, the task that triggered it, its cgroup and its stack
     /// (kernel, and user unwound with DWARF), as BCC's oomkill prints it, from the
     /// oom:mark_victim tracepoint (Linux 4.13+).
@@ -84,6 +100,50 @@ EXAMPLES:
 
 PERMISSIONS: root, or CAP_PERFMON with read access to tracefs (syscall tracepoints,
 CONFIG_FTRACE_SYSCALLS).";
+
+const FFAULTS_EXAMPLES: &str = "\
+EXAMPLES:
+    memperf ffaults -- ./app
+        The faults of ./app per file, anonymous memory as //anon, printed when it exits.
+    memperf ffaults -a -d 10
+        The whole system for 10 s.
+    memperf ffaults -i perf.data
+        From `memperf record -e page-faults` or `perf record -e page-faults -d`.
+
+PERMISSIONS: your own processes with perf_event_paranoid <= 2; root or CAP_PERFMON for -a.";
+
+const FMAPFAULT_EXAMPLES: &str = "\
+EXAMPLES:
+    memperf fmapfault -a -d 10
+        Which commands fault in which files, for 10 s.
+    memperf fmapfault -p 1234
+        One process until Ctrl-C.
+
+PERMISSIONS: your own processes with perf_event_paranoid <= 2; root or CAP_PERFMON for -a.";
+
+const HFAULTS_EXAMPLES: &str = "\
+EXAMPLES:
+    memperf hfaults
+        Huge page faults per process on the whole system, until Ctrl-C.
+    memperf hfaults -- ./app
+        Those of one command.
+
+PERMISSIONS: your own processes with perf_event_paranoid <= 2; root or CAP_PERFMON for -a.";
+
+const SWAPIN_EXAMPLES: &str = "\
+EXAMPLES:
+    memperf swapin
+        Swap-in faults per process every second, with the system's pswpin, until Ctrl-C.
+    memperf swapin 5 12
+        Every 5 s, 12 times.
+    memperf swapin -p 1234 -w swap.data
+        One process, also saved as a recording (-i swap.data replays it, without pswpin).
+
+A swap-in fault can read several pages (swap readahead, vm.page-cluster): the count is of
+faults; pswpin is of pages, system-wide.
+
+PERMISSIONS: your own processes with perf_event_paranoid <= 2; root or CAP_PERFMON for the
+whole system (the default).";
 
 const OOMKILL_EXAMPLES: &str = "\
 EXAMPLES:

@@ -16,6 +16,16 @@ fn main() -> ExitCode {
         Command::Leak(args) => args.into_config().and_then(memperf::cmd::leak::run),
         Command::Faults(args) => memperf::cmd::faults::run(args),
         Command::Brkstack(args) => memperf::cmd::brkstack::run(args),
+        Command::Ffaults(args) => {
+            memperf::cmd::ffaults::run(memperf::cmd::ffaults::Place::Files, args)
+        }
+        Command::Fmapfault(args) => {
+            memperf::cmd::ffaults::run(memperf::cmd::ffaults::Place::CommFiles, args)
+        }
+        Command::Hfaults(args) => {
+            memperf::cmd::ffaults::run(memperf::cmd::ffaults::Place::Huge, args)
+        }
+        Command::Swapin(args) => memperf::cmd::swapin::run(args),
         Command::Oomkill(args) => memperf::cmd::oomkill::run(args),
     };
     match result {

@@ -200,6 +200,14 @@ impl ProcessMaps {
         (addr < m.end).then_some((m.module, m.start, m.end))
     }
 
+    /// The module and start of the first mapping of `pid` above `addr` (a stack grows down
+    /// from its mapping, so a fault just below `[stack]` is the stack's).
+    pub fn mapping_above(&self, pid: u32, addr: u64) -> Option<(u32, u64)> {
+        let maps = self.by_pid.get(&pid)?;
+        let m = maps.get(maps.partition_point(|m| m.start <= addr))?;
+        Some((m.module, m.start))
+    }
+
     /// The module and file offset of `addr` in `pid`.
     pub fn lookup(&self, pid: u32, addr: u64) -> Option<(u32, u64)> {
         let maps = self.by_pid.get(&pid)?;

@@ -9,7 +9,7 @@ use std::io::{BufRead, BufReader, Read};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use common::kernel::MemCgroup;
+use common::kernel::{MemCgroup, Swapfile, Sysctl};
 use common::*;
 
 /// Starts `memperf ARGS` and waits for the first line of its standard output (the tool's
@@ -402,4 +402,202 @@ fn brkstack_counts_calls_and_bytes_grown_by_stack() {
         .filter(|l| !l.starts_with("heap grew"))
         .collect();
     assert_eq!(replayed.lines().collect::<Vec<_>>(), live);
+}
+
+/// `@[key]: N` lines of a bpftrace-style map print, as (key, N).
+fn map_rows(text: &str) -> Vec<(String, u64)> {
+    text.lines()
+        .filter_map(|l| {
+            let (k, n) = l.strip_prefix("@[")?.rsplit_once("]: ")?;
+            Some((k.to_string(), n.parse().ok()?))
+        })
+        .collect()
+}
+
+#[test]
+fn ffaults_and_fmapfault_count_the_faults_of_each_file_exactly() {
+    if !require_perf("ffaults") {
+        return;
+    }
+    const F: u64 = 150;
+    const A: u64 = 400;
+    let prog = fixture("filefaults", Variant::NoFp);
+    let comm = prog.file_name().unwrap().to_str().unwrap();
+    let dir = scratch();
+    let file = dir.path().join("mapped.bin");
+    let file_s = file.to_str().unwrap();
+    let data = dir.path().join("ff.data");
+    let (f, a) = (F.to_string(), A.to_string());
+    let _turn = recording_turn();
+    let (text, err) = run_tool(&[
+        "ffaults",
+        "-m",
+        TEST_RING_PAGES,
+        "-w",
+        data.to_str().unwrap(),
+        "--",
+        prog.to_str().unwrap(),
+        file_s,
+        &f,
+        &a,
+    ]);
+    let rows = map_rows(&text);
+    // Every copy-on-write fault of the file, each page once.
+    assert!(rows.contains(&(file_s.to_string(), F)), "{text}\n{err}");
+    // The anonymous pages, and whatever anonymous memory the loader and libc touched.
+    let anon = rows.iter().find(|r| r.0 == "//anon").map_or(0, |r| r.1);
+    assert!((A..A + 64).contains(&anon), "{text}");
+    // The program's own image and libc are files too.
+    assert!(rows.iter().any(|r| r.0 == prog.to_str().unwrap()), "{text}");
+    assert!(rows.iter().any(|r| r.0.ends_with("/libc.so.6")), "{text}");
+    assert!(err.contains(", lost 0"), "{err}");
+    assert!(!err.contains("no recorded mapping"), "{err}");
+    // The same from the recording; and per command, file mappings only.
+    let (replayed, _) = run_tool(&["ffaults", "-i", data.to_str().unwrap()]);
+    assert_eq!(map_rows(&replayed), rows);
+    let (by_comm, _) = run_tool(&["fmapfault", "-i", data.to_str().unwrap()]);
+    let rows = map_rows(&by_comm);
+    assert!(
+        rows.contains(&(format!("{comm}, {file_s}"), F)),
+        "{by_comm}"
+    );
+    assert!(
+        rows.iter()
+            .all(|r| !r.0.contains("//anon") && !r.0.contains('[')),
+        "{by_comm}"
+    );
+}
+
+#[test]
+fn hfaults_counts_one_fault_per_huge_page() {
+    if !require_perf("hfaults") {
+        return;
+    }
+    const H: u64 = 3;
+    let Some(_pages) = Sysctl::set("vm/nr_hugepages", "4") else {
+        assert!(!is_root(), "root cannot reserve huge pages");
+        return;
+    };
+    let reserved: u64 = std::fs::read_to_string("/proc/sys/vm/nr_hugepages")
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(
+        reserved >= H,
+        "the kernel reserved only {reserved} huge pages"
+    );
+    let prog = fixture("filefaults", Variant::NoFp);
+    let comm = prog.file_name().unwrap().to_str().unwrap();
+    let dir = scratch();
+    let file = dir.path().join("small.bin");
+    let (text, err) = run_tool(&[
+        "hfaults",
+        "-m",
+        TEST_RING_PAGES,
+        "--",
+        prog.to_str().unwrap(),
+        file.to_str().unwrap(),
+        "10",
+        "100",
+        &H.to_string(),
+    ]);
+    assert!(text.starts_with("Tracing Huge Page faults per process... Hit Ctrl-C to end.\n"));
+    let pid = text.lines().find_map(|l| l.strip_prefix("pid ")).unwrap();
+    // Only the huge pages, one fault each: not the 10 file pages, not the 100 small ones.
+    assert_eq!(
+        map_rows(&text),
+        [(format!("{pid}, {comm}"), H)],
+        "{text}\n{err}"
+    );
+}
+
+#[test]
+fn swapin_counts_the_swap_ins_the_kernel_counts() {
+    if !require_perf("swapin") {
+        return;
+    }
+    let must = std::env::var_os("MEMPERF_REQUIRE_PERF").is_some() && is_root();
+    let dir = scratch();
+    let Some(_swap) = Swapfile::on(dir.path(), 256 << 20) else {
+        assert!(
+            !must,
+            "root cannot switch on a swap file in {}",
+            dir.path().display()
+        );
+        return;
+    };
+    let Some(cg) = MemCgroup::with_swap("swap", 32 << 20) else {
+        assert!(!must, "a memory cgroup is required for the swapin test");
+        return;
+    };
+    let prog = fixture("swapper", Variant::NoFp);
+    let comm = prog.file_name().unwrap().to_str().unwrap();
+    let data = dir.path().join("swap.data");
+    let _turn = recording_turn();
+    let mut argv = vec![
+        "swapin",
+        "-m",
+        TEST_RING_PAGES,
+        "-w",
+        data.to_str().unwrap(),
+        "--",
+    ];
+    let inner = cg.exec_in(&[prog.to_str().unwrap(), "96"]);
+    let inner_args: Vec<String> = std::iter::once(inner.get_program())
+        .chain(inner.get_args())
+        .map(|a| a.to_str().unwrap().to_string())
+        .collect();
+    argv.extend(inner_args.iter().map(String::as_str));
+    let (text, err) = run_tool(&argv);
+    let pid: u32 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("pid "))
+        .unwrap()
+        .parse()
+        .unwrap();
+    let readback: u64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("majflt "))
+        .unwrap()
+        .parse()
+        .unwrap();
+    // 96 MiB read back through a 32 MiB limit: most of it came from swap.
+    assert!(readback > 1000, "{text}");
+    let counted: u64 = text
+        .lines()
+        .filter(|l| {
+            l.split_whitespace().count() == 3
+                && l.split_whitespace().nth(1) == Some(&pid.to_string())
+        })
+        .map(|l| l.split_whitespace().nth(2).unwrap().parse::<u64>().unwrap())
+        .sum();
+    let file_faults: u64 = err
+        .split("swap-in faults; ")
+        .nth(1)
+        .and_then(|r| r.split(' ').next())
+        .unwrap()
+        .parse()
+        .unwrap();
+    // Every major fault of the reading back is a swap-in but for the program's own file
+    // pages (counted apart); a few more swap-ins come from libc's own data before and
+    // after it.
+    assert!(
+        counted + file_faults >= readback && counted <= readback + 64,
+        "{counted} swap-in faults, {file_faults} file faults, the kernel counted {readback}: {text}\n{err}"
+    );
+    assert!(text.contains(&format!("{comm:<16} {pid:<7} ")), "{text}");
+    assert!(
+        text.contains("(swap-in faults; system-wide pswpin +"),
+        "{text}"
+    );
+    // From the recording: the same rows (not the live pswpin line).
+    let (replayed, _) = run_tool(&["swapin", "-T", "-i", data.to_str().unwrap()]);
+    let rows = |t: &str| -> Vec<String> {
+        t.lines()
+            .filter(|l| l.split_whitespace().count() == 3 && !l.starts_with('('))
+            .map(str::to_string)
+            .collect()
+    };
+    assert_eq!(rows(&replayed), rows(&text), "{replayed}");
 }

@@ -2,7 +2,9 @@
 
 pub mod brkstack;
 pub mod faults;
+pub mod ffaults;
 pub mod leak;
 pub mod oomkill;
 pub mod record;
 pub mod report;
+pub mod swapin;

@@ -17,6 +17,21 @@ impl MemCgroup {
     /// Creates `memperf-test-NAME-PID` limited to `limit` bytes; `None` (with the reason on
     /// stderr) when no memory controller can be used here.
     pub fn new(name: &str, limit: u64) -> Option<MemCgroup> {
+        MemCgroup::create(name, limit, false)
+    }
+
+    /// As [`MemCgroup::new`], but memory beyond the limit may go to swap (memory+swap is
+    /// not limited, swappiness is the kernel's default).
+    pub fn with_swap(name: &str, limit: u64) -> Option<MemCgroup> {
+        MemCgroup::create(name, limit, true)
+    }
+
+    fn create(name: &str, limit: u64, swap: bool) -> Option<MemCgroup> {
+        let (memsw, swappiness, swap_max) = if swap {
+            ("-1".to_string(), "60".to_string(), "max".to_string())
+        } else {
+            (limit.to_string(), "0".to_string(), "0".to_string())
+        };
         let leaf = format!("memperf-test-{name}-{}", std::process::id());
         let v1 = Path::new("/sys/fs/cgroup/memory");
         let v2 = Path::new("/sys/fs/cgroup");
@@ -26,8 +41,8 @@ impl MemCgroup {
                 v1,
                 &[
                     ("memory.limit_in_bytes", limit.to_string()),
-                    ("memory.memsw.limit_in_bytes", limit.to_string()),
-                    ("memory.swappiness", "0".to_string()),
+                    ("memory.memsw.limit_in_bytes", memsw),
+                    ("memory.swappiness", swappiness),
                 ],
             )
         } else if std::fs::read_to_string(v2.join("cgroup.controllers"))
@@ -37,7 +52,7 @@ impl MemCgroup {
                 v2,
                 &[
                     ("memory.max", limit.to_string()),
-                    ("memory.swap.max", "0".to_string()),
+                    ("memory.swap.max", swap_max),
                 ],
             )
         } else {
@@ -145,5 +160,58 @@ impl Drop for Sysctl {
                 self.old
             );
         }
+    }
+}
+
+/// A swap file switched on for one test, switched off and removed when dropped.
+pub struct Swapfile {
+    path: PathBuf,
+}
+
+impl Swapfile {
+    /// A swap file of `bytes` in `dir` (which must be on a file system that takes swap
+    /// files: ext4, xfs...); `None` (with the reason on stderr) when swapon refuses.
+    pub fn on(dir: &Path, bytes: u64) -> Option<Swapfile> {
+        let path = dir.join("memperf-test.swap");
+        let run = |cmd: &str, args: &[&str]| {
+            let o = std::process::Command::new(cmd)
+                .args(args)
+                .arg(&path)
+                .output();
+            match o {
+                Ok(o) if o.status.success() => true,
+                Ok(o) => {
+                    eprintln!("{cmd}: {}", String::from_utf8_lossy(&o.stderr).trim());
+                    false
+                }
+                Err(e) => {
+                    eprintln!("{cmd}: {e}");
+                    false
+                }
+            }
+        };
+        let len = bytes.to_string();
+        if !run("fallocate", &["-l", &len]) {
+            return None;
+        }
+        let swap = Swapfile { path: path.clone() };
+        std::fs::set_permissions(
+            &swap.path,
+            std::os::unix::fs::PermissionsExt::from_mode(0o600),
+        )
+        .ok()?;
+        (run("mkswap", &[]) && run("swapon", &[])).then_some(swap)
+    }
+}
+
+impl Drop for Swapfile {
+    fn drop(&mut self) {
+        let st = std::process::Command::new("swapoff")
+            .arg(&self.path)
+            .status();
+        if !st.is_ok_and(|s| s.success()) {
+            eprintln!("swapoff {} failed", self.path.display());
+        }
+        let _ = std::fs::remove_file(&self.path);
     }
 }

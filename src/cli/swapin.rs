@@ -1,0 +1,25 @@
+//! The options of `memperf swapin`, as BCC's swapin names them.
+
+use clap::Args;
+
+use super::tool::ToolArgs;
+
+#[derive(Debug, Clone, Args)]
+pub struct SwapinArgs {
+    // The positionals come before the flattened options: clap numbers positionals in
+    // declaration order, and the command after `--` must be last.
+    /// Seconds per interval.
+    #[arg(value_name = "INTERVAL", default_value_t = 1.0)]
+    pub interval: f64,
+
+    /// Stop after this many intervals.
+    #[arg(value_name = "COUNT")]
+    pub count: Option<u64>,
+
+    /// No HH:MM:SS line before each interval.
+    #[arg(short = 'T', long = "notime")]
+    pub notime: bool,
+
+    #[command(flatten)]
+    pub common: ToolArgs,
+}
