@@ -157,6 +157,46 @@ fn tools_refuse_bad_input_clearly() {
         assert!(e.contains("has no `oom:mark_victim` events"), "{e}");
         assert!(e.contains("memperf oomkill -w FILE"), "{e}");
     }
+    if require_perf("tools input") {
+        // A recording of another event: each tool names the event it lacks.
+        let brk = dir.path().join("brk.data");
+        let o = run_memperf(&[
+            "record",
+            "-q",
+            "-e",
+            "syscalls:sys_enter_brk",
+            "-o",
+            brk.to_str().unwrap(),
+            "--",
+            "true",
+        ]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        for (tool, event) in [
+            ("faults", "page-faults"),
+            ("ffaults", "page-faults"),
+            ("hfaults", "page-faults"),
+            ("swapin", "major-faults"),
+        ] {
+            let o = run_memperf(&[tool, "-i", brk.to_str().unwrap()]);
+            assert_eq!(o.status.code(), Some(2), "{tool}");
+            assert!(
+                stderr(&o).contains(&format!("has no `{event}` events")),
+                "{tool}: {}",
+                stderr(&o)
+            );
+        }
+    }
+    for bad in [
+        &["faults", "-c", "0"][..],
+        &["swapin", "0"],
+        &["swapin", "1", "0"],
+        &["faults", "-p", "not-a-pid"],
+        &["brkstack", "-U", "-K"],
+    ] {
+        let o = run_memperf(bad);
+        assert_eq!(o.status.code(), Some(2), "{bad:?}: {}", stderr(&o));
+        assert!(!stderr(&o).contains("panicked"), "{bad:?}");
+    }
     let o = run_memperf(&["oomkill", "-i", "/nonexistent/x.data"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("/nonexistent/x.data"), "{}", stderr(&o));
