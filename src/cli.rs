@@ -8,6 +8,7 @@ use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};
 
 pub mod leak;
+pub mod reclaim;
 mod record;
 mod report;
 pub mod stacks;
@@ -65,6 +66,15 @@ pub enum Command {
     /// and shmem memory (no swap-in tracepoint exists; BCC needs a kprobe).
     #[command(after_help = SWAPIN_EXAMPLES)]
     Swapin(swapin::SwapinArgs),
+    /// Every direct reclaim and memory-cgroup reclaim: latency and pages freed, as BCC's
+    /// drsnoop, from the vmscan tracepoints (no kallsyms lookup, memcg limits included).
+    #[command(after_help = DRSNOOP_EXAMPLES)]
+    Drsnoop(reclaim::DrsnoopArgs),
+    /// Time spent reclaiming memory every second (slab shrinking, direct and memory-cgroup
+    /// reclaim, kswapd wakeups, page writes), as the book's vmscan.bt, with latency
+    /// histograms at the end.
+    #[command(after_help = VMSCAN_EXAMPLES)]
+    Vmscan(reclaim::VmscanArgs),
     /// Every OOM kill: the victim, the task that triggered it, its cgroup and its stack
     /// (kernel, and user unwound with DWARF), as BCC's oomkill prints it, from the
     /// oom:mark_victim tracepoint (Linux 4.13+).
@@ -144,6 +154,38 @@ faults; pswpin is of pages, system-wide.
 
 PERMISSIONS: your own processes with perf_event_paranoid <= 2; root or CAP_PERFMON for the
 whole system (the default).";
+
+const DRSNOOP_EXAMPLES: &str = "\
+EXAMPLES:
+    memperf drsnoop
+        Every direct and memory-cgroup reclaim on the system, until Ctrl-C.
+    memperf drsnoop -T -U -v
+        With seconds since the first, the uid and free memory.
+    memperf drsnoop -n java --stack
+        Reclaims of commands containing `java`, with the stack that reclaimed.
+    memperf drsnoop -w dr.data -d 600; memperf drsnoop -i dr.data
+        Ten minutes saved as a recording, printed again elsewhere.
+
+The last column says which reclaim: `direct` (the system is short of memory) or `memcg`
+(the task's memory cgroup is at its limit: what containers hit, and what BCC's drsnoop
+does not show).
+
+PERMISSIONS: root, or CAP_PERFMON with read access to tracefs.";
+
+const VMSCAN_EXAMPLES: &str = "\
+EXAMPLES:
+    memperf vmscan
+        A line a second for the whole system, histograms at Ctrl-C.
+    memperf vmscan 10 6
+        A line every 10 s, six times.
+    memperf vmscan -w vm.data -d 3600; memperf vmscan -i vm.data
+        An hour saved as a recording, printed again elsewhere.
+
+Sums are in milliseconds with microseconds (the book's vmscan.bt prints whole
+milliseconds); WRITEPAGE counts mm_vmscan_write_folio (its name by Linux 6.1) or
+mm_vmscan_writepage, whichever the kernel has.
+
+PERMISSIONS: root, or CAP_PERFMON with read access to tracefs.";
 
 const OOMKILL_EXAMPLES: &str = "\
 EXAMPLES:

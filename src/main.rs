@@ -26,6 +26,8 @@ fn main() -> ExitCode {
             memperf::cmd::ffaults::run(memperf::cmd::ffaults::Place::Huge, args)
         }
         Command::Swapin(args) => memperf::cmd::swapin::run(args),
+        Command::Drsnoop(args) => memperf::cmd::drsnoop::run(args),
+        Command::Vmscan(args) => memperf::cmd::vmscan::run(args),
         Command::Oomkill(args) => memperf::cmd::oomkill::run(args),
     };
     match result {

@@ -641,3 +641,155 @@ fn swapin_counts_the_swap_ins_the_kernel_counts() {
     };
     assert_eq!(rows(&replayed), rows(&text), "{replayed}");
 }
+
+/// `dd` writing `mib` MiB of page cache inside a memory cgroup of 32 MiB: the kernel must
+/// reclaim the cgroup's page cache to let it go on.
+fn dd_in(cg: &MemCgroup, file: &std::path::Path, mib: u32) -> Vec<String> {
+    let of = format!("of={}", file.display());
+    let count = format!("count={mib}");
+    let c = cg.exec_in(&["dd", "if=/dev/zero", &of, "bs=1M", &count, "status=none"]);
+    std::iter::once(c.get_program())
+        .chain(c.get_args())
+        .map(|a| a.to_str().unwrap().to_string())
+        .collect()
+}
+
+/// The number of `event` samples of `comm` in a recording, as perf script lists them.
+fn perf_count(data: &std::path::Path, comm: &str, event: &str) -> usize {
+    let p = Command::new("perf")
+        .args(["script", "-F", "comm,event", "-i"])
+        .arg(data)
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&p.stdout)
+        .lines()
+        .filter(|l| {
+            let mut w = l.split_whitespace();
+            w.next() == Some(comm) && w.next().is_some_and(|e| e.trim_end_matches(':') == event)
+        })
+        .count()
+}
+
+#[test]
+fn drsnoop_and_vmscan_see_every_memory_cgroup_reclaim() {
+    if !require_perf("drsnoop") || !require_perf_tool("drsnoop") {
+        return;
+    }
+    let Some(cg) = MemCgroup::new("reclaim", 32 << 20) else {
+        assert!(
+            std::env::var_os("MEMPERF_REQUIRE_PERF").is_none(),
+            "a memory cgroup is required for the reclaim tests"
+        );
+        return;
+    };
+    let dir = scratch();
+    let file = dir.path().join("cache.bin");
+    let data = dir.path().join("dr.data");
+    let _turn = recording_turn();
+    let mut argv: Vec<String> = [
+        "drsnoop",
+        "-T",
+        "-m",
+        TEST_RING_PAGES,
+        "-w",
+        data.to_str().unwrap(),
+        "--",
+    ]
+    .map(String::from)
+    .to_vec();
+    argv.extend(dd_in(&cg, &file, 96));
+    let (text, err) = run_tool(&argv.iter().map(String::as_str).collect::<Vec<_>>());
+    let lines: Vec<&str> = text.lines().skip(2).collect();
+    assert_eq!(
+        text.lines()
+            .nth(1)
+            .unwrap()
+            .split_whitespace()
+            .collect::<Vec<_>>(),
+        ["TIME(s)", "COMM", "PID", "LAT(ms)", "PAGES", "RECLAIM"]
+    );
+    // 96 MiB through 32 MiB: reclaims, each of dd, each a memcg one that freed pages.
+    assert!(lines.len() >= 4, "{text}\n{err}");
+    for l in &lines {
+        let w: Vec<&str> = l.split_whitespace().collect();
+        assert_eq!((w[1], w[5]), ("dd", "memcg"), "{l}");
+        assert!(w[3].parse::<f64>().unwrap() >= 0.0, "{l}");
+    }
+    let pages: u64 = lines
+        .iter()
+        .map(|l| l.split_whitespace().nth(4).unwrap().parse::<u64>().unwrap())
+        .sum();
+    assert!(pages > 0, "{text}");
+    // One line per begin/end pair, as perf reads the recording.
+    let begins = perf_count(&data, "dd", "vmscan:mm_vmscan_memcg_reclaim_begin");
+    let ends = perf_count(&data, "dd", "vmscan:mm_vmscan_memcg_reclaim_end");
+    assert_eq!((begins, ends), (lines.len(), lines.len()), "{text}");
+    let (replayed, _) = run_tool(&["drsnoop", "-T", "-i", data.to_str().unwrap()]);
+    assert_eq!(
+        replayed.lines().collect::<Vec<_>>(),
+        text.lines().skip(1).collect::<Vec<_>>()
+    );
+
+    // vmscan on the same load: memcg reclaim time in some interval, and as many reclaims
+    // in its histogram as perf counts pairs in its recording.
+    let vm = dir.path().join("vm.data");
+    let mut argv: Vec<String> = [
+        "vmscan",
+        "0.1",
+        "-m",
+        TEST_RING_PAGES,
+        "-w",
+        vm.to_str().unwrap(),
+        "--",
+    ]
+    .map(String::from)
+    .to_vec();
+    argv.extend(dd_in(&cg, &file, 96));
+    let (text, err) = run_tool(&argv.iter().map(String::as_str).collect::<Vec<_>>());
+    let header = [
+        "TIME",
+        "S-SLABms",
+        "D-RECLAIMms",
+        "M-RECLAIMms",
+        "KSWAPD",
+        "WRITEPAGE",
+    ];
+    assert_eq!(
+        text.lines()
+            .nth(1)
+            .unwrap()
+            .split_whitespace()
+            .collect::<Vec<_>>(),
+        header
+    );
+    let m_reclaim: f64 = text
+        .lines()
+        .skip(2)
+        .take_while(|l| !l.is_empty())
+        .map(|l| l.split_whitespace().nth(3).unwrap().parse::<f64>().unwrap())
+        .sum();
+    assert!(m_reclaim > 0.0, "{text}\n{err}");
+    let hist = text.split("@memcg_reclaim_ns:\n").nth(1).unwrap();
+    let in_hist: usize = hist
+        .lines()
+        .take_while(|l| l.starts_with('['))
+        .map(|l| {
+            l.split(')')
+                .nth(1)
+                .unwrap()
+                .split_whitespace()
+                .next()
+                .unwrap()
+                .parse::<usize>()
+                .unwrap()
+        })
+        .sum();
+    let pairs = perf_count(&vm, "dd", "vmscan:mm_vmscan_memcg_reclaim_end");
+    assert!(pairs > 0);
+    assert_eq!(in_hist, pairs, "{text}");
+    let (replayed, _) = run_tool(&["vmscan", "0.1", "-i", vm.to_str().unwrap()]);
+    assert_eq!(
+        replayed.lines().collect::<Vec<_>>(),
+        text.lines().skip(1).collect::<Vec<_>>()
+    );
+}

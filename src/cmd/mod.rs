@@ -1,6 +1,7 @@
 //! One module per subcommand.
 
 pub mod brkstack;
+pub mod drsnoop;
 pub mod faults;
 pub mod ffaults;
 pub mod leak;
@@ -8,3 +9,4 @@ pub mod oomkill;
 pub mod record;
 pub mod report;
 pub mod swapin;
+pub mod vmscan;

@@ -6,7 +6,7 @@ use std::io::{self, Write};
 use anyhow::Result;
 
 use crate::cli::tool::ToolArgs;
-use crate::session::{Processes, SampleCtx};
+use crate::session::SampleCtx;
 use crate::tool::{self, Cx, Tool, Want};
 
 /// Fires in the task that ran out of memory (the trigger); its `pid` field is the victim.
@@ -21,12 +21,12 @@ struct OomKill;
 impl Tool for OomKill {
     fn sample(&mut self, cx: &mut Cx, s: &SampleCtx<'_>) -> io::Result<()> {
         let (pid, tid) = (s.sample.pid.unwrap_or(0), s.sample.tid.unwrap_or(0));
-        let trigger = comm(s.procs, pid, tid);
+        let trigger = tool::comm(s.procs, pid, tid);
         let victim = cx.field_signed(s, "pid").unwrap_or(-1);
         // The comm field exists from Linux 6.9; before, the name the session knows.
         let victim_comm = cx.field_str(s, "comm").unwrap_or_else(|| {
             let v = u32::try_from(victim).unwrap_or(0);
-            comm(s.procs, v, v)
+            tool::comm(s.procs, v, v)
         });
         let time = s.sample.time.map(|t| cx.time_of_day(t)).unwrap_or_default();
         let mut line = format!(
@@ -59,18 +59,6 @@ impl Tool for OomKill {
         writeln!(cx.out, "  Stack trace of PID {pid} (\"{trigger}\"):")?;
         cx.write_stack(stack, s.procs)
     }
-}
-
-fn comm(procs: &Processes, pid: u32, tid: u32) -> String {
-    procs
-        .comm(pid, tid)
-        .map(str::to_string)
-        .or_else(|| {
-            std::fs::read_to_string(format!("/proc/{pid}/comm"))
-                .ok()
-                .map(|c| c.trim_end().to_string())
-        })
-        .unwrap_or_else(|| "?".to_string())
 }
 
 /// The memory cgroup of `pid` (v1's memory controller, else v2's unified path).

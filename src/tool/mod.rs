@@ -29,6 +29,7 @@ use crate::stacks::{FrameId, StackId};
 use crate::sys::tracefs::Tracefs;
 use crate::unwind::UnwindMode;
 
+pub(crate) mod hist;
 pub(crate) mod place;
 pub(crate) mod stacks;
 
@@ -642,6 +643,20 @@ fn replay<T: Tool>(
     drive.tool.finish(&mut drive.cx, session.procs(), &seen)?;
     drive.cx.out.flush()?;
     Ok(seen)
+}
+
+/// The name of thread `tid` of `pid`: as the session knows it, else as /proc says now, else
+/// `?`.
+pub fn comm(procs: &Processes, pid: u32, tid: u32) -> String {
+    procs
+        .comm(pid, tid)
+        .map(str::to_string)
+        .or_else(|| {
+            std::fs::read_to_string(format!("/proc/{pid}/comm"))
+                .ok()
+                .map(|c| c.trim_end().to_string())
+        })
+        .unwrap_or_else(|| "?".to_string())
 }
 
 /// The closing line every tool prints on standard error: what it saw and what it lost.

@@ -1,0 +1,53 @@
+//! The options of the reclaim tools (`drsnoop`, `vmscan`), as BCC and the book name them.
+
+use clap::Args;
+
+use super::tool::ToolArgs;
+
+/// `memperf drsnoop`.
+#[derive(Debug, Clone, Args)]
+pub struct DrsnoopArgs {
+    /// A TIME(s) column: seconds since the first reclaim.
+    #[arg(short = 'T', long = "timestamp")]
+    pub timestamp: bool,
+
+    /// A UID column (the task's real uid, read live).
+    #[arg(short = 'U', long = "print-uid")]
+    pub print_uid: bool,
+
+    /// Only tasks of this uid (read live).
+    #[arg(short = 'u', long = "uid", value_name = "UID")]
+    pub uid: Option<u32>,
+
+    /// Only tasks whose command contains NAME.
+    #[arg(short = 'n', long = "name", value_name = "NAME")]
+    pub name: Option<String>,
+
+    /// A FREE(KB) column: free memory when the reclaim ended (/proc/vmstat, live,
+    /// approximate: read when the sample is handled, not when the reclaim ended).
+    #[arg(short = 'v', long = "verbose")]
+    pub verbose: bool,
+
+    /// The stack of each reclaim (kernel, then user unwound with DWARF) under its line.
+    #[arg(long = "stack")]
+    pub stack: bool,
+
+    #[command(flatten)]
+    pub common: ToolArgs,
+}
+
+/// `memperf vmscan`.
+#[derive(Debug, Clone, Args)]
+pub struct VmscanArgs {
+    // Positionals first: the command after `--` must be the last one clap numbers.
+    /// Seconds per line.
+    #[arg(value_name = "INTERVAL", default_value_t = 1.0)]
+    pub interval: f64,
+
+    /// Stop after this many lines.
+    #[arg(value_name = "COUNT")]
+    pub count: Option<u64>,
+
+    #[command(flatten)]
+    pub common: ToolArgs,
+}
