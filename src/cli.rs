@@ -11,6 +11,7 @@ pub mod leak;
 pub mod reclaim;
 mod record;
 mod report;
+pub mod slab;
 pub mod stacks;
 pub mod swapin;
 pub mod tool;
@@ -75,6 +76,10 @@ pub enum Command {
     /// histograms at the end.
     #[command(after_help = VMSCAN_EXAMPLES)]
     Vmscan(reclaim::VmscanArgs),
+    /// Kernel slab allocations per cache, top-like, as BCC's slabratetop, from the kmem
+    /// tracepoints (kmem_cache_alloc names its cache; kmalloc by size class).
+    #[command(after_help = SLABRATETOP_EXAMPLES)]
+    Slabratetop(slab::SlabratetopArgs),
     /// Every OOM kill: the victim, the task that triggered it, its cgroup and its stack
     /// (kernel, and user unwound with DWARF), as BCC's oomkill prints it, from the
     /// oom:mark_victim tracepoint (Linux 4.13+).
@@ -184,6 +189,17 @@ EXAMPLES:
 Sums are in milliseconds with microseconds (the book's vmscan.bt prints whole
 milliseconds); WRITEPAGE counts mm_vmscan_write_folio (its name by Linux 6.1) or
 mm_vmscan_writepage, whichever the kernel has.
+
+PERMISSIONS: root, or CAP_PERFMON with read access to tracefs.";
+
+const SLABRATETOP_EXAMPLES: &str = "\
+EXAMPLES:
+    memperf slabratetop
+        The caches allocating the most bytes, every second, until Ctrl-C.
+    memperf slabratetop -C -s count -r 10 5 3
+        Ten rows by allocations, every 5 s, three times, without clearing the screen.
+    memperf slabratetop -- ./server
+        The allocations of one command (made in its context).
 
 PERMISSIONS: root, or CAP_PERFMON with read access to tracefs.";
 

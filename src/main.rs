@@ -28,6 +28,7 @@ fn main() -> ExitCode {
         Command::Swapin(args) => memperf::cmd::swapin::run(args),
         Command::Drsnoop(args) => memperf::cmd::drsnoop::run(args),
         Command::Vmscan(args) => memperf::cmd::vmscan::run(args),
+        Command::Slabratetop(args) => memperf::cmd::slabratetop::run(args),
         Command::Oomkill(args) => memperf::cmd::oomkill::run(args),
     };
     match result {

@@ -793,3 +793,54 @@ fn drsnoop_and_vmscan_see_every_memory_cgroup_reclaim() {
         text.lines().skip(1).collect::<Vec<_>>()
     );
 }
+
+#[test]
+fn slabratetop_puts_the_cache_a_command_allocates_from_first() {
+    if !require_perf("slabratetop") {
+        return;
+    }
+    const N: u64 = 20000;
+    let prog = fixture("openclose", Variant::NoFp);
+    let dir = scratch();
+    let data = dir.path().join("slab.data");
+    let _turn = recording_turn();
+    let (text, err) = run_tool(&[
+        "slabratetop",
+        "-m",
+        TEST_RING_PAGES,
+        "-w",
+        data.to_str().unwrap(),
+        "--",
+        prog.to_str().unwrap(),
+        &N.to_string(),
+    ]);
+    let rows: Vec<(&str, u64, u64)> = text
+        .lines()
+        .skip_while(|l| !l.starts_with("CACHE"))
+        .skip(1)
+        .take_while(|l| !l.is_empty())
+        .map(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            (w[0], w[1].parse().unwrap(), w[2].parse().unwrap())
+        })
+        .collect();
+    // Each open copies its path into a names_cache object (4 KiB): the most bytes, one
+    // allocation per open (and some for the loader, which tries many paths).
+    let (name, allocs, bytes) = rows[0];
+    assert_eq!(name, "names_cache", "{text}\n{err}");
+    assert!((N..N + N / 20).contains(&allocs), "{text}");
+    assert_eq!(bytes, allocs * 4096, "{text}");
+    // Each open also makes a struct file.
+    let filp = rows.iter().find(|r| r.0 == "filp").unwrap();
+    assert!((N..N + N / 20).contains(&filp.1), "{text}");
+    assert!(!text.contains('\x1b'), "no screen clearing into a pipe");
+    // The same rows from the recording (its time line has no loadavg).
+    let (replayed, _) = run_tool(&["slabratetop", "-i", data.to_str().unwrap()]);
+    let table = |t: &str| {
+        t.lines()
+            .skip_while(|l| !l.starts_with("CACHE"))
+            .map(str::to_string)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(table(&replayed), table(&text));
+}

@@ -8,5 +8,6 @@ pub mod leak;
 pub mod oomkill;
 pub mod record;
 pub mod report;
+pub mod slabratetop;
 pub mod swapin;
 pub mod vmscan;
