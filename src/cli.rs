@@ -12,6 +12,7 @@ pub mod reclaim;
 mod record;
 mod report;
 pub mod slab;
+pub mod snoop;
 pub mod stacks;
 pub mod swapin;
 pub mod tool;
@@ -80,6 +81,10 @@ pub enum Command {
     /// tracepoints (kmem_cache_alloc names its cache; kmalloc by size class).
     #[command(after_help = SLABRATETOP_EXAMPLES)]
     Slabratetop(slab::SlabratetopArgs),
+    /// Every mmap, munmap and mremap with the file mapped (full paths, anonymous memory
+    /// too), as the book's mmapsnoop, from the syscall tracepoints and MMAP2 records.
+    #[command(after_help = MMAPSNOOP_EXAMPLES)]
+    Mmapsnoop(snoop::SnoopArgs),
     /// Every OOM kill: the victim, the task that triggered it, its cgroup and its stack
     /// (kernel, and user unwound with DWARF), as BCC's oomkill prints it, from the
     /// oom:mark_victim tracepoint (Linux 4.13+).
@@ -202,6 +207,22 @@ EXAMPLES:
         The allocations of one command (made in its context).
 
 PERMISSIONS: root, or CAP_PERFMON with read access to tracefs.";
+
+const MMAPSNOOP_EXAMPLES: &str = "\
+EXAMPLES:
+    memperf mmapsnoop
+        Every mmap on the system, until Ctrl-C.
+    memperf mmapsnoop -T -n java --stack
+        With the time, commands containing `java`, each call's stack under its line.
+    memperf mmapsnoop -- ./app
+        One command's mappings, from its loader's first one.
+
+PROT is R/W/E; MAP is S (shared), P (private), F (fixed), A (anonymous); OFFS and SIZE in
+KiB. munmap lines say UNMAP and what was mapped there; mremap lines REMAP and the new size.
+A failed call shows its error.
+
+PERMISSIONS: root, or CAP_PERFMON with read access to tracefs (syscall tracepoints,
+CONFIG_FTRACE_SYSCALLS).";
 
 const OOMKILL_EXAMPLES: &str = "\
 EXAMPLES:

@@ -29,6 +29,7 @@ fn main() -> ExitCode {
         Command::Drsnoop(args) => memperf::cmd::drsnoop::run(args),
         Command::Vmscan(args) => memperf::cmd::vmscan::run(args),
         Command::Slabratetop(args) => memperf::cmd::slabratetop::run(args),
+        Command::Mmapsnoop(args) => memperf::cmd::mmapsnoop::run(args),
         Command::Oomkill(args) => memperf::cmd::oomkill::run(args),
     };
     match result {

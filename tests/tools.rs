@@ -844,3 +844,61 @@ fn slabratetop_puts_the_cache_a_command_allocates_from_first() {
     };
     assert_eq!(table(&replayed), table(&text));
 }
+
+#[test]
+fn mmapsnoop_prints_every_call_with_what_it_mapped() {
+    if !require_perf("mmapsnoop") || !require_perf_tool("mmapsnoop") {
+        return;
+    }
+    let prog = fixture("mapper", Variant::NoFp);
+    let comm = prog.file_name().unwrap().to_str().unwrap();
+    let dir = scratch();
+    let file = dir.path().join("mapped.bin");
+    let data = dir.path().join("mmap.data");
+    let _turn = recording_turn();
+    let (text, err) = run_tool(&[
+        "mmapsnoop",
+        "-m",
+        TEST_RING_PAGES,
+        "-w",
+        data.to_str().unwrap(),
+        "--",
+        prog.to_str().unwrap(),
+        file.to_str().unwrap(),
+    ]);
+    let pid = text.lines().find_map(|l| l.strip_prefix("pid ")).unwrap();
+    let mine: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with(&format!("{pid:<6} ")))
+        .collect();
+    // The fixture's own calls, in order, after the loader's: the file at its offset, the
+    // anonymous memory (which BCC's skips), the failure, the move and the unmap.
+    let expected: Vec<String> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("expect "))
+        .map(|e| format!("{pid:<6} {comm:<14} {e}"))
+        .collect();
+    assert_eq!(expected.len(), 5, "{text}");
+    assert_eq!(mine[mine.len() - 5..], expected, "{text}\n{err}");
+    // The loader's mappings of libc are there too, with their full path.
+    assert!(
+        mine.iter()
+            .any(|l| l.ends_with("/libc.so.6") && l.contains(" R-E ")),
+        "{text}"
+    );
+    // From the recording: the same lines (but the fixture's own output).
+    let (replayed, _) = run_tool(&["mmapsnoop", "-i", data.to_str().unwrap()]);
+    let calls = |t: &str| {
+        t.lines()
+            .filter(|l| l.starts_with(&format!("{pid:<6} ")))
+            .map(str::to_string)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(calls(&replayed), calls(&text));
+    // perf reads the recording: one sys_enter_mmap per mmap line.
+    let mmaps = mine
+        .iter()
+        .filter(|l| !l.contains("UNMAP") && !l.contains("REMAP"))
+        .count();
+    assert_eq!(perf_count(&data, comm, "syscalls:sys_enter_mmap"), mmaps);
+}

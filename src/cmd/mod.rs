@@ -5,6 +5,7 @@ pub mod drsnoop;
 pub mod faults;
 pub mod ffaults;
 pub mod leak;
+pub mod mmapsnoop;
 pub mod oomkill;
 pub mod record;
 pub mod report;

@@ -29,6 +29,7 @@ use crate::stacks::{FrameId, StackId};
 use crate::sys::tracefs::Tracefs;
 use crate::unwind::UnwindMode;
 
+pub(crate) mod calls;
 pub(crate) mod hist;
 pub(crate) mod place;
 pub(crate) mod stacks;
