@@ -85,6 +85,10 @@ pub enum Command {
     /// too), as the book's mmapsnoop, from the syscall tracepoints and MMAP2 records.
     #[command(after_help = MMAPSNOOP_EXAMPLES)]
     Mmapsnoop(snoop::SnoopArgs),
+    /// Every System V shared-memory call (shmget, shmat, shmdt, shmctl) with its flags
+    /// decoded, as BCC's shmsnoop, from the syscall tracepoints; POSIX shm mappings too.
+    #[command(after_help = SHMSNOOP_EXAMPLES)]
+    Shmsnoop(snoop::SnoopArgs),
     /// Every OOM kill: the victim, the task that triggered it, its cgroup and its stack
     /// (kernel, and user unwound with DWARF), as BCC's oomkill prints it, from the
     /// oom:mark_victim tracepoint (Linux 4.13+).
@@ -220,6 +224,21 @@ EXAMPLES:
 PROT is R/W/E; MAP is S (shared), P (private), F (fixed), A (anonymous); OFFS and SIZE in
 KiB. munmap lines say UNMAP and what was mapped there; mremap lines REMAP and the new size.
 A failed call shows its error.
+
+PERMISSIONS: root, or CAP_PERFMON with read access to tracefs (syscall tracepoints,
+CONFIG_FTRACE_SYSCALLS).";
+
+const SHMSNOOP_EXAMPLES: &str = "\
+EXAMPLES:
+    memperf shmsnoop
+        Every shared-memory call on the system, until Ctrl-C.
+    memperf shmsnoop -T -p 1234
+        One process, with seconds since the first call.
+    memperf shmsnoop -t 1234 --stack
+        One thread (a TID column), each call's stack under its line.
+
+POSIX shared memory (shm_open) is an open of a /dev/shm file and an mmap of it: the mmap
+shows as a MMAP line with the file's path and size.
 
 PERMISSIONS: root, or CAP_PERFMON with read access to tracefs (syscall tracepoints,
 CONFIG_FTRACE_SYSCALLS).";

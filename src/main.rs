@@ -30,6 +30,7 @@ fn main() -> ExitCode {
         Command::Vmscan(args) => memperf::cmd::vmscan::run(args),
         Command::Slabratetop(args) => memperf::cmd::slabratetop::run(args),
         Command::Mmapsnoop(args) => memperf::cmd::mmapsnoop::run(args),
+        Command::Shmsnoop(args) => memperf::cmd::shmsnoop::run(args),
         Command::Oomkill(args) => memperf::cmd::oomkill::run(args),
     };
     match result {

@@ -902,3 +902,52 @@ fn mmapsnoop_prints_every_call_with_what_it_mapped() {
         .count();
     assert_eq!(perf_count(&data, comm, "syscalls:sys_enter_mmap"), mmaps);
 }
+
+#[test]
+fn shmsnoop_prints_every_shared_memory_call_as_bcc() {
+    if !require_perf("shmsnoop") {
+        return;
+    }
+    let prog = fixture("shmer", Variant::NoFp);
+    let comm = prog.file_name().unwrap().to_str().unwrap();
+    let dir = scratch();
+    let data = dir.path().join("shm.data");
+    let _turn = recording_turn();
+    let (text, err) = run_tool(&[
+        "shmsnoop",
+        "-m",
+        TEST_RING_PAGES,
+        "-w",
+        data.to_str().unwrap(),
+        "--",
+        prog.to_str().unwrap(),
+    ]);
+    let pid = text.lines().find_map(|l| l.strip_prefix("pid ")).unwrap();
+    assert!(
+        text.contains("\nPID    COMM                SYS              RET ARGs\n"),
+        "{text}"
+    );
+    let expected: Vec<String> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("expect "))
+        .map(|e| {
+            let mut w = e.splitn(3, ' ');
+            let (sys, ret, args) = (w.next().unwrap(), w.next().unwrap(), w.next().unwrap());
+            format!("{pid:<6} {comm:<16} {sys:>6} {ret:>16} {args}")
+        })
+        .collect();
+    assert_eq!(expected.len(), 5);
+    let mine: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with(&format!("{pid:<6} ")))
+        .collect();
+    assert_eq!(mine, expected, "{text}\n{err}");
+    let (replayed, _) = run_tool(&["shmsnoop", "-i", data.to_str().unwrap()]);
+    let calls = |t: &str| {
+        t.lines()
+            .filter(|l| l.starts_with(&format!("{pid:<6} ")))
+            .map(str::to_string)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(calls(&replayed), calls(&text));
+}

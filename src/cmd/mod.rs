@@ -9,6 +9,7 @@ pub mod mmapsnoop;
 pub mod oomkill;
 pub mod record;
 pub mod report;
+pub mod shmsnoop;
 pub mod slabratetop;
 pub mod swapin;
 pub mod vmscan;
