@@ -531,8 +531,11 @@ fn hfaults_counts_one_fault_per_huge_page() {
     let comm = prog.file_name().unwrap().to_str().unwrap();
     let dir = scratch();
     let file = dir.path().join("small.bin");
+    let data = dir.path().join("huge.data");
     let (text, err) = run_tool(&[
         "hfaults",
+        "-w",
+        data.to_str().unwrap(),
         "-m",
         TEST_RING_PAGES,
         "--",
@@ -550,6 +553,9 @@ fn hfaults_counts_one_fault_per_huge_page() {
         [(format!("{pid}, {comm}"), H)],
         "{text}\n{err}"
     );
+    // From the recording: the MMAP2 record's MAP_HUGETLB says which mapping is huge.
+    let (replayed, _) = run_tool(&["hfaults", "-i", data.to_str().unwrap()]);
+    assert_eq!(map_rows(&replayed), map_rows(&text));
 }
 
 #[test]
@@ -642,12 +648,33 @@ fn swapin_counts_the_swap_ins_the_kernel_counts() {
     assert_eq!(rows(&replayed), rows(&text), "{replayed}");
 }
 
-/// `dd` writing `mib` MiB of page cache inside a memory cgroup of 32 MiB: the kernel must
-/// reclaim the cgroup's page cache to let it go on.
+/// `dd` reading a file of `mib` MiB, not in the page cache, inside a memory cgroup of
+/// 32 MiB: the kernel must reclaim the cgroup's page cache to let it go on. The file is
+/// written and synced outside the cgroup first, so that the cache is clean and reclaim
+/// frees pages at once (dirty pages would wait for writeback).
 fn dd_in(cg: &MemCgroup, file: &std::path::Path, mib: u32) -> Vec<String> {
     let of = format!("of={}", file.display());
     let count = format!("count={mib}");
-    let c = cg.exec_in(&["dd", "if=/dev/zero", &of, "bs=1M", &count, "status=none"]);
+    let ok = Command::new("dd")
+        .args([
+            "if=/dev/zero",
+            &of,
+            "bs=1M",
+            &count,
+            "conv=fsync",
+            "status=none",
+        ])
+        .status()
+        .unwrap();
+    assert!(ok.success());
+    // GNU dd's way to drop one file's pages from the cache.
+    let inf = format!("if={}", file.display());
+    let ok = Command::new("dd")
+        .args([&inf, "iflag=nocache", "count=0", "status=none"])
+        .status()
+        .unwrap();
+    assert!(ok.success());
+    let c = cg.exec_in(&["dd", &inf, "of=/dev/null", "bs=1M", "status=none"]);
     std::iter::once(c.get_program())
         .chain(c.get_args())
         .map(|a| a.to_str().unwrap().to_string())
@@ -880,6 +907,25 @@ fn mmapsnoop_prints_every_call_with_what_it_mapped() {
         .collect();
     assert_eq!(expected.len(), 5, "{text}");
     assert_eq!(mine[mine.len() - 5..], expected, "{text}\n{err}");
+    // With --stack, each line has the call's stack under it: the fixture's failing mmap
+    // was called from main.
+    let (stacked, _) = run_tool(&[
+        "mmapsnoop",
+        "--stack",
+        "-n",
+        comm,
+        "--",
+        prog.to_str().unwrap(),
+        file.to_str().unwrap(),
+    ]);
+    let failed = format!("{comm:<14} R--  -P--  0        4        [failed: EBADF]\n");
+    let after = stacked.split(failed.as_str()).nth(1).unwrap();
+    let frames: Vec<&str> = after
+        .lines()
+        .take_while(|l| l.starts_with("        "))
+        .map(str::trim)
+        .collect();
+    assert!(frames.contains(&"main"), "{stacked}");
     // The loader's mappings of libc are there too, with their full path.
     assert!(
         mine.iter()

@@ -239,13 +239,18 @@ impl Driver {
         gated.or(self.child.as_ref().map(|c| c.pid()))
     }
 
-    /// Enables the events (a command's enable themselves at its exec) and lets the command run.
-    pub(crate) fn start(&mut self) -> Result<()> {
+    /// Enables the events (a command's enable themselves at its exec).
+    pub(crate) fn enable(&mut self) -> Result<()> {
         if self.target != Target::Command {
             for fd in self.event_fds() {
                 ioc_enable(fd).context("failed to enable an event")?;
             }
         }
+        Ok(())
+    }
+
+    /// Lets the command run.
+    pub(crate) fn release(&mut self) -> Result<()> {
         if let Some(g) = self.gated.take() {
             *self.child = Some(g.release().context("failed to start the command")?);
         }

@@ -168,7 +168,7 @@ pub(crate) fn record<H: Live>(run: Run<'_>, tool: &mut H) -> Result<Recorded> {
     let mut driver = Driver::new(opened, signals, gated, &cfg.target)
         .discard(cfg.consume == Consume::None)
         .sink_context(write_failed.clone());
-    driver.start()?;
+    driver.enable()?;
     let clock_monotonic = driver.opened().clock_monotonic;
     let clockid = if clock_monotonic {
         libc::CLOCK_MONOTONIC as u32
@@ -177,8 +177,11 @@ pub(crate) fn record<H: Live>(run: Run<'_>, tool: &mut H) -> Result<Recorded> {
     };
     let clock = driver.clock_now().map(|now| ClockData::now(clockid, now));
     let started = Instant::now();
+    // The handler speaks first (a tool's banner, record's line), then the command runs:
+    // their outputs often share a terminal or a pipe.
     tee.tool
         .started(driver.opened(), driver.child_pid(), clock)?;
+    driver.release()?;
     let until = Until {
         duration: cfg.duration,
         tick: run.tick,

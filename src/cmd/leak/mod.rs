@@ -111,8 +111,9 @@ pub fn run(cfg: LeakConfig) -> Result<i32> {
 
     let header = header_line(&cfg, &target, child_pid);
     let mut driver = Driver::new(opened, signals, gated, &target);
-    driver.start()?;
+    driver.enable()?;
     say(&cfg, &header)?;
+    driver.release()?;
 
     let mut names = output::Names::default();
     let until = Until {
