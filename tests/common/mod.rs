@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod kernel;
+pub mod tools;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};

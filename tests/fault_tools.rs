@@ -1,0 +1,419 @@
+//! The fault tools (`faults`, `brkstack`, `ffaults`, `fmapfault`, `hfaults`, `swapin`), each
+//! made to see what it reports with a known answer: faults of a known chain, brk calls of
+//! known sizes, copy-on-write faults of a file, huge pages reserved for the test, swap-ins
+//! through a swap file and a memory cgroup.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use std::process::Command;
+
+use common::kernel::{MemCgroup, Swapfile, Sysctl};
+use common::tools::*;
+use common::*;
+
+#[test]
+fn faults_counts_every_fault_of_a_known_chain() {
+    if !require_perf("faults") {
+        return;
+    }
+    const N: u64 = 3000;
+    let prog = fixture("pagefault", Variant::NoFp);
+    let comm = prog.file_name().unwrap().to_str().unwrap();
+    let dir = scratch();
+    let data = dir.path().join("faults.data");
+    let svg = dir.path().join("faults.svg");
+    let n = N.to_string();
+    let _turn = recording_turn();
+    let (text, err) = run_tool(&[
+        "faults",
+        "-m",
+        TEST_RING_PAGES,
+        "-w",
+        data.to_str().unwrap(),
+        "--flamegraph",
+        svg.to_str().unwrap(),
+        "--",
+        prog.to_str().unwrap(),
+        &n,
+    ]);
+    assert!(
+        text.starts_with("Tracing page faults by stack... Hit Ctrl-C to end.\n"),
+        "{text}"
+    );
+    // Exactly one stack goes through touch_pages, with every one of its faults, and its
+    // frames in order (leaf first), as stackcount prints them.
+    assert_eq!(
+        stack_count(&text, "touch_pages", comm),
+        [N],
+        "{text}\n{err}"
+    );
+    let st = text
+        .split("\n\n")
+        .find(|s| s.contains("touch_pages"))
+        .unwrap();
+    let frames: Vec<&str> = st.lines().map(str::trim).collect();
+    assert_eq!(
+        frames[..5],
+        ["touch_pages", "pf_level3", "pf_level2", "pf_level1", "main"],
+        "{st}"
+    );
+    assert!(
+        err.contains("memperf faults: ") && err.contains(", lost 0"),
+        "{err}"
+    );
+    let drawn = std::fs::read_to_string(&svg).unwrap();
+    assert!(drawn.contains("<svg") && drawn.contains("touch_pages"));
+
+    // Folded, from the recording: the same count under the same chain, root first.
+    let (folded, _) = run_tool(&["faults", "-f", "-i", data.to_str().unwrap()]);
+    let chain = "main;pf_level1;pf_level2;pf_level3;touch_pages ";
+    let line = folded
+        .lines()
+        .find(|l| l.contains(chain))
+        .unwrap_or_default();
+    assert!(line.starts_with(&format!("{comm};")), "{folded}");
+    assert!(line.ends_with(&format!(" {N}")), "{folded}");
+    // The text from the recording is the live text, without the banner.
+    let (replayed, _) = run_tool(&["faults", "-i", data.to_str().unwrap()]);
+    assert_eq!(replayed, text.split_once('\n').unwrap().1);
+
+    // Per pid, user frames only, one fault in 10 sampled: the count is ten times the
+    // samples, and the stack is labelled with the pid.
+    let (sampled, _) = run_tool(&[
+        "faults",
+        "-m",
+        TEST_RING_PAGES,
+        "-P",
+        "-U",
+        "-c",
+        "10",
+        "--",
+        prog.to_str().unwrap(),
+        &n,
+    ]);
+    let st = sampled
+        .split("\n\n")
+        .find(|s| s.contains("touch_pages"))
+        .unwrap();
+    let counted: u64 = st.lines().last().unwrap().trim().parse().unwrap();
+    assert_eq!(counted % 10, 0, "{st}");
+    assert!((N - 10..=N + 10).contains(&counted), "{st}");
+    assert!(
+        st.lines()
+            .any(|l| l.trim().starts_with(&format!("{comm} ["))),
+        "{st}"
+    );
+}
+
+#[test]
+fn faults_reads_perfs_own_recording() {
+    if !require_perf("faults -i perf.data") || !require_perf_tool("faults -i perf.data") {
+        return;
+    }
+    const N: u64 = 2000;
+    let prog = fixture("pagefault", Variant::NoFp);
+    let dir = scratch();
+    let data = dir.path().join("perf.data");
+    let st = Command::new("perf")
+        .args([
+            "record",
+            "-q",
+            "-e",
+            "page-faults",
+            "-c",
+            "1",
+            "--call-graph",
+            "dwarf",
+            "-m",
+            TEST_RING_PAGES,
+            "-o",
+        ])
+        .arg(&data)
+        .arg(&prog)
+        .arg(N.to_string())
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let (folded, err) = run_tool(&["faults", "-f", "-i", data.to_str().unwrap()]);
+    let chain = ";main;pf_level1;pf_level2;pf_level3;touch_pages ";
+    let total: u64 = folded
+        .lines()
+        .filter(|l| l.contains(chain))
+        .map(|l| l.rsplit(' ').next().unwrap().parse::<u64>().unwrap())
+        .sum();
+    // perf loses samples of this burst on a busy machine: the count is what perf itself
+    // unwinds through the chain, and the losses are perf's, counted once.
+    let perfs = perf_script(&data);
+    let through = perfs
+        .iter()
+        .filter(|s| s.has_chain(&["touch_pages", "pf_level3", "pf_level2", "pf_level1", "main"]))
+        .count() as u64;
+    assert!(through > 0 && through <= N, "{through}");
+    assert_eq!(total, through, "{folded}\n{err}");
+    let lost = err
+        .split(", lost ")
+        .nth(1)
+        .and_then(|r| r.split([',', ' ', '\n']).next());
+    let lost: u64 = lost.unwrap().parse().unwrap();
+    let p = Command::new("perf")
+        .args(["script", "--show-lost-events", "-F", "comm", "-i"])
+        .arg(&data)
+        .output()
+        .unwrap();
+    let perf_lost: u64 = String::from_utf8_lossy(&p.stdout)
+        .lines()
+        .filter_map(|l| l.split("PERF_RECORD_LOST lost ").nth(1))
+        .map(|n| n.trim().parse::<u64>().unwrap())
+        .sum();
+    // perf's losses, counted once (its LOST records, not again its LOST_SAMPLES).
+    assert_eq!(lost, perf_lost, "{err}");
+}
+
+#[test]
+fn brkstack_counts_calls_and_bytes_grown_by_stack() {
+    if !require_perf("brkstack") {
+        return;
+    }
+    const N: u64 = 64;
+    let prog = fixture("brk", Variant::NoFp);
+    let comm = prog.file_name().unwrap().to_str().unwrap();
+    let dir = scratch();
+    let data = dir.path().join("brk.data");
+    let n = N.to_string();
+    let _turn = recording_turn();
+    let (text, err) = run_tool(&[
+        "brkstack",
+        "-m",
+        TEST_RING_PAGES,
+        "-w",
+        data.to_str().unwrap(),
+        "--",
+        prog.to_str().unwrap(),
+        &n,
+    ]);
+    // N calls through sbrk from grow_heap, 8 KiB each (the fixture's INCREMENT).
+    assert_eq!(
+        stack_count(&text, "grow_heap", comm),
+        [N, N * 8192],
+        "{text}\n{err}"
+    );
+    let st = text
+        .split("\n\n")
+        .find(|s| s.contains("grow_heap"))
+        .unwrap();
+    let frames: Vec<&str> = st.lines().map(str::trim).collect();
+    let g = frames.iter().position(|f| *f == "grow_heap").unwrap();
+    assert!(frames[..g].iter().any(|f| f.contains("brk")), "{st}");
+    assert_eq!(frames[g + 1..g + 3], ["brk_level1", "main"], "{st}");
+    assert!(!err.contains("is unknown"), "{err}");
+
+    let (folded, _) = run_tool(&["brkstack", "-f", "--bytes", "-i", data.to_str().unwrap()]);
+    let line = folded
+        .lines()
+        .find(|l| l.contains(";main;brk_level1;grow_heap;"))
+        .unwrap_or_default();
+    assert!(line.ends_with(&format!(" {}", N * 8192)), "{folded}");
+    let (replayed, _) = run_tool(&["brkstack", "-i", data.to_str().unwrap()]);
+    // Live, the fixture's own line ("heap grew by") shares standard output.
+    let live: Vec<&str> = text
+        .lines()
+        .skip(1)
+        .filter(|l| !l.starts_with("heap grew"))
+        .collect();
+    assert_eq!(replayed.lines().collect::<Vec<_>>(), live);
+}
+
+#[test]
+fn ffaults_and_fmapfault_count_the_faults_of_each_file_exactly() {
+    if !require_perf("ffaults") {
+        return;
+    }
+    const F: u64 = 150;
+    const A: u64 = 400;
+    let prog = fixture("filefaults", Variant::NoFp);
+    let comm = prog.file_name().unwrap().to_str().unwrap();
+    let dir = scratch();
+    let file = dir.path().join("mapped.bin");
+    let file_s = file.to_str().unwrap();
+    let data = dir.path().join("ff.data");
+    let (f, a) = (F.to_string(), A.to_string());
+    let _turn = recording_turn();
+    let (text, err) = run_tool(&[
+        "ffaults",
+        "-m",
+        TEST_RING_PAGES,
+        "-w",
+        data.to_str().unwrap(),
+        "--",
+        prog.to_str().unwrap(),
+        file_s,
+        &f,
+        &a,
+    ]);
+    let rows = map_rows(&text);
+    // Every copy-on-write fault of the file, each page once.
+    assert!(rows.contains(&(file_s.to_string(), F)), "{text}\n{err}");
+    // The anonymous pages, and whatever anonymous memory the loader and libc touched.
+    let anon = rows.iter().find(|r| r.0 == "//anon").map_or(0, |r| r.1);
+    assert!((A..A + 64).contains(&anon), "{text}");
+    // The program's own image and libc are files too.
+    assert!(rows.iter().any(|r| r.0 == prog.to_str().unwrap()), "{text}");
+    assert!(rows.iter().any(|r| r.0.ends_with("/libc.so.6")), "{text}");
+    assert!(err.contains(", lost 0"), "{err}");
+    assert!(!err.contains("no recorded mapping"), "{err}");
+    // The same from the recording; and per command, file mappings only.
+    let (replayed, _) = run_tool(&["ffaults", "-i", data.to_str().unwrap()]);
+    assert_eq!(map_rows(&replayed), rows);
+    let (by_comm, _) = run_tool(&["fmapfault", "-i", data.to_str().unwrap()]);
+    let rows = map_rows(&by_comm);
+    assert!(
+        rows.contains(&(format!("{comm}, {file_s}"), F)),
+        "{by_comm}"
+    );
+    assert!(
+        rows.iter()
+            .all(|r| !r.0.contains("//anon") && !r.0.contains('[')),
+        "{by_comm}"
+    );
+}
+
+#[test]
+fn hfaults_counts_one_fault_per_huge_page() {
+    if !require_perf("hfaults") {
+        return;
+    }
+    const H: u64 = 3;
+    let Some(_pages) = Sysctl::set("vm/nr_hugepages", "4") else {
+        assert!(!is_root(), "root cannot reserve huge pages");
+        return;
+    };
+    let reserved: u64 = std::fs::read_to_string("/proc/sys/vm/nr_hugepages")
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(
+        reserved >= H,
+        "the kernel reserved only {reserved} huge pages"
+    );
+    let prog = fixture("filefaults", Variant::NoFp);
+    let comm = prog.file_name().unwrap().to_str().unwrap();
+    let dir = scratch();
+    let file = dir.path().join("small.bin");
+    let data = dir.path().join("huge.data");
+    let (text, err) = run_tool(&[
+        "hfaults",
+        "-w",
+        data.to_str().unwrap(),
+        "-m",
+        TEST_RING_PAGES,
+        "--",
+        prog.to_str().unwrap(),
+        file.to_str().unwrap(),
+        "10",
+        "100",
+        &H.to_string(),
+    ]);
+    assert!(text.starts_with("Tracing Huge Page faults per process... Hit Ctrl-C to end.\n"));
+    let pid = text.lines().find_map(|l| l.strip_prefix("pid ")).unwrap();
+    // Only the huge pages, one fault each: not the 10 file pages, not the 100 small ones.
+    assert_eq!(
+        map_rows(&text),
+        [(format!("{pid}, {comm}"), H)],
+        "{text}\n{err}"
+    );
+    // From the recording: the MMAP2 record's MAP_HUGETLB says which mapping is huge.
+    let (replayed, _) = run_tool(&["hfaults", "-i", data.to_str().unwrap()]);
+    assert_eq!(map_rows(&replayed), map_rows(&text));
+}
+
+#[test]
+fn swapin_counts_the_swap_ins_the_kernel_counts() {
+    if !require_perf("swapin") {
+        return;
+    }
+    let must = std::env::var_os("MEMPERF_REQUIRE_PERF").is_some() && is_root();
+    let dir = scratch();
+    let Some(_swap) = Swapfile::on(dir.path(), 256 << 20) else {
+        assert!(
+            !must,
+            "root cannot switch on a swap file in {}",
+            dir.path().display()
+        );
+        return;
+    };
+    let Some(cg) = MemCgroup::with_swap("swap", 32 << 20) else {
+        assert!(!must, "a memory cgroup is required for the swapin test");
+        return;
+    };
+    let prog = fixture("swapper", Variant::NoFp);
+    let comm = prog.file_name().unwrap().to_str().unwrap();
+    let data = dir.path().join("swap.data");
+    let _turn = recording_turn();
+    let mut argv = vec![
+        "swapin",
+        "-m",
+        TEST_RING_PAGES,
+        "-w",
+        data.to_str().unwrap(),
+        "--",
+    ];
+    let inner = cg.exec_in(&[prog.to_str().unwrap(), "96"]);
+    let inner_args: Vec<String> = std::iter::once(inner.get_program())
+        .chain(inner.get_args())
+        .map(|a| a.to_str().unwrap().to_string())
+        .collect();
+    argv.extend(inner_args.iter().map(String::as_str));
+    let (text, err) = run_tool(&argv);
+    let pid: u32 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("pid "))
+        .unwrap()
+        .parse()
+        .unwrap();
+    let readback: u64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("majflt "))
+        .unwrap()
+        .parse()
+        .unwrap();
+    // 96 MiB read back through a 32 MiB limit: most of it came from swap.
+    assert!(readback > 1000, "{text}");
+    let counted: u64 = text
+        .lines()
+        .filter(|l| {
+            l.split_whitespace().count() == 3
+                && l.split_whitespace().nth(1) == Some(&pid.to_string())
+        })
+        .map(|l| l.split_whitespace().nth(2).unwrap().parse::<u64>().unwrap())
+        .sum();
+    let file_faults: u64 = err
+        .split("swap-in faults; ")
+        .nth(1)
+        .and_then(|r| r.split(' ').next())
+        .unwrap()
+        .parse()
+        .unwrap();
+    // Every major fault of the reading back is a swap-in but for the program's own file
+    // pages (counted apart); a few more swap-ins come from libc's own data before and
+    // after it.
+    assert!(
+        counted + file_faults >= readback && counted <= readback + 64,
+        "{counted} swap-in faults, {file_faults} file faults, the kernel counted {readback}: {text}\n{err}"
+    );
+    assert!(text.contains(&format!("{comm:<16} {pid:<7} ")), "{text}");
+    assert!(
+        text.contains("(swap-in faults; system-wide pswpin +"),
+        "{text}"
+    );
+    // From the recording: the same rows (not the live pswpin line).
+    let (replayed, _) = run_tool(&["swapin", "-T", "-i", data.to_str().unwrap()]);
+    let rows = |t: &str| -> Vec<String> {
+        t.lines()
+            .filter(|l| l.split_whitespace().count() == 3 && !l.starts_with('('))
+            .map(str::to_string)
+            .collect()
+    };
+    assert_eq!(rows(&replayed), rows(&text), "{replayed}");
+}
