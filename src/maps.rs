@@ -167,6 +167,14 @@ impl ProcessMaps {
         self.heaps.remove(&pid);
     }
 
+    /// exit: the process's mappings go (its modules stay: frames already interned are
+    /// named through them), so that a table that sees processes come and go for days stays
+    /// the size of the processes alive.
+    pub fn exit(&mut self, pid: u32) {
+        self.by_pid.remove(&pid);
+        self.heaps.remove(&pid);
+    }
+
     /// fork: the child starts with the parent's mappings.
     pub fn fork(&mut self, child: u32, parent: u32) {
         if child == parent {
@@ -305,6 +313,11 @@ mod tests {
         p.exec(1);
         assert_eq!(p.lookup(1, 0x2010), None);
         assert_eq!(p.lookup(2, 0x2010), Some((1, 0x5010)));
+        // An exited process's mappings go; the modules its frames name stay.
+        p.exit(2);
+        assert_eq!(p.lookup(2, 0x2010), None);
+        assert!(p.by_pid.is_empty() || !p.by_pid.contains_key(&2));
+        assert_eq!(p.module(1).basename(), "b.so");
     }
 
     #[test]

@@ -157,7 +157,18 @@ impl Processes {
                 ptid,
                 ..
             } => self.fork(pid, ppid, tid, ptid),
+            // A thread's name goes with it (a pool that churns threads would grow the table
+            // for good); a process's stays, for outputs that name what it left behind
+            // (leak's outstanding allocations).
+            Record::Exit { pid, tid, .. } if pid != tid => {
+                if let Some(c) = &mut self.comms {
+                    c.remove(&tid);
+                }
+            }
             Record::Exit { pid, tid, .. } if pid == tid => {
+                if let Some(m) = &mut self.maps {
+                    m.exit(pid);
+                }
                 if let Some(u) = &mut self.unwinders {
                     u.handle_exit(pid);
                 }
