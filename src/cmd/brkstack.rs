@@ -17,11 +17,13 @@ const WANTS: &[Want] = &[
         name: "syscalls:sys_enter_brk",
         since: "2.6.33",
         optional: false,
+        filter: None,
     },
     Want {
         name: "syscalls:sys_exit_brk",
         since: "2.6.33",
         optional: true,
+        filter: None,
     },
 ];
 const ENTER: usize = 0;

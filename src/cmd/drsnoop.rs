@@ -19,21 +19,25 @@ const WANTS: &[Want] = &[
         name: "vmscan:mm_vmscan_direct_reclaim_begin",
         since: "2.6.36",
         optional: false,
+        filter: None,
     },
     Want {
         name: "vmscan:mm_vmscan_direct_reclaim_end",
         since: "2.6.36",
         optional: false,
+        filter: None,
     },
     Want {
         name: "vmscan:mm_vmscan_memcg_reclaim_begin",
         since: "2.6.36",
         optional: true,
+        filter: None,
     },
     Want {
         name: "vmscan:mm_vmscan_memcg_reclaim_end",
         since: "2.6.36",
         optional: true,
+        filter: None,
     },
 ];
 

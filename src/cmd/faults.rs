@@ -48,6 +48,7 @@ pub fn run(args: FaultsArgs) -> Result<i32> {
         name: event,
         since: "2.6.31",
         optional: false,
+        filter: None,
     }];
     let st = &args.stacks;
     let mut cfg = st.common.clone().into_config(true)?;

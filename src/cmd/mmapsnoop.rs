@@ -19,6 +19,7 @@ const fn want(name: &'static str, optional: bool) -> Want {
         name,
         since: "2.6.33",
         optional,
+        filter: None,
     }
 }
 

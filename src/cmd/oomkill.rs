@@ -14,6 +14,7 @@ const WANTS: &[Want] = &[Want {
     name: "oom:mark_victim",
     since: "4.13",
     optional: false,
+    filter: None,
 }];
 
 struct OomKill;

@@ -18,6 +18,7 @@ const fn want(name: &'static str) -> Want {
         name,
         since: "2.6.33",
         optional: false,
+        filter: None,
     }
 }
 

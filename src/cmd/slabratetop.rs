@@ -18,11 +18,13 @@ const WANTS: &[Want] = &[
         name: "kmem:kmem_cache_alloc",
         since: "2.6.32",
         optional: false,
+        filter: None,
     },
     Want {
         name: "kmem:kmalloc",
         since: "2.6.32",
         optional: true,
+        filter: None,
     },
 ];
 const KMALLOC: usize = 1;

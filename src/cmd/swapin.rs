@@ -20,6 +20,7 @@ const WANTS: &[Want] = &[Want {
     name: "major-faults",
     since: "2.6.31",
     optional: false,
+    filter: None,
 }];
 
 struct Swapin {

@@ -19,6 +19,7 @@ const fn want(name: &'static str, since: &'static str, optional: bool) -> Want {
         name,
         since,
         optional,
+        filter: None,
     }
 }
 

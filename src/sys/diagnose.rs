@@ -98,6 +98,12 @@ impl SystemFacts {
     fn privileged(&self) -> bool {
         self.euid == 0 || self.cap_perfmon || self.cap_sys_admin
     }
+
+    /// Whether tracepoints with their raw data may be opened: privileges, or
+    /// perf_event_paranoid -1.
+    pub fn may_read_tracepoints(&self) -> bool {
+        self.privileged() || self.paranoid.is_some_and(|p| p <= -1)
+    }
 }
 
 /// What a perf_event_paranoid value allows unprivileged users.

@@ -43,6 +43,9 @@ pub struct Want {
     pub since: &'static str,
     /// The tool goes on without it (and says so).
     pub optional: bool,
+    /// A tracepoint filter the kernel applies before sampling (`PERF_EVENT_IOC_SET_FILTER`):
+    /// what it rejects costs no sample and no ring space.
+    pub filter: Option<&'static str>,
 }
 
 /// The options every tool shares.
@@ -384,6 +387,20 @@ pub fn run<T: Tool>(
     }
 }
 
+/// Whether tracepoint `name` (`system:event`) can be opened here; else why not.
+pub fn tracepoint_usable(name: &str) -> std::result::Result<(), String> {
+    let (system, event) = tracepoint(name).ok_or_else(|| format!("`{name}` is no tracepoint"))?;
+    if !crate::sys::diagnose::SystemFacts::read().may_read_tracepoints() {
+        return Err(format!(
+            "`{name}` needs root, CAP_PERFMON or kernel.perf_event_paranoid=-1"
+        ));
+    }
+    let tfs = Tracefs::locate_or_mount().map_err(|e| format!("`{name}` needs tracefs: {e}"))?;
+    tfs.format(system, event)
+        .map(|_| ())
+        .map_err(|_| format!("this kernel has no tracepoint `{name}`"))
+}
+
 fn tracepoint(name: &str) -> Option<(&str, &str)> {
     name.split_once(':').filter(|(s, _)| !s.is_empty())
 }
@@ -401,10 +418,35 @@ fn live<T: Tool>(
     let mut formats = Vec::new();
     let mut present = Vec::new();
     let mut specs = Vec::new();
+    let mut filters = Vec::new();
     let mut map = Vec::new();
+    let facts = crate::sys::diagnose::SystemFacts::read();
     for (i, w) in wants.iter().enumerate() {
         let mut format = None;
         if let Some((system, event)) = tracepoint(w.name) {
+            // An optional tracepoint this user may not open, or without a tracefs: the
+            // tool goes on without it rather than refusing to run.
+            let why_not = if !w.optional {
+                None
+            } else if !facts.may_read_tracepoints() {
+                Some(
+                    "tracepoints need root, CAP_PERFMON or kernel.perf_event_paranoid=-1"
+                        .to_string(),
+                )
+            } else if tracefs.is_none() {
+                Tracefs::locate_or_mount()
+                    .map(|t| tracefs = Some(t))
+                    .err()
+                    .map(|e| format!("{e:#}"))
+            } else {
+                None
+            };
+            if let Some(why) = why_not {
+                eprintln!("memperf {name}: note: going on without `{}`: {why}", w.name);
+                formats.push(None);
+                present.push(false);
+                continue;
+            }
             if tracefs.is_none() {
                 tracefs = Some(
                     Tracefs::locate_or_mount()
@@ -435,6 +477,7 @@ fn live<T: Tool>(
         let mut spec = events::parse_event_list(w.name)
             .with_context(|| format!("{name}: event `{}`", w.name))?;
         map.push(Some(i));
+        filters.extend(spec.iter().map(|_| w.filter));
         specs.append(&mut spec);
         formats.push(format);
         present.push(true);
@@ -476,10 +519,16 @@ fn live<T: Tool>(
         done: false,
         samples: 0,
     };
+    let (mut events, tfs) = crate::live::open::resolve_events(&rcfg.events)?;
+    for (ev, filter) in events.iter_mut().zip(&filters) {
+        if let Some(f) = filter {
+            ev.filter = Some(std::ffi::CString::new(*f).context("a filter with a NUL byte")?);
+        }
+    }
     let run = Run {
         cfg: &rcfg,
         write: cfg.write.is_some(),
-        events: None,
+        events: Some((events, tfs.or(tracefs))),
         keep_processes: true,
         tick: None,
         on_signal: OnSignal::ForwardAndStop,
