@@ -172,6 +172,61 @@ pub fn ppid(pid: u32) -> io::Result<u32> {
     status_field(pid, b"PPid")
 }
 
+/// The devices (`major:minor`) of the hugetlbfs mounts this process sees, from
+/// `/proc/self/mountinfo`: a mapping of a file on one of them is hugetlb memory.
+pub fn hugetlbfs_devs() -> Vec<(u32, u32)> {
+    std::fs::read("/proc/self/mountinfo")
+        .map(|t| parse_hugetlbfs_devs(&t))
+        .unwrap_or_default()
+}
+
+/// `36 35 0:33 / /dev/hugepages rw,relatime shared:14 - hugetlbfs hugetlbfs rw,pagesize=2M`
+fn parse_hugetlbfs_devs(text: &[u8]) -> Vec<(u32, u32)> {
+    let text = String::from_utf8_lossy(text);
+    text.lines()
+        .filter_map(|line| {
+            let (head, tail) = line.split_once(" - ")?;
+            if tail.split_whitespace().next()? != "hugetlbfs" {
+                return None;
+            }
+            let (maj, min) = head.split_whitespace().nth(2)?.split_once(':')?;
+            Some((maj.parse().ok()?, min.parse().ok()?))
+        })
+        .collect()
+}
+
+/// The mappings of `pid` backed by pages larger than the base page (hugetlb memory), from
+/// `/proc/PID/smaps` (`KernelPageSize`); costly, so read only for mappings `maps` cannot
+/// tell apart (a System V segment made with or without `SHM_HUGETLB`).
+pub fn huge_ranges(pid: u32) -> io::Result<Vec<(u64, u64)>> {
+    let text = std::fs::read(proc_path(pid, "smaps"))?;
+    Ok(parse_huge_ranges(
+        &text,
+        crate::sys::page_size() as u64 / 1024,
+    ))
+}
+
+fn parse_huge_ranges(text: &[u8], page_kb: u64) -> Vec<(u64, u64)> {
+    let mut out = Vec::new();
+    let mut cur = None;
+    for line in text.split(|&b| b == b'\n') {
+        if let Some(e) = parse_maps_line(line) {
+            cur = Some((e.start, e.end));
+        } else if let Some(v) = line.strip_prefix(b"KernelPageSize:") {
+            let kb: Option<u64> = std::str::from_utf8(v)
+                .ok()
+                .and_then(|v| v.trim().strip_suffix("kB"))
+                .and_then(|v| v.trim().parse().ok());
+            if let (Some(kb), Some(range)) = (kb, cur.take())
+                && kb > page_kb
+            {
+                out.push(range);
+            }
+        }
+    }
+    out
+}
+
 /// Whether `/proc/PID` exists.
 pub fn exists(pid: u32) -> bool {
     proc_path(pid, "").exists()
@@ -181,6 +236,26 @@ pub fn exists(pid: u32) -> bool {
 #[allow(clippy::expect_used, clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn hugetlb_devices_and_ranges() {
+        let info = b"22 1 0:21 / /proc rw,nosuid - proc proc rw\n\
+36 35 0:33 / /dev/hugepages rw,relatime shared:14 - hugetlbfs hugetlbfs rw,pagesize=2M\n\
+40 35 0:45 / /mnt/huge1g rw - hugetlbfs none rw,pagesize=1024M\n";
+        assert_eq!(parse_hugetlbfs_devs(info), [(0, 33), (0, 45)]);
+        let smaps = b"7f0000000000-7f0000400000 rw-s 00000000 00:10 5 /SYSV00000000 (deleted)\n\
+Size:               4096 kB\n\
+KernelPageSize:     2048 kB\n\
+MMUPageSize:        2048 kB\n\
+7f0000400000-7f0000410000 rw-s 00000000 00:01 6 /SYSV00000001 (deleted)\n\
+Size:                 64 kB\n\
+KernelPageSize:        4 kB\n\
+MMUPageSize:           4 kB\n";
+        assert_eq!(
+            parse_huge_ranges(smaps, 4),
+            [(0x7f0000000000, 0x7f0000400000)]
+        );
+    }
 
     #[test]
     fn parses_paths_with_spaces_deleted_and_anonymous() {

@@ -31,6 +31,32 @@ fn sid(pid: u32, tid: u32, id: u64) -> SampleId {
     }
 }
 
+/// What tells hugetlb mappings apart in `/proc/PID/maps`, for the MAP_HUGETLB flag the
+/// kernel sets in MMAP2 records of new mappings (and `hfaults` reads).
+#[derive(Default)]
+struct Hugetlb {
+    /// The devices of the hugetlbfs mounts.
+    devs: Vec<(u32, u32)>,
+}
+
+impl Hugetlb {
+    /// Whether `m` is hugetlb memory; `smaps` reads the process's huge ranges once, for
+    /// the System V segments `maps` alone cannot tell apart.
+    fn is_huge(&self, m: &MapEntry, smaps: &mut Option<Vec<(u64, u64)>>, pid: u32) -> bool {
+        if m.path.starts_with(b"/anon_hugepage") || self.devs.contains(&(m.dev_major, m.dev_minor))
+        {
+            return true;
+        }
+        if !m.path.starts_with(b"/SYSV") {
+            return false;
+        }
+        smaps
+            .get_or_insert_with(|| procfs::huge_ranges(pid).unwrap_or_default())
+            .iter()
+            .any(|&(s, e)| s == m.start && e == m.end)
+    }
+}
+
 fn prot_flags(m: &MapEntry) -> (u32, u32) {
     let mut prot = 0;
     if m.perms[0] == b'r' {
@@ -58,6 +84,7 @@ fn synthesize_process(
     session: &mut Session,
     sink: &mut dyn Handler,
     out: &mut Vec<u8>,
+    hugetlb: &Hugetlb,
 ) -> io::Result<u64> {
     let comm = procfs::comm(pid)?;
     let threads = procfs::threads(pid).unwrap_or_else(|_| vec![pid]);
@@ -78,8 +105,12 @@ fn synthesize_process(
         )?;
     }
     let mut n = 0;
+    let mut smaps = None;
     for m in &maps {
-        let (prot, flags) = prot_flags(m);
+        let (prot, mut flags) = prot_flags(m);
+        if hugetlb.is_huge(m, &mut smaps, pid) {
+            flags |= libc::MAP_HUGETLB as u32;
+        }
         let filename: &[u8] = if m.path.is_empty() {
             b"//anon"
         } else {
@@ -124,8 +155,11 @@ pub fn synthesize(
     let mut stats = SynthStats::default();
     let mut out = Vec::with_capacity(512);
     synthesize_kernel(id, info, session, sink, &mut out)?;
+    let hugetlb = Hugetlb {
+        devs: procfs::hugetlbfs_devs(),
+    };
     for &pid in pids {
-        match synthesize_process(pid, id, info, session, sink, &mut out) {
+        match synthesize_process(pid, id, info, session, sink, &mut out, &hugetlb) {
             Ok(n) => {
                 stats.processes += 1;
                 stats.mappings += n;
