@@ -60,8 +60,8 @@ pub enum Command {
     /// Page faults in file mappings by command and file, as the book's fmapfault.
     #[command(after_help = FMAPFAULT_EXAMPLES)]
     Fmapfault(tool::ToolArgs),
-    /// Page faults in hugetlb mappings (MAP_HUGETLB, hugetlbfs) per process, as
-    /// hfaults.bt, without its kprobe on hugetlb_fault.
+    /// Page faults in hugetlb mappings (MAP_HUGETLB, SHM_HUGETLB, hugetlbfs) per process, as
+    /// hfaults.bt, without its kprobe on hugetlb_fault; transparent huge page faults apart.
     #[command(after_help = HFAULTS_EXAMPLES)]
     Hfaults(tool::ToolArgs),
     /// Swap-ins per process and interval, as BCC's swapin, from major faults in anonymous
@@ -150,9 +150,11 @@ EXAMPLES:
     memperf hfaults
         Huge page faults per process on the whole system, until Ctrl-C.
     memperf hfaults -- ./app
-        Those of one command.
+        Those of one command; its transparent huge page faults (@thp, @mthp by size) and
+        failed THP allocations (@thp_fallback) apart, from kmem:mm_page_alloc.
 
-PERMISSIONS: your own processes with perf_event_paranoid <= 2; root or CAP_PERFMON for -a.";
+PERMISSIONS: your own processes with perf_event_paranoid <= 2; root or CAP_PERFMON for -a;
+THP faults apart need root, CAP_PERFMON or perf_event_paranoid -1 (else left out, said so).";
 
 const SWAPIN_EXAMPLES: &str = "\
 EXAMPLES:

@@ -1,14 +1,14 @@
-//! The fault tools (`faults`, `brkstack`, `ffaults`, `fmapfault`, `hfaults`, `swapin`), each
-//! made to see what it reports with a known answer: faults of a known chain, brk calls of
-//! known sizes, copy-on-write faults of a file, huge pages reserved for the test, swap-ins
-//! through a swap file and a memory cgroup.
+//! The fault tools (`faults`, `brkstack`, `ffaults`, `fmapfault`, `swapin`; `hfaults` is in
+//! tests/huge_pages.rs), each made to see what it reports with a known answer: faults of a
+//! known chain, brk calls of known sizes, copy-on-write faults of a file, swap-ins through a
+//! swap file and a memory cgroup.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod common;
 
 use std::process::Command;
 
-use common::kernel::{MemCgroup, Swapfile, Sysctl};
+use common::kernel::{MemCgroup, Swapfile};
 use common::tools::*;
 use common::*;
 
@@ -278,54 +278,53 @@ fn ffaults_and_fmapfault_count_the_faults_of_each_file_exactly() {
     );
 }
 
+/// Live, fmapfault counts calls of filemap_fault (`filemap:mm_filemap_fault`, 6.14+) as
+/// fmapfault.bt does, naming each file from the MMAP2 records' device and inode; kernels
+/// without it count faults by address (as above).
 #[test]
-fn hfaults_counts_one_fault_per_huge_page() {
-    if !require_perf("hfaults") {
+fn fmapfault_counts_each_filemap_fault_of_a_file() {
+    if !require_perf("fmapfault") {
         return;
     }
-    const H: u64 = 3;
-    let Some(_pages) = Sysctl::set("vm/nr_hugepages", "4") else {
-        assert!(!is_root(), "root cannot reserve huge pages");
-        return;
-    };
-    let reserved: u64 = std::fs::read_to_string("/proc/sys/vm/nr_hugepages")
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
-    assert!(
-        reserved >= H,
-        "the kernel reserved only {reserved} huge pages"
-    );
+    const F: u64 = 120;
     let prog = fixture("filefaults", Variant::NoFp);
     let comm = prog.file_name().unwrap().to_str().unwrap();
     let dir = scratch();
-    let file = dir.path().join("small.bin");
-    let data = dir.path().join("huge.data");
+    let file = dir.path().join("cow.bin");
+    let file_s = file.to_str().unwrap();
+    let data = dir.path().join("fm.data");
+    let _turn = recording_turn();
     let (text, err) = run_tool(&[
-        "hfaults",
-        "-w",
-        data.to_str().unwrap(),
+        "fmapfault",
         "-m",
         TEST_RING_PAGES,
+        "-w",
+        data.to_str().unwrap(),
         "--",
         prog.to_str().unwrap(),
-        file.to_str().unwrap(),
-        "10",
-        "100",
-        &H.to_string(),
+        file_s,
+        &F.to_string(),
+        "50",
     ]);
-    assert!(text.starts_with("Tracing Huge Page faults per process... Hit Ctrl-C to end.\n"));
-    let pid = text.lines().find_map(|l| l.strip_prefix("pid ")).unwrap();
-    // Only the huge pages, one fault each: not the 10 file pages, not the 100 small ones.
-    assert_eq!(
-        map_rows(&text),
-        [(format!("{pid}, {comm}"), H)],
+    let rows = map_rows(&text);
+    assert!(
+        rows.contains(&(format!("{comm}, {file_s}"), F)),
         "{text}\n{err}"
     );
-    // From the recording: the MMAP2 record's MAP_HUGETLB says which mapping is huge.
-    let (replayed, _) = run_tool(&["hfaults", "-i", data.to_str().unwrap()]);
-    assert_eq!(map_rows(&replayed), map_rows(&text));
+    assert!(!rows.iter().any(|r| r.0.contains("[dev ")), "{text}");
+    let by_filemap = !err.contains("by its address instead");
+    if by_filemap {
+        // Every filemap_fault call the kernel recorded is in a row.
+        let calls = perf_count(&data, comm, "filemap:mm_filemap_fault");
+        let ours: u64 = rows
+            .iter()
+            .filter(|r| r.0.starts_with(&format!("{comm}, ")))
+            .map(|r| r.1)
+            .sum();
+        assert_eq!(ours, calls as u64, "{text}");
+    }
+    let (replayed, _) = run_tool(&["fmapfault", "-i", data.to_str().unwrap()]);
+    assert_eq!(map_rows(&replayed), rows);
 }
 
 #[test]

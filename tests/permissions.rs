@@ -102,6 +102,24 @@ fn unprivileged_refusals_name_the_rule_the_kernel_applied() {
         "{err}"
     );
 
+    // A tool whose tracepoint is optional runs without it, and says so: hfaults counts
+    // hugetlb faults of one's own command with page-fault events alone.
+    if paranoid <= 2 {
+        let o = user.sh("$MEMPERF hfaults -- true");
+        let err = stderr(&o);
+        assert!(o.status.success(), "{err}");
+        if paranoid > -1 {
+            assert!(
+                err.contains("going on without `kmem:mm_page_alloc`: tracepoints need root"),
+                "{err}"
+            );
+            assert!(
+                err.contains("transparent huge page faults not told apart"),
+                "{err}"
+            );
+        }
+    }
+
     // A tracepoint: privileges, or paranoid -1 with a readable tracefs.
     if paranoid > -1 {
         let o = user.sh("$MEMPERF record -o /tmp/never.data -e syscalls:sys_enter_brk -- true");

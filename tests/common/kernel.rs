@@ -135,9 +135,18 @@ impl Sysctl {
     /// Sets `/proc/sys/NAME` (e.g. `kernel/kptr_restrict`) to `value`; `None` (with the
     /// reason on stderr) when it cannot be written here.
     pub fn set(name: &str, value: &str) -> Option<Sysctl> {
-        let path = Path::new("/proc/sys").join(name);
+        Sysctl::set_path(&Path::new("/proc/sys").join(name), value)
+    }
+
+    /// Sets any such file, a sysfs one too; a file that shows its choices with the current
+    /// one in brackets (`always [madvise] never`) gets back the bracketed one.
+    pub fn set_path(path: &Path, value: &str) -> Option<Sysctl> {
+        let path = path.to_path_buf();
         let old = match std::fs::read_to_string(&path) {
-            Ok(v) => v.trim().to_string(),
+            Ok(v) => match v.split_once('[').and_then(|(_, r)| r.split_once(']')) {
+                Some((chosen, _)) => chosen.to_string(),
+                None => v.trim().to_string(),
+            },
             Err(e) => {
                 eprintln!("cannot read {}: {e}", path.display());
                 return None;
@@ -159,6 +168,42 @@ impl Drop for Sysctl {
                 self.path.display(),
                 self.old
             );
+        }
+    }
+}
+
+/// A hugetlbfs file system mounted for one test in a directory of its own, unmounted (and
+/// the directory removed) when dropped.
+pub struct HugetlbfsMount {
+    pub dir: tempfile::TempDir,
+}
+
+impl HugetlbfsMount {
+    /// `None` (with the reason on stderr) when it cannot be mounted here.
+    pub fn new() -> Option<HugetlbfsMount> {
+        let dir = tempfile::tempdir().ok()?;
+        let st = std::process::Command::new("mount")
+            .args(["-t", "hugetlbfs", "memperf-test"])
+            .arg(dir.path())
+            .status();
+        match st {
+            Ok(st) if st.success() => Some(HugetlbfsMount { dir }),
+            other => {
+                eprintln!("cannot mount hugetlbfs: {other:?}");
+                None
+            }
+        }
+    }
+}
+
+impl Drop for HugetlbfsMount {
+    fn drop(&mut self) {
+        let st = std::process::Command::new("umount")
+            .args(["-l"])
+            .arg(self.dir.path())
+            .status();
+        if !st.is_ok_and(|s| s.success()) {
+            eprintln!("could not unmount {}", self.dir.path().display());
         }
     }
 }
