@@ -28,6 +28,39 @@ pub struct Cli {
     pub command: Command,
 }
 
+impl Cli {
+    /// Parses the process's arguments, exiting with clap's message on error.
+    pub fn parse_args() -> Cli {
+        use clap::CommandFactory;
+        let matches = Cli::command().get_matches();
+        Cli::from_matches(&matches).unwrap_or_else(|e| e.exit())
+    }
+
+    /// Parses `argv`, as `parse_args` does.
+    pub fn try_parse_args<I, T>(argv: I) -> Result<Cli, clap::Error>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<std::ffi::OsString> + Clone,
+    {
+        use clap::CommandFactory;
+        let matches = Cli::command().try_get_matches_from(argv)?;
+        Cli::from_matches(&matches)
+    }
+
+    /// As clap derives it, plus what derive cannot say: after which `-e` each `--filter`
+    /// came, as perf applies a filter to the events of the `-e` before it.
+    fn from_matches(matches: &clap::ArgMatches) -> Result<Cli, clap::Error> {
+        use clap::FromArgMatches;
+        let mut cli = Cli::from_arg_matches(matches)?;
+        if let (Command::Record(args), Some(("record", sub))) =
+            (&mut cli.command, matches.subcommand())
+        {
+            args.filter_of = record::filters_by_event(sub);
+        }
+        Ok(cli)
+    }
+}
+
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Record page faults, tracepoints or other events with their stacks into a perf.data file.
@@ -312,7 +345,7 @@ mod tests {
     fn config(args: &[&str]) -> Result<RecordConfig> {
         let mut argv = vec!["memperf", "record"];
         argv.extend_from_slice(args);
-        let cli = Cli::try_parse_from(argv)?;
+        let cli = Cli::try_parse_args(argv)?;
         match cli.command {
             Command::Record(r) => r.into_config(),
             _ => unreachable!("parsed a record command line"),

@@ -1,11 +1,16 @@
-//! Event-spec parsing: `page-faults`, `syscalls:sys_enter_brk`, `cache-misses:pp`, `r1a8`.
+//! Event-spec parsing as perf takes them: `page-faults`, `syscalls:sys_enter_brk`,
+//! `cache-misses:pp`, `r1a8`, globs (`kmem:mm_page_*`) and per-event terms
+//! (`page-faults/period=10/`, `kmem:kmalloc/call-graph=fp,max-stack=8,name=km/`).
 //!
 //! This module only understands the syntax and the fixed software and hardware tables; whether
-//! a tracepoint exists is decided later against tracefs (`sys::tracefs`).
+//! a tracepoint exists, and what a glob names, is decided later against tracefs
+//! (`sys::tracefs`, `live::open::resolve_events`).
 
 use std::fmt;
 
 use perf_event_open_sys::bindings as b;
+
+use crate::cli::{CallGraph, MAX_STACK_BYTES};
 
 /// What kind of perf event a spec names, with the numbers `perf_event_attr` needs.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -36,13 +41,32 @@ pub struct Modifiers {
     pub precise: u8,
 }
 
+/// perf's per-event terms (`page-faults/period=10,call-graph=fp/`): what this event does
+/// apart from the recording's options.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Terms {
+    /// `period=N` or `freq=N`.
+    pub period: Option<Period>,
+    /// `call-graph=fp|dwarf[,SIZE]|no`, `stack-size=N`.
+    pub call_graph: Option<CallGraph>,
+    /// `max-stack=N`: at most N frames (kernel and user) in each sample's stack.
+    pub max_stack: Option<u16>,
+    /// `name=LABEL`: the name the event gets in the recording and reports.
+    pub label: Option<String>,
+}
+
 /// One parsed event.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EventSpec {
-    /// Canonical name as perf prints it, without modifiers: `page-faults`, `kmem:kmalloc`.
+    /// Canonical name as perf prints it, without modifiers: `page-faults`, `kmem:kmalloc`
+    /// (a `name=` term's label, once the event is resolved).
     pub name: String,
     pub kind: EventKind,
     pub modifiers: Modifiers,
+    pub terms: Terms,
+    /// A tracepoint filter (`--filter` after the `-e` that names the event), applied by the
+    /// kernel (PERF_EVENT_IOC_SET_FILTER).
+    pub filter: Option<String>,
 }
 
 /// How often an event samples.
@@ -78,7 +102,19 @@ pub enum EventError {
     BadTracepoint { event: String },
     #[error("invalid raw event `{event}`: expected `r` followed by a hex number, e.g. `r1a8`")]
     BadRaw { event: String },
+    #[error("invalid term `{term}` in event `{event}`: {reason}")]
+    BadTerm {
+        event: String,
+        term: String,
+        reason: String,
+    },
+    #[error("unterminated terms in event `{event}`: expected `name/term=value,.../`")]
+    UnterminatedTerms { event: String },
 }
+
+/// The terms perf takes that memperf does too.
+const TERMS: &str = "period=N, freq=N, call-graph=fp|dwarf[,SIZE]|no, stack-size=N, \
+                     max-stack=N, name=LABEL";
 
 fn format_suggestions(suggestions: &[String]) -> String {
     if suggestions.is_empty() {
@@ -176,12 +212,14 @@ pub fn known_names() -> Vec<&'static str> {
         .collect()
 }
 
-/// Parses a comma-separated event list such as `page-faults,syscalls:sys_enter_brk`.
+/// Parses a comma-separated event list such as `page-faults,syscalls:sys_enter_brk`
+/// (commas inside `/terms/` belong to the terms).
 pub fn parse_event_list(list: &str) -> Result<Vec<EventSpec>, EventError> {
     if list.trim().is_empty() {
         return Err(EventError::EmptyList);
     }
-    list.split(',')
+    split_list(list)
+        .into_iter()
         .map(|item| {
             let item = item.trim();
             if item.is_empty() {
@@ -195,7 +233,121 @@ pub fn parse_event_list(list: &str) -> Result<Vec<EventSpec>, EventError> {
         .collect()
 }
 
+/// Splits at the commas outside `/.../`.
+fn split_list(list: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let (mut start, mut in_terms) = (0, false);
+    for (i, c) in list.char_indices() {
+        match c {
+            '/' => in_terms = !in_terms,
+            ',' if !in_terms => {
+                out.push(&list[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    out.push(&list[start..]);
+    out
+}
+
 fn parse_event(item: &str) -> Result<EventSpec, EventError> {
+    let Some((base, rest)) = item.split_once('/') else {
+        return parse_plain(item);
+    };
+    let mut spec = parse_plain(base)?;
+    let (terms, after) = rest
+        .split_once('/')
+        .ok_or_else(|| EventError::UnterminatedTerms {
+            event: item.to_string(),
+        })?;
+    spec.terms = parse_terms(item, terms)?;
+    // perf takes modifiers right after the terms: `cycles/period=9/u` (or `:u`).
+    let suffix = after.strip_prefix(':').unwrap_or(after);
+    if !suffix.is_empty() {
+        if spec.is_tracepoint() {
+            return Err(EventError::TracepointModifier {
+                event: item.to_string(),
+            });
+        }
+        if !is_modifier_string(suffix) {
+            return Err(EventError::BadModifier {
+                event: item.to_string(),
+                modifier: suffix.to_string(),
+            });
+        }
+        spec.modifiers = parse_modifiers(item, suffix)?;
+    }
+    Ok(spec)
+}
+
+/// `period=10,call-graph=dwarf,4096,name=x`: a bare number after `call-graph=dwarf` is its
+/// stack size, as in perf's `--call-graph dwarf,4096`.
+fn parse_terms(event: &str, text: &str) -> Result<Terms, EventError> {
+    let bad = |term: &str, reason: String| EventError::BadTerm {
+        event: event.to_string(),
+        term: term.to_string(),
+        reason,
+    };
+    let number = |term: &str, v: &str| -> Result<u64, EventError> {
+        match v.parse::<u64>() {
+            Ok(n) if n > 0 => Ok(n),
+            _ => Err(bad(term, format!("`{v}` is not a positive number"))),
+        }
+    };
+    let stack_size = |term: &str, v: &str| -> Result<CallGraph, EventError> {
+        let n = number(term, v)?;
+        if n > u64::from(MAX_STACK_BYTES) {
+            return Err(bad(term, format!("at most {MAX_STACK_BYTES} bytes")));
+        }
+        Ok(CallGraph::Dwarf {
+            stack_bytes: (n as u32).div_ceil(8) * 8,
+        })
+    };
+    let mut terms = Terms::default();
+    for term in text.split(',').map(str::trim).filter(|t| !t.is_empty()) {
+        let Some((key, value)) = term.split_once('=') else {
+            if term.bytes().all(|c| c.is_ascii_digit())
+                && matches!(terms.call_graph, Some(CallGraph::Dwarf { .. }))
+            {
+                terms.call_graph = Some(stack_size(term, term)?);
+                continue;
+            }
+            return Err(bad(term, format!("expected one of {TERMS}")));
+        };
+        match key {
+            "period" => terms.period = Some(Period::Count(number(term, value)?)),
+            "freq" => terms.period = Some(Period::Frequency(number(term, value)?)),
+            "call-graph" => {
+                terms.call_graph = Some(match value {
+                    "fp" => CallGraph::Fp,
+                    "dwarf" => CallGraph::Dwarf { stack_bytes: 8192 },
+                    "no" | "none" => CallGraph::None,
+                    _ => return Err(bad(term, "expected fp, dwarf or no".to_string())),
+                })
+            }
+            "stack-size" => terms.call_graph = Some(stack_size(term, value)?),
+            "max-stack" => {
+                let n = number(term, value)?;
+                terms.max_stack =
+                    Some(u16::try_from(n).map_err(|_| bad(term, "at most 65535 frames".into()))?);
+            }
+            "name" if !value.is_empty() && !value.contains([' ', ',', '/']) => {
+                terms.label = Some(value.to_string())
+            }
+            "name" => {
+                return Err(bad(
+                    term,
+                    "a label without spaces, commas or slashes".into(),
+                ));
+            }
+            _ => return Err(bad(term, format!("unknown term; memperf takes {TERMS}"))),
+        }
+    }
+    Ok(terms)
+}
+
+fn parse_plain(item: &str) -> Result<EventSpec, EventError> {
     if let Some((base, suffix)) = item.split_once(':') {
         if let Some((name, kind)) = lookup_fixed(base)? {
             if suffix.contains(':') || !is_modifier_string(suffix) {
@@ -205,20 +357,12 @@ fn parse_event(item: &str) -> Result<EventSpec, EventError> {
                 });
             }
             let modifiers = parse_modifiers(item, suffix)?;
-            return Ok(EventSpec {
-                name,
-                kind,
-                modifiers,
-            });
+            return Ok(EventSpec::new(name, kind, modifiers));
         }
         return parse_tracepoint(item, base, suffix);
     }
     match lookup_fixed(item)? {
-        Some((name, kind)) => Ok(EventSpec {
-            name,
-            kind,
-            modifiers: Modifiers::default(),
-        }),
+        Some((name, kind)) => Ok(EventSpec::new(name, kind, Modifiers::default())),
         None => Err(EventError::Unknown {
             name: item.to_string(),
             suggestions: suggest(item, known_names().into_iter().map(String::from)),
@@ -277,10 +421,108 @@ fn parse_modifiers(event: &str, suffix: &str) -> Result<Modifiers, EventError> {
     })
 }
 
+/// Letters, digits, `_`, `-`, and the glob characters `*`, `?`, `[`, `]`.
 fn is_tracepoint_part(s: &str) -> bool {
     !s.is_empty()
-        && s.bytes()
-            .all(|c| c.is_ascii_alphanumeric() || c == b'_' || c == b'-')
+        && s.bytes().all(|c| {
+            c.is_ascii_alphanumeric() || matches!(c, b'_' | b'-' | b'*' | b'?' | b'[' | b']')
+        })
+}
+
+/// Whether a tracepoint name part is a glob.
+pub fn is_glob(s: &str) -> bool {
+    s.contains(['*', '?', '['])
+}
+
+/// The fields a tracepoint filter compares (`len >= 1048576 && (flags & 0x20)` names `len`
+/// and `flags`): each identifier just before a comparison operator, outside quotes.
+pub fn filter_fields(expr: &str) -> Vec<String> {
+    let b = expr.as_bytes();
+    let mut out = Vec::new();
+    let mut last_ident: Option<String> = None;
+    let mut i = 0;
+    while i < b.len() {
+        let c = b[i];
+        if c == b'"' || c == b'\'' {
+            let end = b[i + 1..]
+                .iter()
+                .position(|&q| q == c)
+                .map_or(b.len(), |p| i + 2 + p);
+            i = end;
+            last_ident = None;
+            continue;
+        }
+        if c.is_ascii_alphabetic() || c == b'_' {
+            let start = i;
+            while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_') {
+                i += 1;
+            }
+            last_ident = Some(expr[start..i].to_string());
+            continue;
+        }
+        if c.is_ascii_whitespace() {
+            i += 1;
+            continue;
+        }
+        let op = match (c, b.get(i + 1)) {
+            (b'=' | b'!' | b'<' | b'>', Some(b'=')) => 2,
+            (b'&', Some(b'&')) | (b'|', Some(b'|')) => {
+                last_ident = None;
+                i += 2;
+                continue;
+            }
+            (b'<' | b'>' | b'&' | b'~', _) => 1,
+            _ => 0,
+        };
+        if op > 0 {
+            if let Some(f) = last_ident.take() {
+                out.push(f);
+            }
+            i += op;
+        } else {
+            last_ident = None;
+            i += 1;
+        }
+    }
+    out.dedup();
+    out
+}
+
+/// Shell-style matching of `name` against `pattern` (`*`, `?`, `[abc]`, `[a-z]`, `[!a]`).
+pub fn glob_match(pattern: &str, name: &str) -> bool {
+    fn class(p: &[u8], c: u8) -> Option<(bool, usize)> {
+        // p starts after '['; returns (matched, length including ']').
+        let (neg, mut i) = match p.first() {
+            Some(b'!' | b'^') => (true, 1),
+            _ => (false, 0),
+        };
+        let mut hit = false;
+        let start = i;
+        while i < p.len() && (p[i] != b']' || i == start) {
+            if i + 2 < p.len() && p[i + 1] == b'-' && p[i + 2] != b']' {
+                hit |= (p[i]..=p[i + 2]).contains(&c);
+                i += 3;
+            } else {
+                hit |= p[i] == c;
+                i += 1;
+            }
+        }
+        (i < p.len()).then_some((hit != neg, i + 1))
+    }
+    fn go(p: &[u8], n: &[u8]) -> bool {
+        match p.first() {
+            None => n.is_empty(),
+            Some(b'*') => (0..=n.len()).any(|k| go(&p[1..], &n[k..])),
+            Some(b'?') => !n.is_empty() && go(&p[1..], &n[1..]),
+            Some(b'[') => match (n.first(), class(&p[1..], *n.first().unwrap_or(&0))) {
+                (Some(_), Some((true, len))) => go(&p[1 + len..], &n[1..]),
+                (Some(_), Some((false, _))) | (None, _) => false,
+                (Some(&c), None) => c == b'[' && go(&p[1..], &n[1..]),
+            },
+            Some(&c) => n.first() == Some(&c) && go(&p[1..], &n[1..]),
+        }
+    }
+    go(pattern.as_bytes(), name.as_bytes())
 }
 
 fn parse_tracepoint(item: &str, system: &str, name: &str) -> Result<EventSpec, EventError> {
@@ -299,17 +541,35 @@ fn parse_tracepoint(item: &str, system: &str, name: &str) -> Result<EventSpec, E
             event: item.to_string(),
         });
     }
-    Ok(EventSpec {
-        name: item.to_string(),
-        kind: EventKind::Tracepoint {
-            system: system.to_string(),
-            name: name.to_string(),
-        },
-        modifiers: Modifiers::default(),
-    })
+    let kind = EventKind::Tracepoint {
+        system: system.to_string(),
+        name: name.to_string(),
+    };
+    Ok(EventSpec::new(item.to_string(), kind, Modifiers::default()))
 }
 
 impl EventSpec {
+    /// An event without terms or filter.
+    pub fn new(name: String, kind: EventKind, modifiers: Modifiers) -> EventSpec {
+        EventSpec {
+            name,
+            kind,
+            modifiers,
+            terms: Terms::default(),
+            filter: None,
+        }
+    }
+
+    /// A tracepoint whose system or name is a glob, to expand against tracefs.
+    pub fn glob(&self) -> Option<(&str, &str)> {
+        match &self.kind {
+            EventKind::Tracepoint { system, name } if is_glob(system) || is_glob(name) => {
+                Some((system, name))
+            }
+            _ => None,
+        }
+    }
+
     pub fn is_tracepoint(&self) -> bool {
         matches!(self.kind, EventKind::Tracepoint { .. })
     }
@@ -554,6 +814,61 @@ mod tests {
         assert_eq!(suggest("ev", many).len(), 5);
         assert_eq!(edit_distance("kitten", "sitting"), 3);
         assert_eq!(edit_distance("", "abc"), 3);
+    }
+
+    #[test]
+    fn terms_globs_and_filter_fields() {
+        let v = parse_event_list(
+            "page-faults/period=10/u,kmem:kmalloc/call-graph=dwarf,4096,max-stack=8,name=km/,kmem:mm_page_*",
+        )
+        .unwrap();
+        assert_eq!(v.len(), 3);
+        assert_eq!(v[0].terms.period, Some(Period::Count(10)));
+        assert!(v[0].modifiers.exclude_kernel);
+        assert_eq!(
+            v[1].terms.call_graph,
+            Some(CallGraph::Dwarf { stack_bytes: 4096 })
+        );
+        assert_eq!(v[1].terms.max_stack, Some(8));
+        assert_eq!(v[1].terms.label.as_deref(), Some("km"));
+        assert_eq!(v[2].glob(), Some(("kmem", "mm_page_*")));
+        assert_eq!(
+            one("cycles/freq=99/").terms.period,
+            Some(Period::Frequency(99))
+        );
+        assert_eq!(
+            one("faults/call-graph=fp/").terms.call_graph,
+            Some(CallGraph::Fp)
+        );
+        assert!(matches!(
+            parse_event_list("page-faults/perio=1/"),
+            Err(EventError::BadTerm { .. })
+        ));
+        assert!(matches!(
+            parse_event_list("page-faults/period=0/"),
+            Err(EventError::BadTerm { .. })
+        ));
+        assert!(matches!(
+            parse_event_list("page-faults/period=1"),
+            Err(EventError::UnterminatedTerms { .. })
+        ));
+        assert!(matches!(
+            parse_event_list("kmem:kmalloc/period=2/u"),
+            Err(EventError::TracepointModifier { .. })
+        ));
+        assert!(glob_match("mm_page_*", "mm_page_alloc"));
+        assert!(glob_match("*mmap*", "sys_enter_mmap"));
+        assert!(glob_match("sys_[ex]*_brk", "sys_exit_brk"));
+        assert!(glob_match("sys_[!x]*", "sys_enter_brk"));
+        assert!(!glob_match("sys_[!e]*", "sys_enter_brk"));
+        assert!(glob_match("kmallo?", "kmalloc"));
+        assert!(!glob_match("mm_page_*", "kmalloc"));
+        assert_eq!(
+            filter_fields("len >= 1048576 && (flags & 0x20) || comm == \"a>b\""),
+            ["len", "flags", "comm"]
+        );
+        assert_eq!(filter_fields("!(bytes_alloc<4096)"), ["bytes_alloc"]);
+        assert_eq!(filter_fields("name ~ \"dentry*\""), ["name"]);
     }
 
     #[test]

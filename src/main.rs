@@ -3,12 +3,11 @@
 use std::io::ErrorKind;
 use std::process::ExitCode;
 
-use clap::Parser;
 use memperf::cli::{Cli, Command};
 
 fn main() -> ExitCode {
     memperf::sys::tune_allocator();
-    let cli = Cli::parse();
+    let cli = Cli::parse_args();
     let result = match cli.command {
         Command::Record(args) => args.into_config().and_then(memperf::cmd::record::run),
         Command::Report(args) => args.into_config().and_then(memperf::cmd::report::run),

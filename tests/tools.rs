@@ -422,6 +422,67 @@ fn mmapsnoop_prints_every_call_with_what_it_mapped() {
     assert_eq!(perf_count(&data, comm, "syscalls:sys_enter_mmap"), mmaps);
 }
 
+/// `-n NAME` becomes a kernel filter on the tracepoints (`comm ~ "*NAME*"`), as BCC's
+/// is a BPF one: system-wide, the recording holds the named process's calls and no other.
+#[test]
+fn mmapsnoop_name_filter_runs_in_the_kernel() {
+    if !require_perf("mmapsnoop -n") || !is_root() {
+        return;
+    }
+    let sizes = fixture("mapsizes", Variant::NoFp);
+    let mapper = fixture("mapper", Variant::NoFp);
+    let name = sizes.file_name().unwrap().to_str().unwrap();
+    let other = mapper.file_name().unwrap().to_str().unwrap();
+    let dir = scratch();
+    let data = dir.path().join("named.data");
+    let script = format!(
+        "{} 30 2 && {} {}",
+        sizes.display(),
+        mapper.display(),
+        dir.path().join("mapped.bin").display()
+    );
+    let _turn = recording_turn();
+    let (text, err) = run_tool(&[
+        "mmapsnoop",
+        "-a",
+        "-n",
+        name,
+        "-w",
+        data.to_str().unwrap(),
+        "--",
+        "sh",
+        "-c",
+        &script,
+    ]);
+    let printed = text.lines().filter(|l| l.contains(name)).count();
+    let mmaps = text
+        .lines()
+        .filter(|l| l.contains(name) && !l.contains("UNMAP") && !l.contains("REMAP"))
+        .count();
+    // 32 of its own, and the loader's before them.
+    assert!(mmaps > 32, "{text}\n{err}");
+    assert!(printed > mmaps, "its munmaps too\n{text}");
+    assert_eq!(perf_count(&data, name, "syscalls:sys_enter_mmap"), mmaps);
+    // The kernel dropped everything else: the shell's and the other fixture's calls.
+    for comm in [other, "sh"] {
+        assert_eq!(
+            perf_count(&data, comm, "syscalls:sys_enter_mmap"),
+            0,
+            "{comm}"
+        );
+    }
+    let p = Command::new("perf")
+        .args(["script", "-F", "comm", "-i"])
+        .arg(&data)
+        .output()
+        .unwrap();
+    let comms: std::collections::BTreeSet<String> = String::from_utf8_lossy(&p.stdout)
+        .lines()
+        .map(|l| l.trim().to_string())
+        .collect();
+    assert_eq!(comms.into_iter().collect::<Vec<_>>(), vec![name], "{err}");
+}
+
 #[test]
 fn shmsnoop_prints_every_shared_memory_call_as_bcc() {
     if !require_perf("shmsnoop") {

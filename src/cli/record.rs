@@ -22,6 +22,10 @@ EXAMPLES:
         Major faults of a command, with frame-pointer stacks only.
     memperf record -e kmem:kmalloc -a -C 0 --duration 5
         Kernel allocations on CPU 0 for 5 seconds.
+    memperf record -e kmem:kmalloc --filter 'bytes_alloc > 65536' -a
+        Only the large ones: the kernel drops the others before sampling.
+    memperf record -e 'kmem:mm_page_*,page-faults/period=10/' -a
+        Every page allocator tracepoint, and one page fault in ten.
     perf script -i memperf.data
         The recording is a perf.data file: perf's own tools read it.
 
@@ -36,7 +40,9 @@ PERMISSIONS:
 pub struct RecordArgs {
     /// Events to record, comma-separated, repeatable: page-faults (faults), minor-faults,
     /// major-faults, cpu-clock, task-clock, context-switches, cpu-migrations, or a tracepoint
-    /// `subsystem:name` (e.g. syscalls:sys_enter_brk, kmem:kmalloc).
+    /// `subsystem:name` (e.g. syscalls:sys_enter_brk, kmem:kmalloc; globs such as
+    /// `kmem:mm_page_*`); perf's terms after a name: `page-faults/period=10,name=pf/`
+    /// (period, freq, call-graph, stack-size, max-stack, name).
     #[arg(
         short = 'e',
         long = "event",
@@ -44,6 +50,21 @@ pub struct RecordArgs {
         default_value = "page-faults"
     )]
     pub events: Vec<String>,
+
+    /// A tracepoint filter for the events of the `-e` before it, applied by the kernel
+    /// (e.g. `bytes_alloc > 65536`, `len >= 1048576 && (flags & 0x20)`): events it rejects
+    /// cost no sample, stack copy or ring space.
+    #[arg(long = "filter", value_name = "EXPR")]
+    pub filters: Vec<String>,
+
+    /// The filter of each `-e` value, by its index (set from the parsed command line's
+    /// order: see `Cli::parse_args`).
+    #[arg(skip)]
+    pub filter_of: Vec<Option<String>>,
+
+    /// Keep memperf's own samples in a system-wide recording (left out by default).
+    #[arg(long = "include-self")]
+    pub include_self: bool,
 
     /// Record on all CPUs, every process (the default when no target is given).
     #[arg(short = 'a', long = "all-cpus")]
@@ -134,6 +155,32 @@ pub struct RecordArgs {
     pub command: Vec<OsString>,
 }
 
+/// Pairs each `--filter` with the `-e` value before it: the filter of each `-e` value by
+/// index (`None` where it has none). A filter before any `-e` belongs to index `usize::MAX`
+/// and is reported by `into_config`.
+pub(crate) fn filters_by_event(m: &clap::ArgMatches) -> Vec<Option<String>> {
+    let events: Vec<usize> = m
+        .indices_of("events")
+        .map(|i| i.collect())
+        .unwrap_or_default();
+    let mut out: Vec<Option<String>> = vec![None; events.len().max(1)];
+    let (Some(filters), Some(idx)) = (m.get_many::<String>("filters"), m.indices_of("filters"))
+    else {
+        return out;
+    };
+    for (f, at) in filters.zip(idx) {
+        let Some(ev) = events.iter().rposition(|&e| e < at) else {
+            out.push(Some(format!("\0{f}")));
+            continue;
+        };
+        out[ev] = Some(match out[ev].take() {
+            Some(prev) => format!("({prev}) && ({f})"),
+            None => f.clone(),
+        });
+    }
+    out
+}
+
 /// When dwarf stacks are unwound.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum UnwindWhen {
@@ -194,6 +241,29 @@ pub struct RecordConfig {
     pub consume: Consume,
     /// The command line memperf was started with, for the file's CMDLINE feature.
     pub cmdline: Vec<String>,
+    /// Keep memperf's own samples when recording system-wide.
+    pub include_self: bool,
+}
+
+impl RecordConfig {
+    /// How `spec`'s user stacks are captured: its `call-graph=` term, else the recording's.
+    pub fn call_graph_of(&self, spec: &EventSpec) -> CallGraph {
+        spec.terms.call_graph.unwrap_or(self.call_graph)
+    }
+
+    /// The call graph of the event that copies the most stack (DWARF first): what the
+    /// rings are sized for and whether the recorder unwinds.
+    pub fn widest_call_graph(&self) -> CallGraph {
+        self.events
+            .iter()
+            .map(|e| self.call_graph_of(e))
+            .max_by_key(|c| match c {
+                CallGraph::Dwarf { stack_bytes } => 2 + u64::from(*stack_bytes),
+                CallGraph::Fp => 1,
+                CallGraph::None => 0,
+            })
+            .unwrap_or(self.call_graph)
+    }
 }
 
 /// The largest user stack copy the kernel accepts (perf: round_down(USHRT_MAX, 8)).
@@ -231,10 +301,40 @@ pub fn parse_call_graph(s: &str) -> Result<CallGraph> {
 
 impl RecordArgs {
     /// Checks the arguments and turns them into a `RecordConfig`.
-    pub fn into_config(self) -> Result<RecordConfig> {
+    pub fn into_config(mut self) -> Result<RecordConfig> {
+        if let Some(Some(f)) = self
+            .filter_of
+            .iter()
+            .find(|f| f.as_ref().is_some_and(|f| f.starts_with('\0')))
+        {
+            bail!(
+                "--filter `{}` must follow the -e whose tracepoints it filters",
+                &f[1..]
+            );
+        }
+        if self.filter_of.is_empty() && !self.filters.is_empty() {
+            // Parsed without the command line's order (a library caller): the last -e.
+            self.filter_of = vec![None; self.events.len()];
+            if let Some(last) = self.filter_of.last_mut() {
+                *last = Some(self.filters.join(") && ("));
+            }
+        }
         let mut specs = Vec::new();
-        for list in &self.events {
-            specs.extend(events::parse_event_list(list)?);
+        for (i, list) in self.events.iter().enumerate() {
+            let mut these = events::parse_event_list(list)?;
+            if let Some(Some(filter)) = self.filter_of.get(i) {
+                let mut any = false;
+                for spec in these.iter_mut().filter(|s| s.is_tracepoint()) {
+                    spec.filter = Some(filter.clone());
+                    any = true;
+                }
+                if !any {
+                    bail!(
+                        "--filter `{filter}` follows `-e {list}`, which names no tracepoint: filters apply to tracepoints only"
+                    );
+                }
+            }
+            specs.extend(these);
         }
         let period = match (self.count, self.freq) {
             (Some(0), _) => bail!("invalid sample period 0 for -c: it must be at least 1"),
@@ -303,6 +403,7 @@ impl RecordArgs {
             quiet: self.quiet,
             consume: self.consume,
             cmdline: std::env::args().collect(),
+            include_self: self.include_self,
         })
     }
 }

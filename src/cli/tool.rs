@@ -116,6 +116,7 @@ impl ToolArgs {
             interval: None,
             count: None,
             period: None,
+            comm: None,
         })
     }
 }

@@ -237,7 +237,8 @@ impl Tool for Mmapsnoop {
 
 /// Runs `memperf mmapsnoop`.
 pub fn run(args: SnoopArgs) -> Result<i32> {
-    let cfg = args.common.clone().into_config(args.stack)?;
+    let mut cfg = args.common.clone().into_config(args.stack)?;
+    cfg.comm = args.name.clone();
     let mut header = String::new();
     if args.timestamp {
         header.push_str(&format!("{:<9}", "TIME"));

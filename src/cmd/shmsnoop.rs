@@ -250,7 +250,8 @@ impl Tool for Shmsnoop {
 
 /// Runs `memperf shmsnoop`.
 pub fn run(args: SnoopArgs) -> Result<i32> {
-    let cfg = args.common.clone().into_config(args.stack)?;
+    let mut cfg = args.common.clone().into_config(args.stack)?;
+    cfg.comm = args.name.clone();
     let mut header = String::new();
     if args.timestamp {
         header.push_str(&format!("{:<14}", "TIME(s)"));

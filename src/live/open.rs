@@ -10,6 +10,7 @@ use rustc_hash::FxHashMap;
 
 use crate::cli::{CallGraph, RecordConfig, Target, UnwindWhen};
 use crate::events::{self, EventKind, EventSpec, Period};
+use crate::perfdata::tracing_data::EventFormat;
 use crate::procfs;
 use crate::sys::attr::{AttrConfig, X86_REGS_PERF_ALL, build_attr, user_regs_mask_for_unwind};
 use crate::sys::clock::{PerfClock, SampleClock};
@@ -52,6 +53,8 @@ pub struct ResolvedEvent {
     pub sampling: Option<Sampling>,
     /// An in-kernel tracepoint filter (PERF_EVENT_IOC_SET_FILTER), set on every fd.
     pub filter: Option<std::ffi::CString>,
+    /// The glob this event was expanded from (`kmem:mm_page_*`).
+    pub glob: Option<String>,
     /// The attr as finally opened (after any fallback), for the file header.
     pub attr: Option<perf_event_attr>,
     pub ids: Vec<u64>,
@@ -76,63 +79,237 @@ pub struct Opened {
     pub format_lost: bool,
 }
 
-/// Resolves tracepoints through tracefs (mounting it when needed).
+/// Resolves tracepoints through tracefs (mounting it when needed), expands tracepoint globs
+/// (`kmem:mm_page_*`) into the events tracefs lists, and names each event by its `name=`
+/// label where it has one.
 pub fn resolve_events(specs: &[EventSpec]) -> Result<(Vec<ResolvedEvent>, Option<Tracefs>)> {
-    let mut tracefs = None;
+    let mut tracefs: Option<Tracefs> = None;
     let mut out = Vec::new();
     for spec in specs {
-        let (mut config1, mut config2) = (0, 0);
-        let (type_, config) = match &spec.kind {
-            EventKind::Uprobe {
-                type_,
-                config,
-                config1: c1,
-                config2: c2,
-            } => {
-                (config1, config2) = (*c1, *c2);
-                (*type_, *config)
-            }
-            EventKind::Software { config } => (PERF_TYPE_SOFTWARE, *config),
-            EventKind::Hardware { config } => (PERF_TYPE_HARDWARE, *config),
-            EventKind::Raw { config } => (PERF_TYPE_RAW, *config),
-            EventKind::Tracepoint { system, name } => {
+        let expanded;
+        let (from, each): (Option<String>, &[EventSpec]) = match spec.glob() {
+            Some((system, name)) => {
                 if tracefs.is_none() {
-                    tracefs =
-                        Some(Tracefs::locate_or_mount().with_context(|| {
-                            format!("failed to open tracepoint `{}`", spec.name)
-                        })?);
+                    tracefs = Some(Tracefs::locate_or_mount().with_context(|| {
+                        format!("failed to expand tracepoint glob `{}`", spec.name)
+                    })?);
                 }
                 let tfs = tracefs
                     .as_ref()
                     .ok_or_else(|| anyhow!("tracefs unavailable"))?;
-                match tfs.event_id(system, name) {
-                    Ok(id) => (PERF_TYPE_TRACEPOINT, id),
-                    Err(e) => {
-                        let known = tfs.list_events().unwrap_or_default();
-                        let near = events::suggest(&spec.name, known);
-                        let hint = if near.is_empty() {
-                            String::new()
-                        } else {
-                            format!("; did you mean {}?", quote_list(&near))
-                        };
-                        bail!("failed to open tracepoint `{}`: {e}{hint}", spec.name);
-                    }
-                }
+                expanded = expand_glob(spec, system, name, tfs)?;
+                (Some(spec.name.clone()), &expanded)
             }
+            None => (None, std::slice::from_ref(spec)),
         };
-        out.push(ResolvedEvent {
-            spec: spec.clone(),
-            type_,
-            config,
-            config1,
-            config2,
-            sampling: None,
-            filter: None,
-            attr: None,
-            ids: Vec::new(),
-        });
+        for spec in each {
+            let mut ev = resolve_one(spec, &mut tracefs)?;
+            ev.glob = from.clone();
+            if let Some(label) = &spec.terms.label {
+                ev.spec.name = label.clone();
+            }
+            out.push(ev);
+        }
     }
     Ok((out, tracefs))
+}
+
+/// The tracepoints `system:name` (globs) names, each a copy of `spec`; none is an error
+/// that names the subsystems (or the events) closest to what was asked.
+fn expand_glob(
+    spec: &EventSpec,
+    system: &str,
+    name: &str,
+    tfs: &Tracefs,
+) -> Result<Vec<EventSpec>> {
+    let all = tfs
+        .list_events()
+        .with_context(|| format!("failed to list the tracepoints for `{}`", spec.name))?;
+    let matched: Vec<EventSpec> = all
+        .iter()
+        .filter_map(|e| e.split_once(':'))
+        .filter(|(s, n)| events::glob_match(system, s) && events::glob_match(name, n))
+        .map(|(s, n)| {
+            let mut one = spec.clone();
+            one.name = format!("{s}:{n}");
+            one.kind = EventKind::Tracepoint {
+                system: s.to_string(),
+                name: n.to_string(),
+            };
+            one
+        })
+        .collect();
+    if matched.is_empty() {
+        let mut systems: Vec<String> = all
+            .iter()
+            .filter_map(|e| Some(e.split_once(':')?.0.to_string()))
+            .collect();
+        systems.dedup();
+        let in_system: Vec<String> = all
+            .iter()
+            .filter(|e| {
+                e.split_once(':')
+                    .is_some_and(|(s, _)| events::glob_match(system, s))
+            })
+            .cloned()
+            .collect();
+        if in_system.is_empty() {
+            let bare: String = system.chars().filter(|c| !"*?[]".contains(*c)).collect();
+            let near = events::suggest(&bare, systems);
+            let hint = if near.is_empty() {
+                "; `memperf list` shows them all".to_string()
+            } else {
+                format!("; subsystems near it: {}", quote_list(&near))
+            };
+            bail!(
+                "no tracepoint subsystem matches `{system}` (in `{}`){hint}",
+                spec.name
+            );
+        }
+        let shown: Vec<String> = in_system.iter().take(12).cloned().collect();
+        bail!(
+            "no tracepoint matches `{}`; {} has {} events, e.g. {}",
+            spec.name,
+            system,
+            in_system.len(),
+            quote_list(&shown)
+        );
+    }
+    if spec.terms.label.is_some() && matched.len() > 1 {
+        bail!(
+            "`{}` names {} tracepoints: a `name=` label would give them all one name",
+            spec.name,
+            matched.len()
+        );
+    }
+    Ok(matched)
+}
+
+fn resolve_one(spec: &EventSpec, tracefs: &mut Option<Tracefs>) -> Result<ResolvedEvent> {
+    let (mut config1, mut config2) = (0, 0);
+    let (type_, config) = match &spec.kind {
+        EventKind::Uprobe {
+            type_,
+            config,
+            config1: c1,
+            config2: c2,
+        } => {
+            (config1, config2) = (*c1, *c2);
+            (*type_, *config)
+        }
+        EventKind::Software { config } => (PERF_TYPE_SOFTWARE, *config),
+        EventKind::Hardware { config } => (PERF_TYPE_HARDWARE, *config),
+        EventKind::Raw { config } => (PERF_TYPE_RAW, *config),
+        EventKind::Tracepoint { system, name } => {
+            if tracefs.is_none() {
+                *tracefs = Some(
+                    Tracefs::locate_or_mount()
+                        .with_context(|| format!("failed to open tracepoint `{}`", spec.name))?,
+                );
+            }
+            let tfs = tracefs
+                .as_ref()
+                .ok_or_else(|| anyhow!("tracefs unavailable"))?;
+            match tfs.event_id(system, name) {
+                Ok(id) => (PERF_TYPE_TRACEPOINT, id),
+                Err(e) => {
+                    let known = tfs.list_events().unwrap_or_default();
+                    let near = events::suggest(&spec.name, known);
+                    let hint = if near.is_empty() {
+                        String::new()
+                    } else {
+                        format!("; did you mean {}?", quote_list(&near))
+                    };
+                    bail!("failed to open tracepoint `{}`: {e}{hint}", spec.name);
+                }
+            }
+        }
+    };
+    if let (Some(f), EventKind::Tracepoint { system, name }, Some(tfs)) =
+        (&spec.filter, &spec.kind, tracefs.as_ref())
+    {
+        check_filter(f, spec, system, name, tfs)?;
+    }
+    let filter = match &spec.filter {
+        Some(f) => Some(
+            std::ffi::CString::new(f.as_str())
+                .map_err(|_| anyhow!("the filter of `{}` has a NUL byte", spec.name))?,
+        ),
+        None => None,
+    };
+    Ok(ResolvedEvent {
+        spec: spec.clone(),
+        type_,
+        config,
+        config1,
+        config2,
+        sampling: None,
+        filter,
+        glob: None,
+        attr: None,
+        ids: Vec::new(),
+    })
+}
+
+/// The fields a filter names must be the tracepoint's (or the generic `common_*`, `comm`,
+/// `cpu`): the kernel's EINVAL does not say which one it did not know.
+fn check_filter(
+    filter: &str,
+    spec: &EventSpec,
+    system: &str,
+    name: &str,
+    tfs: &Tracefs,
+) -> Result<()> {
+    let Ok(text) = tfs.format(system, name) else {
+        return Ok(());
+    };
+    let Some(format) = EventFormat::parse(&String::from_utf8_lossy(&text)) else {
+        return Ok(());
+    };
+    for field in events::filter_fields(filter) {
+        let generic = matches!(
+            field.as_str(),
+            "comm" | "COMM" | "cpu" | "CPU" | "common_cpu"
+        );
+        if !generic && format.field(&field).is_none() {
+            let names: Vec<String> = format
+                .fields
+                .iter()
+                .map(|f| f.name.clone())
+                .filter(|n| !n.starts_with("common_"))
+                .collect();
+            bail!(
+                "the filter `{filter}` names `{field}`, which `{}` has not; its fields: {} (and common_pid, comm, cpu)",
+                spec.name,
+                names.join(", ")
+            );
+        }
+    }
+    Ok(())
+}
+
+/// What each tracepoint glob expanded to, for the summary.
+fn glob_notes(events: &[ResolvedEvent]) -> Vec<String> {
+    const SHOWN: usize = 20;
+    let mut groups: Vec<(&str, Vec<&str>)> = Vec::new();
+    for ev in events {
+        let Some(glob) = &ev.glob else { continue };
+        match groups.iter_mut().find(|(g, _)| g == glob) {
+            Some((_, names)) => names.push(&ev.spec.name),
+            None => groups.push((glob, vec![&ev.spec.name])),
+        }
+    }
+    groups
+        .into_iter()
+        .map(|(glob, names)| {
+            let more = names.len().saturating_sub(SHOWN);
+            let mut list = names[..names.len().min(SHOWN)].join(", ");
+            if more > 0 {
+                list.push_str(&format!(" and {more} more"));
+            }
+            format!("`{glob}` is {} tracepoints: {list}", names.len())
+        })
+        .collect()
 }
 
 fn quote_list(names: &[String]) -> String {
@@ -188,7 +365,7 @@ pub fn attr_config(
     }
     let (mut regs_user, mut stack_user) = (0, 0);
     let mut exclude_callchain_user = false;
-    match cfg.call_graph {
+    match cfg.call_graph_of(&ev.spec) {
         CallGraph::None => {}
         CallGraph::Fp => sample_type |= PERF_SAMPLE_CALLCHAIN,
         CallGraph::Dwarf { stack_bytes } => {
@@ -205,7 +382,12 @@ pub fn attr_config(
             }
         }
     }
-    let period = cfg.period.unwrap_or_else(|| ev.spec.default_period());
+    let period = ev
+        .spec
+        .terms
+        .period
+        .or(cfg.period)
+        .unwrap_or_else(|| ev.spec.default_period());
     if matches!(period, Period::Frequency(_)) {
         // Only a frequency makes the period vary. For a fixed period the bit would be wrong:
         // the kernel samples every software and tracepoint event that carries
@@ -238,6 +420,7 @@ pub fn attr_config(
         wakeup_watermark: watermark,
         // Read at the end: losses the kernel counted but had no room left to report.
         read_format: FORMAT_LOST,
+        max_stack: ev.spec.terms.max_stack.unwrap_or(0),
     }
 }
 
@@ -301,6 +484,7 @@ fn sampled_attr_config(
         sample_id_all: true,
         wakeup_watermark: watermark,
         read_format: FORMAT_LOST,
+        max_stack: ev.spec.terms.max_stack.unwrap_or(0),
     }
 }
 
@@ -342,7 +526,7 @@ fn open_targets(cfg: &RecordConfig, child: Option<i32>) -> Result<Vec<i32>> {
 pub fn default_mmap_pages(cfg: &RecordConfig, facts: &SystemFacts) -> usize {
     let page = crate::sys::page_size().max(1);
     let privileged = facts.euid == 0 || facts.cap_ipc_lock;
-    let wanted_bytes: usize = match cfg.call_graph {
+    let wanted_bytes: usize = match cfg.widest_call_graph() {
         // 16 MiB holds about 2,000 samples with 8 KiB stacks: several milliseconds of a
         // fault storm, enough for the reader on the other CPU to keep up.
         CallGraph::Dwarf { .. } => 16 << 20,
@@ -376,7 +560,20 @@ pub fn open_all(
         .unwrap_or_else(|| default_mmap_pages(cfg, facts));
     let opener = SysOpener;
     let mut features = FeatureState::default();
-    let mut notes = Vec::new();
+    let mut notes = glob_notes(&events);
+    if cfg.target == Target::SystemWide && !cfg.include_self {
+        // As perf's --exclude-perf: the kernel drops memperf's own tracepoint hits (the
+        // session leaves out its other samples).
+        let me = std::process::id();
+        for ev in events.iter_mut().filter(|e| e.spec.is_tracepoint()) {
+            let own = match &ev.filter {
+                Some(f) => format!("({}) && common_pid != {me}", f.to_string_lossy()),
+                None => format!("common_pid != {me}"),
+            };
+            ev.filter =
+                Some(std::ffi::CString::new(own).map_err(|_| anyhow!("a NUL in a filter"))?);
+        }
+    }
     let mut rings: Vec<RingBuffer> = Vec::new();
     let mut fds = Vec::new();
     let mut ids = FxHashMap::default();
@@ -429,14 +626,22 @@ pub fn open_all(
                     }
                     Err(errno) => return Err(open_error(errno, ev, pid, cpu, cfg, facts)),
                 };
-                if let Some(filter) = &ev.filter {
-                    crate::sys::open::ioc_set_filter(fd.as_fd(), filter).with_context(|| {
-                        format!(
-                            "failed to set the filter `{}` on event `{}`",
-                            filter.to_string_lossy(),
-                            ev.spec.name
-                        )
-                    })?;
+                if let Some(filter) = &ev.filter
+                    && let Err(e) = crate::sys::open::ioc_set_filter(fd.as_fd(), filter)
+                {
+                    let why = if e.kind() == std::io::ErrorKind::InvalidInput {
+                        "the kernel rejected it (EINVAL): compare fields with ==, !=, <, <=, >, >=, \
+                         & (bits) or ~ (string glob), join with &&, || and parentheses; numbers \
+                         in decimal or 0x hex, strings in double quotes"
+                            .to_string()
+                    } else {
+                        e.to_string()
+                    };
+                    bail!(
+                        "failed to set the filter `{}` on event `{}`: {why}",
+                        filter.to_string_lossy(),
+                        ev.spec.name
+                    );
                 }
                 let id = ioc_id(fd.as_fd()).with_context(|| {
                     format!("failed to read the id of event `{}`", ev.spec.name)

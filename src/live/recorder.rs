@@ -69,6 +69,8 @@ pub(crate) struct Recorded {
     pub exit: Option<ExitStatusInfo>,
     pub drain: DrainStats,
     pub notes: Vec<String>,
+    /// The events' names, as opened (globs expanded, labels applied).
+    pub names: Vec<String>,
     pub elapsed: Duration,
     /// Every loss: the LOST records, and what the kernel counted but had no room to report.
     pub lost: u64,
@@ -126,8 +128,8 @@ pub(crate) fn record<H: Live>(run: Run<'_>, tool: &mut H) -> Result<Recorded> {
     let child_pid = gated.as_ref().map(|g| g.pid());
     let opened = open::open_all(cfg, events, tracefs, child_pid, &facts)?;
 
-    let online =
-        matches!(cfg.call_graph, CallGraph::Dwarf { .. }) && cfg.unwind == UnwindWhen::Online;
+    let online = matches!(cfg.widest_call_graph(), CallGraph::Dwarf { .. })
+        && cfg.unwind == UnwindWhen::Online;
     let (layouts, descs) = describe_events(&opened, online)?;
     let writer = match out_file {
         Some(f) => {
@@ -152,8 +154,17 @@ pub(crate) fn record<H: Live>(run: Run<'_>, tool: &mut H) -> Result<Recorded> {
             config: e.config,
         })
         .collect();
-    let mut session =
-        Session::new(layouts.ring.clone(), opened.ids.clone(), keep).with_types(types);
+    let max_stack = opened
+        .events
+        .iter()
+        .map(|e| e.spec.terms.max_stack)
+        .collect();
+    let mut session = Session::new(layouts.ring.clone(), opened.ids.clone(), keep)
+        .with_types(types)
+        .with_max_stack(max_stack)
+        .with_exclude_pid(
+            (cfg.target == Target::SystemWide && !cfg.include_self).then(std::process::id),
+        );
 
     let first_id = opened.events[0].ids.first().copied().unwrap_or(0);
     synth::synthesize(
@@ -242,6 +253,7 @@ pub(crate) fn record<H: Live>(run: Run<'_>, tool: &mut H) -> Result<Recorded> {
         reason: done.reason,
         exit: done.exit,
         drain: done.drain,
+        names: opened.events.iter().map(|e| e.spec.name.clone()).collect(),
         notes: opened.notes,
         elapsed,
         lost,

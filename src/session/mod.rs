@@ -13,9 +13,9 @@ mod processes;
 use std::io;
 
 use perf_event_open_sys::bindings::{
-    PERF_CONTEXT_USER, PERF_RECORD_COMM, PERF_RECORD_EXIT, PERF_RECORD_FORK, PERF_RECORD_LOST,
-    PERF_RECORD_LOST_SAMPLES, PERF_RECORD_MMAP, PERF_RECORD_MMAP2, PERF_RECORD_SAMPLE,
-    PERF_RECORD_THROTTLE, PERF_RECORD_UNTHROTTLE,
+    PERF_CONTEXT_MAX, PERF_CONTEXT_USER, PERF_RECORD_COMM, PERF_RECORD_EXIT, PERF_RECORD_FORK,
+    PERF_RECORD_LOST, PERF_RECORD_LOST_SAMPLES, PERF_RECORD_MMAP, PERF_RECORD_MMAP2,
+    PERF_RECORD_SAMPLE, PERF_RECORD_THROTTLE, PERF_RECORD_UNTHROTTLE,
 };
 use rustc_hash::FxHashMap;
 
@@ -101,6 +101,8 @@ pub const MAX_CHAIN_FRAMES: usize = 4096;
 /// Counters printed in the end-of-run summary and the report header.
 #[derive(Debug, Default, Clone)]
 pub struct SessionStats {
+    /// Samples of memperf itself left out of a system-wide recording.
+    pub excluded_self: u64,
     pub samples: Vec<u64>,
     /// Events the kernel dropped because a ring buffer was full (PERF_RECORD_LOST).
     pub lost: u64,
@@ -163,6 +165,10 @@ pub struct Session {
     infos: Vec<ParseInfo>,
     /// What each event is, when known (live recording, or a file's attrs).
     types: Vec<EventType>,
+    /// Each event's `max-stack=` term, by index.
+    max_stack: Vec<Option<u16>>,
+    /// A process whose samples are left out (memperf itself, recording system-wide).
+    exclude_pid: Option<u32>,
     /// The one event whose samples the ring of the record being handled holds, if one.
     ring_event: Option<usize>,
     /// An id of each event, by index.
@@ -186,6 +192,8 @@ impl Session {
         Session {
             infos,
             types: Vec::new(),
+            max_stack: Vec::new(),
+            exclude_pid: None,
             ring_event: None,
             event_ids: (0..n)
                 .map(|ev| {
@@ -209,6 +217,19 @@ impl Session {
             frames: Vec::with_capacity(128),
             chain: Vec::with_capacity(256),
         }
+    }
+
+    /// Leaves out (and counts) the samples of process `pid`.
+    pub fn with_exclude_pid(mut self, pid: Option<u32>) -> Self {
+        self.exclude_pid = pid;
+        self
+    }
+
+    /// The deepest stack each event keeps (its `max-stack=` term): user frames unwound
+    /// beyond it are cut, as perf's unwinder stops there.
+    pub fn with_max_stack(mut self, max: Vec<Option<u16>>) -> Self {
+        self.max_stack = max;
+        self
     }
 
     /// What each event is (attr type and config), so that a sample carrying another
@@ -440,6 +461,10 @@ impl Session {
                 return Ok(());
             }
         };
+        if sample.pid.is_some() && sample.pid == self.exclude_pid {
+            self.stats.excluded_self += 1;
+            return Ok(());
+        }
         if let Some(n) = self.stats.samples.get_mut(ev) {
             *n += 1;
         }
@@ -455,6 +480,9 @@ impl Session {
             && handler.wants_unwind(ev, &sample, &self.procs);
         if unwound {
             self.unwind_sample(&sample);
+            if let Some(&Some(max)) = self.max_stack.get(ev) {
+                cut_chain(&mut self.chain, usize::from(max));
+            }
         }
         let corrected_id = (by_id != Some(ev))
             .then(|| self.event_ids.get(ev).copied().flatten())
@@ -511,6 +539,24 @@ impl Session {
     }
 }
 
+/// Keeps at most `max` frames of a kernel-then-user chain (context markers not counted).
+fn cut_chain(chain: &mut Vec<u64>, max: usize) {
+    let mut frames = 0;
+    let keep = chain
+        .iter()
+        .position(|&ip| {
+            if ip < PERF_CONTEXT_MAX {
+                frames += 1;
+            }
+            frames > max
+        })
+        .unwrap_or(chain.len());
+    chain.truncate(keep);
+    if chain.last().is_some_and(|&ip| ip >= PERF_CONTEXT_MAX) {
+        chain.pop();
+    }
+}
+
 fn is_kernel_side_band(ty: u32) -> bool {
     matches!(
         ty,
@@ -542,4 +588,24 @@ pub(crate) fn user_regs(regs: &records::Regs<'_>) -> Option<UserRegs> {
 /// count (memperf writes LOST records only).
 pub fn lost_once(lost: u64, lost_samples: u64) -> u64 {
     lost.max(lost_samples)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn max_stack_cuts_frames_not_markers() {
+        let k = perf_event_open_sys::bindings::PERF_CONTEXT_KERNEL;
+        let full = vec![k, 1, 2, PERF_CONTEXT_USER, 3, 4, 5];
+        let mut c = full.clone();
+        cut_chain(&mut c, 4);
+        assert_eq!(c, [k, 1, 2, PERF_CONTEXT_USER, 3, 4]);
+        let mut c = full.clone();
+        cut_chain(&mut c, 2);
+        assert_eq!(c, [k, 1, 2]);
+        let mut c = full.clone();
+        cut_chain(&mut c, 9);
+        assert_eq!(c, full);
+    }
 }

@@ -37,6 +37,8 @@ pub struct AttrConfig {
     /// Wake the reader after this many bytes; 0 wakes it after every event.
     pub wakeup_watermark: u32,
     pub read_format: u64,
+    /// `sample_max_stack` (4.8+): the deepest kernel callchain; 0 for the sysctl's.
+    pub max_stack: u16,
 }
 
 impl Default for AttrConfig {
@@ -65,6 +67,7 @@ impl Default for AttrConfig {
             sample_id_all: false,
             wakeup_watermark: 0,
             read_format: 0,
+            max_stack: 0,
         }
     }
 }
@@ -113,6 +116,7 @@ pub fn build_attr(cfg: &AttrConfig) -> perf_event_attr {
         read_format: cfg.read_format,
         sample_regs_user: cfg.regs_user,
         sample_stack_user: cfg.stack_user,
+        sample_max_stack: cfg.max_stack,
         ..perf_event_attr::default()
     };
     attr.__bindgen_anon_3.config1 = cfg.config1;

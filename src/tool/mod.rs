@@ -67,6 +67,9 @@ pub struct ToolConfig {
     pub count: Option<u64>,
     /// Sample one event in N (fault tools' `-c`); every event by default.
     pub period: Option<u64>,
+    /// `-n NAME`: only processes whose name contains NAME. The tool checks it; the kernel
+    /// filters its tracepoints by it too (`comm ~ "*NAME*"`), as BCC does in BPF.
+    pub comm: Option<String>,
 }
 
 /// What a tool does with the samples of its events.
@@ -477,7 +480,17 @@ fn live<T: Tool>(
         let mut spec = events::parse_event_list(w.name)
             .with_context(|| format!("{name}: event `{}`", w.name))?;
         map.push(Some(i));
-        filters.extend(spec.iter().map(|_| w.filter));
+        let comm = cfg
+            .comm
+            .as_deref()
+            .filter(|n| !n.is_empty() && !n.contains(['*', '?', '[', ']', '"', '\\']))
+            .filter(|_| tracepoint(w.name).is_some())
+            .map(|n| format!("comm ~ \"*{n}*\""));
+        filters.extend(spec.iter().map(|_| match (w.filter, &comm) {
+            (Some(f), Some(c)) => Some(format!("({f}) && {c}")),
+            (Some(f), None) => Some(f.to_string()),
+            (None, c) => c.clone(),
+        }));
         specs.append(&mut spec);
         formats.push(format);
         present.push(true);
@@ -504,6 +517,7 @@ fn live<T: Tool>(
         quiet: true,
         consume: Consume::All,
         cmdline: std::env::args().collect(),
+        include_self: false,
     };
     let mut cx = Cx::new(out, formats, cfg.stacks);
     cx.present = present;
@@ -522,7 +536,8 @@ fn live<T: Tool>(
     let (mut events, tfs) = crate::live::open::resolve_events(&rcfg.events)?;
     for (ev, filter) in events.iter_mut().zip(&filters) {
         if let Some(f) = filter {
-            ev.filter = Some(std::ffi::CString::new(*f).context("a filter with a NUL byte")?);
+            ev.filter =
+                Some(std::ffi::CString::new(f.as_str()).context("a filter with a NUL byte")?);
         }
     }
     let run = Run {

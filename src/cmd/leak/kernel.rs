@@ -173,6 +173,8 @@ pub(super) fn plan(cfg: &LeakConfig) -> Result<Vec<Planned>> {
                     name: d.name.to_string(),
                 },
                 modifiers: Modifiers::default(),
+                terms: Default::default(),
+                filter: None,
             },
             role,
             sampling: open::Sampling {

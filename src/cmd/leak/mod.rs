@@ -178,6 +178,7 @@ fn record_config(
         quiet: true,
         consume: Consume::All,
         cmdline: std::env::args().collect(),
+        include_self: false,
     })
 }
 
@@ -517,6 +518,8 @@ fn plan_user(
                         name,
                     },
                     modifiers: Modifiers::default(),
+                    terms: Default::default(),
+                    filter: None,
                 });
             }
             let pmu = pmu.ok_or_else(|| anyhow!("no uprobe PMU"))?;
@@ -530,6 +533,8 @@ fn plan_user(
                     config2: offset,
                 },
                 modifiers: Modifiers::default(),
+                terms: Default::default(),
+                filter: None,
             };
             hold._pmu_paths.push(p);
             Ok(spec)

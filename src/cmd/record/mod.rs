@@ -54,6 +54,7 @@ pub fn run(cfg: RecordConfig) -> Result<i32> {
             session: &done.session,
             drain: &done.drain,
             notes: &done.notes,
+            names: &done.names,
             elapsed: done.elapsed,
             file_bytes: done.file_bytes,
             data_bytes: done.data_bytes,

@@ -34,6 +34,8 @@ pub struct EndInfo<'a> {
     pub session: &'a Session,
     pub drain: &'a DrainStats,
     pub notes: &'a [String],
+    /// The events' names as opened.
+    pub names: &'a [String],
     pub elapsed: Duration,
     pub file_bytes: u64,
     pub data_bytes: u64,
@@ -55,8 +57,14 @@ pub fn summary_lines(info: &EndInfo<'_>) -> Vec<String> {
             .unwrap_or_default(),
         info.reason
     )];
-    for (ev, n) in info.cfg.events.iter().zip(&st.samples) {
-        lines.push(format!("  {:<28} {n} samples", ev.name));
+    for (name, n) in info.names.iter().zip(&st.samples) {
+        lines.push(format!("  {name:<28} {n} samples"));
+    }
+    if st.excluded_self > 0 {
+        lines.push(format!(
+            "  left out {} samples of memperf itself (--include-self keeps them)",
+            st.excluded_self
+        ));
     }
     if st.unwound > 0 {
         let pct = 100.0 * st.truncated as f64 / st.unwound as f64;
