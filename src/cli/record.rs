@@ -181,6 +181,99 @@ pub(crate) fn filters_by_event(m: &clap::ArgMatches) -> Vec<Option<String>> {
     out
 }
 
+/// The `-e` lists parsed into specs, each `--filter` given to the tracepoints of the `-e`
+/// before it (`filter_of`, from the command line's order; see `filters_by_event`).
+pub(crate) fn parse_specs(
+    lists: &[String],
+    filters: &[String],
+    filter_of: &mut Vec<Option<String>>,
+) -> Result<Vec<EventSpec>> {
+    if let Some(Some(f)) = filter_of
+        .iter()
+        .find(|f| f.as_ref().is_some_and(|f| f.starts_with('\0')))
+    {
+        bail!(
+            "--filter `{}` must follow the -e whose tracepoints it filters",
+            &f[1..]
+        );
+    }
+    if filter_of.is_empty() && !filters.is_empty() {
+        // Parsed without the command line's order (a library caller): the last -e.
+        *filter_of = vec![None; lists.len()];
+        if let Some(last) = filter_of.last_mut() {
+            *last = Some(filters.join(") && ("));
+        }
+    }
+    let mut specs = Vec::new();
+    for (i, list) in lists.iter().enumerate() {
+        let mut these = events::parse_event_list(list)?;
+        if let Some(Some(filter)) = filter_of.get(i) {
+            let mut any = false;
+            for spec in these.iter_mut().filter(|s| s.is_tracepoint()) {
+                spec.filter = Some(filter.clone());
+                any = true;
+            }
+            if !any {
+                bail!(
+                    "--filter `{filter}` follows `-e {list}`, which names no tracepoint: filters apply to tracepoints only"
+                );
+            }
+        }
+        specs.extend(these);
+    }
+    Ok(specs)
+}
+
+/// `-C CPUS`, checked against the online CPUs; every online CPU without it.
+pub(crate) fn parse_cpus(list: Option<&str>) -> Result<Vec<u32>> {
+    let online = sys::online_cpus().context("failed to read the online CPUs")?;
+    let Some(list) = list else {
+        return Ok(online);
+    };
+    let wanted = sys::parse_cpu_list(list)
+        .map_err(|e| anyhow::anyhow!("invalid CPU list `{list}` for -C: {e}"))?;
+    if let Some(c) = wanted.iter().find(|c| !online.contains(c)) {
+        bail!("CPU {c} given to -C is not online (online: {online:?})");
+    }
+    Ok(wanted)
+}
+
+/// What `-p`, `-t`, a command and `-a`/`-C` together name.
+pub(crate) fn parse_target(
+    pid: Option<&str>,
+    tid: Option<&str>,
+    has_command: bool,
+    system_wide: bool,
+) -> Result<Target> {
+    Ok(if let Some(p) = pid {
+        if has_command {
+            bail!("give either -p or a command after --, not both");
+        }
+        Target::Pids(parse_id_list(p, "pid")?)
+    } else if let Some(t) = tid {
+        if has_command {
+            bail!("give either -t or a command after --, not both");
+        }
+        Target::Tids(parse_id_list(t, "tid")?)
+    } else if has_command && !system_wide {
+        Target::Command
+    } else {
+        // `-a -- sleep 30`: system-wide for as long as the command runs.
+        Target::SystemWide
+    })
+}
+
+/// `--duration SECS`: a positive number of seconds.
+pub(crate) fn parse_duration(secs: Option<f64>) -> Result<Option<Duration>> {
+    match secs {
+        Some(d) if !(d > 0.0 && d.is_finite()) => {
+            bail!("--duration must be a positive number of seconds, not {d}")
+        }
+        Some(d) => Ok(Some(Duration::from_secs_f64(d))),
+        None => Ok(None),
+    }
+}
+
 /// When dwarf stacks are unwound.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum UnwindWhen {
@@ -243,6 +336,9 @@ pub struct RecordConfig {
     pub cmdline: Vec<String>,
     /// Keep memperf's own samples when recording system-wide.
     pub include_self: bool,
+    /// MMAP, COMM and FORK records, and the processes that existed before: what stacks,
+    /// files and names need (`memperf stat` sums tracepoint fields and needs none).
+    pub side_band: bool,
 }
 
 impl RecordConfig {
@@ -302,40 +398,7 @@ pub fn parse_call_graph(s: &str) -> Result<CallGraph> {
 impl RecordArgs {
     /// Checks the arguments and turns them into a `RecordConfig`.
     pub fn into_config(mut self) -> Result<RecordConfig> {
-        if let Some(Some(f)) = self
-            .filter_of
-            .iter()
-            .find(|f| f.as_ref().is_some_and(|f| f.starts_with('\0')))
-        {
-            bail!(
-                "--filter `{}` must follow the -e whose tracepoints it filters",
-                &f[1..]
-            );
-        }
-        if self.filter_of.is_empty() && !self.filters.is_empty() {
-            // Parsed without the command line's order (a library caller): the last -e.
-            self.filter_of = vec![None; self.events.len()];
-            if let Some(last) = self.filter_of.last_mut() {
-                *last = Some(self.filters.join(") && ("));
-            }
-        }
-        let mut specs = Vec::new();
-        for (i, list) in self.events.iter().enumerate() {
-            let mut these = events::parse_event_list(list)?;
-            if let Some(Some(filter)) = self.filter_of.get(i) {
-                let mut any = false;
-                for spec in these.iter_mut().filter(|s| s.is_tracepoint()) {
-                    spec.filter = Some(filter.clone());
-                    any = true;
-                }
-                if !any {
-                    bail!(
-                        "--filter `{filter}` follows `-e {list}`, which names no tracepoint: filters apply to tracepoints only"
-                    );
-                }
-            }
-            specs.extend(these);
-        }
+        let specs = parse_specs(&self.events, &self.filters, &mut self.filter_of)?;
         let period = match (self.count, self.freq) {
             (Some(0), _) => bail!("invalid sample period 0 for -c: it must be at least 1"),
             (Some(c), _) => Some(Period::Count(c)),
@@ -352,42 +415,15 @@ impl RecordArgs {
         {
             bail!("-m/--mmap-pages must be a power of two, not {m}");
         }
-        let cpus = match &self.cpu {
-            Some(list) => {
-                let wanted = sys::parse_cpu_list(list)
-                    .map_err(|e| anyhow::anyhow!("invalid CPU list `{list}` for -C: {e}"))?;
-                let online = sys::online_cpus().context("failed to read the online CPUs")?;
-                if let Some(c) = wanted.iter().find(|c| !online.contains(c)) {
-                    bail!("CPU {c} given to -C is not online (online: {online:?})");
-                }
-                wanted
-            }
-            None => sys::online_cpus().context("failed to read the online CPUs")?,
-        };
+        let cpus = parse_cpus(self.cpu.as_deref())?;
         let has_command = !self.command.is_empty();
-        let target = if let Some(p) = &self.pid {
-            if has_command {
-                bail!("give either -p or a command after --, not both");
-            }
-            Target::Pids(parse_id_list(p, "pid")?)
-        } else if let Some(t) = &self.tid {
-            if has_command {
-                bail!("give either -t or a command after --, not both");
-            }
-            Target::Tids(parse_id_list(t, "tid")?)
-        } else if has_command && !self.all_cpus && self.cpu.is_none() {
-            Target::Command
-        } else {
-            // `-a -- sleep 30`: system-wide for as long as the command runs.
-            Target::SystemWide
-        };
-        let duration = match self.duration {
-            Some(d) if !(d > 0.0 && d.is_finite()) => {
-                bail!("--duration must be a positive number of seconds, not {d}")
-            }
-            Some(d) => Some(Duration::from_secs_f64(d)),
-            None => None,
-        };
+        let target = parse_target(
+            self.pid.as_deref(),
+            self.tid.as_deref(),
+            has_command,
+            self.all_cpus || self.cpu.is_some(),
+        )?;
+        let duration = parse_duration(self.duration)?;
         Ok(RecordConfig {
             events: specs,
             target,
@@ -404,6 +440,7 @@ impl RecordArgs {
             consume: self.consume,
             cmdline: std::env::args().collect(),
             include_self: self.include_self,
+            side_band: true,
         })
     }
 }

@@ -488,7 +488,7 @@ fn sampled_attr_config(
     }
 }
 
-fn event_class(ev: &ResolvedEvent) -> EventClass {
+pub fn event_class(ev: &ResolvedEvent) -> EventClass {
     match ev.spec.kind {
         EventKind::Software { .. } => EventClass::Software,
         EventKind::Tracepoint { .. } => EventClass::Tracepoint,
@@ -498,8 +498,13 @@ fn event_class(ev: &ResolvedEvent) -> EventClass {
 }
 
 /// The pids to pass to perf_event_open: -1 (all), threads of the pids, or the tids.
-fn open_targets(cfg: &RecordConfig, child: Option<i32>) -> Result<Vec<i32>> {
-    Ok(match &cfg.target {
+pub fn open_targets(cfg: &RecordConfig, child: Option<i32>) -> Result<Vec<i32>> {
+    target_tids(&cfg.target, child)
+}
+
+/// The pids to pass to perf_event_open for `target`.
+pub fn target_tids(target: &Target, child: Option<i32>) -> Result<Vec<i32>> {
+    Ok(match target {
         Target::SystemWide => vec![-1],
         Target::Command => vec![child.ok_or_else(|| anyhow!("no command to record"))?],
         Target::Pids(pids) => {
@@ -564,22 +569,20 @@ pub fn open_all(
     if cfg.target == Target::SystemWide && !cfg.include_self {
         // As perf's --exclude-perf: the kernel drops memperf's own tracepoint hits (the
         // session leaves out its other samples).
-        let me = std::process::id();
-        for ev in events.iter_mut().filter(|e| e.spec.is_tracepoint()) {
-            let own = match &ev.filter {
-                Some(f) => format!("({}) && common_pid != {me}", f.to_string_lossy()),
-                None => format!("common_pid != {me}"),
-            };
-            ev.filter =
-                Some(std::ffi::CString::new(own).map_err(|_| anyhow!("a NUL in a filter"))?);
-        }
+        exclude_self(&mut events)?;
     }
     let mut rings: Vec<RingBuffer> = Vec::new();
     let mut fds = Vec::new();
     let mut ids = FxHashMap::default();
     let mut kernel_excluded = false;
     // The kernel's default clock when it can be read, as perf's (see `sys::clock`).
-    let kernel_clock = PerfClock::open().ok();
+    // (Its dummy event asks for MMAP records, which makes the kernel build one for every
+    // mmap on the system: a run without side band, `memperf stat`, keeps CLOCK_MONOTONIC.)
+    let kernel_clock = if cfg.side_band {
+        PerfClock::open().ok()
+    } else {
+        None
+    };
     // Software events that fire together can come back with each other's sample ids (see
     // SessionStats::foreign_ids): with two or more, each gets rings of its own, so that the
     // ring tells whose a sample is.
@@ -595,7 +598,7 @@ pub fn open_all(
             for (i, ev) in events.iter_mut().enumerate() {
                 let group = if own_ring(ev) { i } else { usize::MAX };
                 let ring_idx = ring_of.get(&group).copied();
-                let mut ac = attr_config(cfg, ev, i == 0, wakeup_watermark(pages));
+                let mut ac = attr_config(cfg, ev, i == 0 && cfg.side_band, wakeup_watermark(pages));
                 ac.use_clockid = kernel_clock.is_none();
                 if kernel_excluded {
                     exclude_kernel(&mut ac);
@@ -610,7 +613,7 @@ pub fn open_all(
                         exclude_kernel(&mut ac);
                         attr = build_attr(&ac);
                         let fd = open_event(&opener, &mut attr, pid, cpu as i32, &mut features)
-                            .map_err(|e| open_error(e, ev, pid, cpu, cfg, facts))?;
+                            .map_err(|e| open_error(e, ev, pid, cpu as i32, &cfg.target, facts))?;
                         if !kernel_excluded {
                             kernel_excluded = true;
                             notes.push(format!(
@@ -624,25 +627,11 @@ pub fn open_all(
                         // A thread that exited after we listed it.
                         continue;
                     }
-                    Err(errno) => return Err(open_error(errno, ev, pid, cpu, cfg, facts)),
+                    Err(errno) => {
+                        return Err(open_error(errno, ev, pid, cpu as i32, &cfg.target, facts));
+                    }
                 };
-                if let Some(filter) = &ev.filter
-                    && let Err(e) = crate::sys::open::ioc_set_filter(fd.as_fd(), filter)
-                {
-                    let why = if e.kind() == std::io::ErrorKind::InvalidInput {
-                        "the kernel rejected it (EINVAL): compare fields with ==, !=, <, <=, >, >=, \
-                         & (bits) or ~ (string glob), join with &&, || and parentheses; numbers \
-                         in decimal or 0x hex, strings in double quotes"
-                            .to_string()
-                    } else {
-                        e.to_string()
-                    };
-                    bail!(
-                        "failed to set the filter `{}` on event `{}`: {why}",
-                        filter.to_string_lossy(),
-                        ev.spec.name
-                    );
-                }
+                set_filter(fd.as_fd(), ev)?;
                 let id = ioc_id(fd.as_fd()).with_context(|| {
                     format!("failed to read the id of event `{}`", ev.spec.name)
                 })?;
@@ -714,35 +703,86 @@ pub fn open_all(
     })
 }
 
-fn exclude_kernel(ac: &mut AttrConfig) {
+/// As perf's --exclude-perf: a system-wide run's tracepoints get `common_pid != memperf`,
+/// so the kernel drops memperf's own hits.
+pub fn exclude_self(events: &mut [ResolvedEvent]) -> Result<()> {
+    let me = std::process::id();
+    for ev in events.iter_mut().filter(|e| e.spec.is_tracepoint()) {
+        let own = match &ev.filter {
+            Some(f) => format!("({}) && common_pid != {me}", f.to_string_lossy()),
+            None => format!("common_pid != {me}"),
+        };
+        ev.filter = Some(std::ffi::CString::new(own).map_err(|_| anyhow!("a NUL in a filter"))?);
+    }
+    Ok(())
+}
+
+/// Sets the event's tracepoint filter on `fd`, if it has one; the kernel's EINVAL says
+/// nothing of why, so the error says what the kernel accepts.
+pub fn set_filter(fd: std::os::fd::BorrowedFd<'_>, ev: &ResolvedEvent) -> Result<()> {
+    let Some(filter) = &ev.filter else {
+        return Ok(());
+    };
+    if let Err(e) = crate::sys::open::ioc_set_filter(fd, filter) {
+        let why = if e.kind() == std::io::ErrorKind::InvalidInput {
+            "the kernel rejected it (EINVAL): compare fields with ==, !=, <, <=, >, >=, \
+             & (bits) or ~ (string glob), join with &&, || and parentheses; numbers \
+             in decimal or 0x hex, strings in double quotes"
+                .to_string()
+        } else {
+            e.to_string()
+        };
+        bail!(
+            "failed to set the filter `{}` on event `{}`: {why}",
+            filter.to_string_lossy(),
+            ev.spec.name
+        );
+    }
+    Ok(())
+}
+
+pub fn exclude_kernel(ac: &mut AttrConfig) {
     ac.exclude_kernel = true;
     ac.exclude_hv = true;
     ac.exclude_callchain_kernel = true;
 }
 
-fn is_access(errno: i32) -> bool {
+pub fn is_access(errno: i32) -> bool {
     errno == libc::EACCES || errno == libc::EPERM
 }
 
-fn open_error(
+/// Why the kernel refused to open `ev` on (`pid`, `cpu`) (-1: any), in a sentence.
+pub fn explain_open(
     errno: i32,
     ev: &ResolvedEvent,
     pid: i32,
-    cpu: u32,
-    cfg: &RecordConfig,
+    cpu: i32,
+    target: &Target,
     facts: &SystemFacts,
-) -> anyhow::Error {
+) -> String {
     let ctx = OpenContext {
         event: &ev.spec.name,
         class: event_class(ev),
         pid: (pid > 0).then_some(pid),
-        cpu: Some(cpu as i32),
-        system_wide: cfg.target == Target::SystemWide,
+        cpu: (cpu >= 0).then_some(cpu),
+        system_wide: *target == Target::SystemWide,
     };
+    explain_open_error(errno, &ctx, facts)
+}
+
+/// The error of a failed open, with `explain_open`'s reason.
+pub fn open_error(
+    errno: i32,
+    ev: &ResolvedEvent,
+    pid: i32,
+    cpu: i32,
+    target: &Target,
+    facts: &SystemFacts,
+) -> anyhow::Error {
     anyhow!(
         "failed to open event `{}`: {}",
         ev.spec.name,
-        explain_open_error(errno, &ctx, facts)
+        explain_open(errno, ev, pid, cpu, target, facts)
     )
 }
 

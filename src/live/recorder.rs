@@ -167,8 +167,13 @@ pub(crate) fn record<H: Live>(run: Run<'_>, tool: &mut H) -> Result<Recorded> {
         );
 
     let first_id = opened.events[0].ids.first().copied().unwrap_or(0);
+    let synth_for = if cfg.side_band {
+        synth_pids(&cfg.target)
+    } else {
+        Vec::new()
+    };
     synth::synthesize(
-        &synth_pids(&cfg.target),
+        &synth_for,
         first_id,
         &layouts.ring[0],
         &mut session,
@@ -220,6 +225,9 @@ pub(crate) fn record<H: Live>(run: Run<'_>, tool: &mut H) -> Result<Recorded> {
         }
         tee.tool.round(session, round)
     })?;
+    // The run's length ends with its stop condition (the command's exit), not with the
+    // last drain and the file's sections.
+    let elapsed = started.elapsed();
     if reason == StopReason::Requested {
         driver.signal_child(libc::SIGTERM);
     }
@@ -229,7 +237,6 @@ pub(crate) fn record<H: Live>(run: Run<'_>, tool: &mut H) -> Result<Recorded> {
         report_unflushed_losses(counted, &opened, &mut session, &mut tee)
             .with_context(|| write_failed.clone())?;
     }
-    let elapsed = started.elapsed();
     let (mut file_bytes, mut data_bytes) = (0, 0);
     if let Some(w) = tee.writer.take() {
         let mut features = build_features(cfg, &opened, &session, clock);

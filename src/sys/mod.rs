@@ -197,6 +197,18 @@ pub fn map_file(file: &std::fs::File) -> io::Result<memmap2::Mmap> {
     Ok(map)
 }
 
+/// The user and system seconds of the children this process waited for (a command's).
+pub fn children_rusage() -> (f64, f64) {
+    // SAFETY: an all-zero rusage is a valid value of the plain C struct.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `ru` is a valid rusage for getrusage to write.
+    if unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut ru) } != 0 {
+        return (0.0, 0.0);
+    }
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    (secs(ru.ru_utime), secs(ru.ru_stime))
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {

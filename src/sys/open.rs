@@ -182,6 +182,24 @@ pub fn read_lost(fd: BorrowedFd) -> io::Result<u64> {
     Ok(buf[1])
 }
 
+/// Reads a counting event opened with `read_format` TOTAL_TIME_ENABLED | TOTAL_TIME_RUNNING:
+/// its value, and the nanoseconds it was enabled and running.
+pub fn read_counter(fd: BorrowedFd) -> io::Result<[u64; 3]> {
+    let mut buf = [0u64; 3];
+    // SAFETY: `buf` is 24 writable bytes that live across the call; `fd` is open.
+    let n = unsafe { libc::read(fd.as_raw_fd(), buf.as_mut_ptr().cast(), 24) };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if n != 24 {
+        return Err(io::Error::new(
+            io::ErrorKind::UnexpectedEof,
+            format!("read {n} bytes from a counter, expected 24 (value, enabled, running)"),
+        ));
+    }
+    Ok(buf)
+}
+
 /// Opens an event, dropping features the kernel rejects with EINVAL one at a time
 /// (PERF_FORMAT_LOST, then use_clockid, then mmap2, then FD_CLOEXEC, then sample_id_all) and remembering them in `features`.
 ///

@@ -518,6 +518,7 @@ fn live<T: Tool>(
         consume: Consume::All,
         cmdline: std::env::args().collect(),
         include_self: false,
+        side_band: true,
     };
     let mut cx = Cx::new(out, formats, cfg.stacks);
     cx.present = present;

@@ -179,6 +179,7 @@ fn record_config(
         consume: Consume::All,
         cmdline: std::env::args().collect(),
         include_self: false,
+        side_band: true,
     })
 }
 
