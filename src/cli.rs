@@ -14,6 +14,7 @@ mod report;
 pub mod slab;
 pub mod snoop;
 pub mod stacks;
+pub mod stat;
 pub mod swapin;
 pub mod tool;
 
@@ -52,10 +53,14 @@ impl Cli {
     fn from_matches(matches: &clap::ArgMatches) -> Result<Cli, clap::Error> {
         use clap::FromArgMatches;
         let mut cli = Cli::from_arg_matches(matches)?;
-        if let (Command::Record(args), Some(("record", sub))) =
-            (&mut cli.command, matches.subcommand())
-        {
-            args.filter_of = record::filters_by_event(sub);
+        match (&mut cli.command, matches.subcommand()) {
+            (Command::Record(args), Some(("record", sub))) => {
+                args.filter_of = record::filters_by_event(sub);
+            }
+            (Command::Stat(args), Some(("stat", sub))) => {
+                args.filter_of = record::filters_by_event(sub);
+            }
+            _ => {}
         }
         Ok(cli)
     }
@@ -74,6 +79,10 @@ pub enum Command {
     /// stackcollapse-perf.pl, inferno-collapse-perf and other perf-script readers.
     #[command(after_help = report::SCRIPT_EXAMPLES)]
     Script(ScriptArgs),
+    /// Count events without sampling, as perf stat: totals, per interval (-I), per CPU (-A),
+    /// CSV (-x), repeated runs (-r); the bytes of sized memory tracepoints summed.
+    #[command(after_help = stat::STAT_EXAMPLES)]
+    Stat(stat::StatArgs),
     /// Outstanding allocations by stack, as BCC's memleak prints them, without BPF: user
     /// allocators through uprobes (-p/-c), kernel allocators through kmem tracepoints.
     #[command(after_help = leak::LEAK_EXAMPLES)]

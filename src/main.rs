@@ -12,6 +12,7 @@ fn main() -> ExitCode {
         Command::Record(args) => args.into_config().and_then(memperf::cmd::record::run),
         Command::Report(args) => args.into_config().and_then(memperf::cmd::report::run),
         Command::Script(args) => args.into_config().and_then(memperf::cmd::report::run),
+        Command::Stat(args) => args.into_config().and_then(memperf::cmd::stat::run),
         Command::Leak(args) => args.into_config().and_then(memperf::cmd::leak::run),
         Command::Faults(args) => memperf::cmd::faults::run(args),
         Command::Brkstack(args) => memperf::cmd::brkstack::run(args),

@@ -11,5 +11,6 @@ pub mod record;
 pub mod report;
 pub mod shmsnoop;
 pub mod slabratetop;
+pub mod stat;
 pub mod swapin;
 pub mod vmscan;
