@@ -49,6 +49,18 @@ fn bytes(text: &str, event: &str) -> u64 {
     f[5].parse().unwrap()
 }
 
+/// The CPUs online, from /sys/devices/system/cpu/online (`0-1,4`).
+fn online_cpus() -> usize {
+    let cpus = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap();
+    cpus.trim()
+        .split(',')
+        .map(|r| match r.split_once('-') {
+            Some((a, b)) => b.parse::<usize>().unwrap() - a.parse::<usize>().unwrap() + 1,
+            None => 1,
+        })
+        .sum()
+}
+
 fn need_perf() -> bool {
     require_perf("memperf stat") && require_perf_tool("memperf stat")
 }
@@ -169,6 +181,45 @@ fn brk_growth_and_filtered_kmalloc_bytes_are_summed() {
     assert_eq!(csv(&k, "kmem:kmalloc")[5..], ["", ""]);
 }
 
+/// System-wide, a filtered counter counts exactly what its filter keeps: counters are
+/// enabled only once the filter is set (memperf's own hits are left out by another).
+#[test]
+fn system_wide_filters_count_exactly() {
+    if !need_perf() || !is_root() {
+        return;
+    }
+    let pipes = fixture("pipesize", Variant::NoFp);
+    let comm = pipes.file_name().unwrap().to_str().unwrap();
+    let filter = format!("bytes_alloc > 4096 && comm == \"{comm}\"");
+    let k = stat(&[
+        "-a",
+        "-x,",
+        "-e",
+        "kmem:kmalloc",
+        "--filter",
+        &filter,
+        "--",
+        pipes.to_str().unwrap(),
+        "25",
+        "40",
+    ]);
+    assert_eq!(count(&k, "kmem:kmalloc"), 25, "{k}");
+    assert_eq!(bytes(&k, "kmem:kmalloc"), 25 * 8192, "{k}");
+    // A filter nothing passes counts nothing.
+    let none = stat(&[
+        "-a",
+        "-x,",
+        "--no-bytes",
+        "-e",
+        "kmem:kmalloc",
+        "--filter",
+        "bytes_alloc > 1000000000",
+        "--duration",
+        "0.3",
+    ]);
+    assert_eq!(count(&none, "kmem:kmalloc"), 0, "{none}");
+}
+
 /// The table, -x and -I lines have perf stat's columns: the same widths, the same fields.
 #[test]
 fn layouts_are_perf_stats() {
@@ -256,9 +307,10 @@ fn intervals_print_as_perf_stat_does() {
             .collect()
     };
     let (a, b) = (rows(&ours), rows(&theirs));
-    // 100, 200, 300 ms and the last 50: four intervals.
-    assert_eq!(a.len(), 4, "{ours}");
-    assert_eq!(a.len(), b.len(), "{theirs}");
+    // 100, 200, 300 ms and the last 50: four intervals (five when a tick came late on
+    // a busy machine, for either tool).
+    assert!((4..=5).contains(&a.len()), "{ours}");
+    assert!((4..=5).contains(&b.len()), "{theirs}");
     assert_eq!((a[0].1, a[0].2), (b[0].1, b[0].2), "{ours}\n{theirs}");
     assert!(a.windows(2).all(|w| w[0].0 < w[1].0), "{ours}");
     assert!((a[0].0 - 0.1).abs() < 0.05, "{ours}");
@@ -286,15 +338,7 @@ fn per_cpu_and_repeated_runs() {
     if !need_perf() || !is_root() {
         return;
     }
-    let cpus = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap();
-    let n = cpus
-        .trim()
-        .split(',')
-        .map(|r| match r.split_once('-') {
-            Some((a, b)) => b.parse::<usize>().unwrap() - a.parse::<usize>().unwrap() + 1,
-            None => 1,
-        })
-        .sum::<usize>();
+    let n = online_cpus();
     let out = stat(&["-A", "-a", "-x,", "-e", "page-faults", "--", "sleep", "0.1"]);
     let lines: Vec<&str> = out.lines().filter(|l| l.contains("page-faults")).collect();
     assert_eq!(lines.len(), n, "{out}");
@@ -341,16 +385,7 @@ fn attaching_to_a_process_counts_what_it_does_next() {
         .unwrap();
     // Counting starts once memperf holds its counter: one fd per CPU for the sampled
     // mmap payloads, then the counter's.
-    let cpus = std::fs::read_dir("/sys/devices/system/cpu")
-        .unwrap()
-        .flatten()
-        .filter(|e| {
-            let n = e.file_name().to_string_lossy().into_owned();
-            n.strip_prefix("cpu")
-                .is_some_and(|d| d.parse::<u32>().is_ok())
-                && e.path().join("topology").exists()
-        })
-        .count();
+    let cpus = online_cpus();
     let fds = format!("/proc/{}/fd", child.id());
     let perf_fds = || {
         std::fs::read_dir(&fds).map_or(0, |d| {

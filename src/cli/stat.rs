@@ -41,8 +41,8 @@ PERMISSIONS:
 #[derive(Debug, Args)]
 pub struct StatArgs {
     /// Events to count, comma-separated, repeatable, as `memperf record -e` takes them
-    /// (globs, `name/terms/`, modifiers); default: task-clock, page-faults, minor-faults,
-    /// major-faults.
+    /// (globs, `name/terms/`, modifiers); default: task-clock (cpu-clock system-wide),
+    /// page-faults, minor-faults, major-faults.
     #[arg(short = 'e', long = "event", value_name = "EVENTS")]
     pub events: Vec<String>,
 
@@ -143,13 +143,6 @@ pub const DEFAULT_STAT_EVENTS: &str = "task-clock,page-faults,minor-faults,major
 impl StatArgs {
     /// Checks the arguments and turns them into a `StatConfig`.
     pub fn into_config(mut self) -> Result<StatConfig> {
-        if self.events.is_empty() {
-            if !self.filters.is_empty() {
-                bail!("--filter must follow the -e whose tracepoints it filters");
-            }
-            self.events.push(DEFAULT_STAT_EVENTS.to_string());
-        }
-        let events = parse_specs(&self.events, &self.filters, &mut self.filter_of)?;
         let cpus = parse_cpus(self.cpu.as_deref())?;
         let has_command = !self.command.is_empty();
         let target = parse_target(
@@ -158,6 +151,18 @@ impl StatArgs {
             has_command,
             self.all_cpus || self.cpu.is_some(),
         )?;
+        if self.events.is_empty() {
+            if !self.filters.is_empty() {
+                bail!("--filter must follow the -e whose tracepoints it filters");
+            }
+            // As perf stat: system-wide, the CPUs' clock rather than tasks'.
+            self.events.push(if target == Target::SystemWide {
+                DEFAULT_STAT_EVENTS.replacen("task-clock", "cpu-clock", 1)
+            } else {
+                DEFAULT_STAT_EVENTS.to_string()
+            });
+        }
+        let events = parse_specs(&self.events, &self.filters, &mut self.filter_of)?;
         let duration = parse_duration(self.duration)?;
         let interval = match self.interval {
             Some(ms) if ms < 10 => bail!("-I must be at least 10 ms, not {ms}"),

@@ -32,6 +32,16 @@ pub(crate) struct SignalState {
     terminate: Arc<AtomicBool>,
     wake: UnixStream,
     _wake_tx: UnixStream,
+    /// The handlers, removed when the run ends (`stat -r` runs many in one process).
+    ids: Vec<signal_hook::SigId>,
+}
+
+impl Drop for SignalState {
+    fn drop(&mut self) {
+        for id in self.ids.drain(..) {
+            signal_hook::low_level::unregister(id);
+        }
+    }
 }
 
 impl SignalState {
@@ -41,21 +51,29 @@ impl SignalState {
             .context("failed to set up the signal pipe")?;
         let interrupt = Arc::new(AtomicBool::new(false));
         let terminate = Arc::new(AtomicBool::new(false));
+        let mut ids = Vec::new();
         for (sig, flag) in [
             (signal_hook::consts::SIGINT, &interrupt),
             (signal_hook::consts::SIGTERM, &terminate),
             (signal_hook::consts::SIGHUP, &terminate),
         ] {
-            signal_hook::flag::register(sig, Arc::clone(flag))
-                .context("failed to install a signal handler")?;
+            ids.push(
+                signal_hook::flag::register(sig, Arc::clone(flag))
+                    .context("failed to install a signal handler")?,
+            );
             let tx2 = tx.try_clone().context("failed to set up the signal pipe")?;
-            signal_hook::low_level::pipe::register(sig, tx2)
-                .context("failed to install a signal handler")?;
+            ids.push(
+                signal_hook::low_level::pipe::register(sig, tx2)
+                    .context("failed to install a signal handler")?,
+            );
         }
         let tx2 = tx.try_clone().context("failed to set up the signal pipe")?;
-        signal_hook::low_level::pipe::register(signal_hook::consts::SIGCHLD, tx2)
-            .context("failed to install a signal handler")?;
+        ids.push(
+            signal_hook::low_level::pipe::register(signal_hook::consts::SIGCHLD, tx2)
+                .context("failed to install a signal handler")?,
+        );
         Ok(SignalState {
+            ids,
             interrupt,
             terminate,
             wake: rx,

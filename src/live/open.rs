@@ -724,17 +724,30 @@ pub fn set_filter(fd: std::os::fd::BorrowedFd<'_>, ev: &ResolvedEvent) -> Result
         return Ok(());
     };
     if let Err(e) = crate::sys::open::ioc_set_filter(fd, filter) {
-        let why = if e.kind() == std::io::ErrorKind::InvalidInput {
-            "the kernel rejected it (EINVAL): compare fields with ==, !=, <, <=, >, >=, \
-             & (bits) or ~ (string glob), join with &&, || and parentheses; numbers \
-             in decimal or 0x hex, strings in double quotes"
-                .to_string()
-        } else {
-            e.to_string()
+        // The kernel says EINVAL, or EPERM, for a filter it cannot parse.
+        let code = match e.kind() {
+            std::io::ErrorKind::InvalidInput => Some("EINVAL"),
+            std::io::ErrorKind::PermissionDenied => Some("EPERM"),
+            _ => None,
+        };
+        let why = match code {
+            Some(code) => format!(
+                "the kernel rejected it ({code}): compare fields with ==, !=, <, <=, >, >=, \
+                 & (bits) or ~ (string glob), join with &&, || and parentheses; numbers \
+                 in decimal or 0x hex, strings in double quotes"
+            ),
+            None => e.to_string(),
+        };
+        let sent = filter.to_string_lossy();
+        let what = match &ev.spec.filter {
+            // memperf added its own exclusion to the user's filter.
+            Some(user) if *user != sent => format!(
+                "`{user}` (sent as `{sent}`: system-wide, memperf leaves itself out; with --include-self it is sent as given)"
+            ),
+            _ => format!("`{sent}`"),
         };
         bail!(
-            "failed to set the filter `{}` on event `{}`: {why}",
-            filter.to_string_lossy(),
+            "failed to set the filter {what} on event `{}`: {why}",
             ev.spec.name
         );
     }

@@ -167,19 +167,16 @@ pub(crate) fn record<H: Live>(run: Run<'_>, tool: &mut H) -> Result<Recorded> {
         );
 
     let first_id = opened.events[0].ids.first().copied().unwrap_or(0);
-    let synth_for = if cfg.side_band {
-        synth_pids(&cfg.target)
-    } else {
-        Vec::new()
-    };
-    synth::synthesize(
-        &synth_for,
-        first_id,
-        &layouts.ring[0],
-        &mut session,
-        &mut tee,
-    )
-    .with_context(|| write_failed.clone())?;
+    if cfg.side_band {
+        synth::synthesize(
+            &synth_pids(&cfg.target),
+            first_id,
+            &layouts.ring[0],
+            &mut session,
+            &mut tee,
+        )
+        .with_context(|| write_failed.clone())?;
+    }
 
     let mut driver = Driver::new(opened, signals, gated, &cfg.target)
         .discard(cfg.consume == Consume::None)

@@ -14,7 +14,7 @@ use crate::live::open::{
 };
 use crate::sys::attr::{AttrConfig, build_attr};
 use crate::sys::diagnose::{EventClass, SystemFacts};
-use crate::sys::open::{FeatureState, SysOpener, open_event, read_counter};
+use crate::sys::open::{FeatureState, SysOpener, ioc_enable, open_event, read_counter};
 
 const TOTAL_TIME_ENABLED: u64 = 1 << 0;
 const TOTAL_TIME_RUNNING: u64 = 1 << 1;
@@ -104,7 +104,10 @@ pub fn open(
             exclude_hv: ev.spec.modifiers.exclude_kernel,
             precise_ip: ev.spec.modifiers.precise,
             inherit: matches!(target, Target::Pids(_) | Target::Command),
-            disabled: *target == Target::Command,
+            // Enabled only once its filter is set (a command's at its exec): a filter set
+            // on a running counter lets through what it should not, the hits of its own
+            // parsing included.
+            disabled: true,
             enable_on_exec: *target == Target::Command,
             read_format: TOTAL_TIME_ENABLED | TOTAL_TIME_RUNNING,
             ..AttrConfig::default()
@@ -159,6 +162,11 @@ pub fn open(
             ));
         }
         out.push(counter);
+    }
+    if *target != Target::Command {
+        for (_, fd) in out.iter().flat_map(|c| &c.fds) {
+            ioc_enable(fd.as_fd()).map_err(|e| anyhow!("failed to enable a counter: {e}"))?;
+        }
     }
     if out
         .iter()

@@ -60,8 +60,10 @@ pub fn run(cfg: StatConfig) -> Result<i32> {
         print_table(&cfg, &layout, &runs, &mut out)?;
     }
     let notes: Vec<String> = runs.last().map(|r| r.notes.clone()).unwrap_or_default();
+    // In CSV, as comments: a script reading perf's fields skips them.
+    let lead = if cfg.separator.is_some() { "# " } else { "" };
     for n in notes {
-        writeln!(out, "memperf stat: note: {n}")?;
+        writeln!(out, "{lead}memperf stat: note: {n}")?;
     }
     out.flush()?;
     Ok(code)
@@ -177,7 +179,8 @@ fn plan_sampled(
             spec.modifiers = ev.spec.modifiers;
             if size.rule != SizeRule::BrkGrowth {
                 // The same hits as the counter: its filter too.
-                spec.filter = ev.filter.as_ref().map(|f| f.to_string_lossy().into_owned());
+                // (The user's: open_all adds the self-exclusion itself.)
+                spec.filter = ev.spec.filter.clone();
             }
             let feed = match rule {
                 SizeRule::BrkGrowth => Feed::BrkExit(reader),
@@ -550,7 +553,9 @@ fn print_table(
     let (readings, bytes, noise) = if n == 1 {
         (last.readings.clone(), last.bytes.clone(), None)
     } else {
-        mean_of_runs(runs)
+        let (r, b, noise) = mean_of_runs(runs);
+        // perf shows no spread on per-CPU lines.
+        (r, b, noise.filter(|_| !cfg.per_cpu))
     };
     let elapsed: Vec<f64> = runs.iter().map(|r| r.elapsed.as_secs_f64()).collect();
     let wall = Duration::from_secs_f64(print::mean_spread(&elapsed).0);
@@ -594,28 +599,32 @@ fn mean_of_runs(runs: &[RunResult]) -> (Readings, Bytes, Option<Vec<f64>>) {
     let mut readings = first.readings.clone();
     let mut bytes = first.bytes.clone();
     let mut noise = Vec::new();
+    let avg = |f: &dyn Fn(&RunResult) -> u64| -> u64 {
+        (runs.iter().map(f).sum::<u64>() as f64 / runs.len() as f64).round() as u64
+    };
     for e in 0..first.readings.len() {
-        let counts: Vec<f64> = runs
-            .iter()
-            .filter_map(|r| r.readings[e].first()?.scaled())
-            .collect();
-        let (mean, spread) = print::mean_spread(&counts);
-        noise.push(if mean > 0.0 {
-            100.0 * spread / mean
-        } else {
-            0.0
-        });
-        let avg = |f: &dyn Fn(&RunResult) -> u64| -> u64 {
-            (runs.iter().map(f).sum::<u64>() as f64 / runs.len() as f64).round() as u64
-        };
-        readings[e][0] = Reading {
-            value: mean.round() as u64,
-            enabled: avg(&|r| r.readings[e][0].enabled),
-            running: avg(&|r| r.readings[e][0].running),
-        };
-        // Means of values already scaled: shown as they are.
-        readings[e][0].running = readings[e][0].enabled;
-        bytes[e][0] = (avg(&|r| r.bytes[e][0].0), avg(&|r| r.bytes[e][0].1));
+        for slot in 0..first.readings[e].len() {
+            let counts: Vec<f64> = runs
+                .iter()
+                .filter_map(|r| r.readings[e].get(slot)?.scaled())
+                .collect();
+            let (mean, spread) = print::mean_spread(&counts);
+            if slot == 0 {
+                noise.push(if mean > 0.0 {
+                    100.0 * spread / mean
+                } else {
+                    0.0
+                });
+            }
+            let enabled = avg(&|r| r.readings[e][slot].enabled);
+            // Means of counts already scaled: shown as they are.
+            readings[e][slot] = Reading {
+                value: mean.round() as u64,
+                enabled,
+                running: enabled,
+            };
+            bytes[e][slot] = (avg(&|r| r.bytes[e][slot].0), avg(&|r| r.bytes[e][slot].1));
+        }
     }
     (readings, bytes, Some(noise))
 }

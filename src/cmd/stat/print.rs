@@ -142,16 +142,18 @@ fn text_line(time: Option<u64>, l: &Line) -> String {
     }
     let unit = if l.clock { "msec" } else { "" };
     let mut s = format!(
-        "{prefix}{:>18} {unit:<4} {:<32} ",
+        "{prefix}{:>18} {unit:<4} {:<32}",
         count_text(l, false),
         l.event
     );
     let counted = matches!(l.count, Count::Value(_));
     match l.metrics.first().filter(|_| counted) {
         Some(m) => {
-            let _ = write!(s, "# {:8.3} {:<23}", m.value, m.unit);
+            let _ = write!(s, " # {:8.3} {:<23}", m.value, m.unit);
         }
-        None => s.push_str(&" ".repeat(34)),
+        None if counted => s.push_str(&" ".repeat(35)),
+        // perf pads a line without a count less.
+        None => s.push_str(&" ".repeat(28)),
     }
     if let Some(pct) = l.noise.filter(|p| *p != 0.0) {
         let _ = write!(s, "  ( +-{pct:6.2}% )");
@@ -190,10 +192,11 @@ fn csv_line(sep: &str, time: Option<u64>, l: &Line) -> String {
     if let Some(pct) = l.noise {
         let _ = write!(s, "{sep}{pct:.2}%");
     }
-    let pct = if l.enabled > 0 {
-        100.0 * l.running as f64 / l.enabled as f64
-    } else {
-        0.0
+    let pct = match l.count {
+        // As perf: a line without a count says 100.00.
+        Count::NotCounted | Count::NotSupported => 100.0,
+        Count::Value(_) if l.enabled > 0 => 100.0 * l.running as f64 / l.enabled as f64,
+        Count::Value(_) => 0.0,
     };
     let _ = write!(s, "{sep}{}{sep}{pct:.2}", l.running);
     let counted = matches!(l.count, Count::Value(_));
@@ -393,6 +396,32 @@ mod tests {
         assert_eq!(
             csv_line(",", None, &r),
             "101,,page-faults,0.50%,1427436,100.00,69.199,K/sec\n"
+        );
+    }
+
+    #[test]
+    fn lines_without_a_count_are_perfs() {
+        let mut l = faults(0.0);
+        l.count = Count::NotCounted;
+        l.enabled = 0;
+        l.running = 0;
+        assert_eq!(
+            text_line(None, &l),
+            "     <not counted>      page-faults                                                 \n"
+        );
+        assert_eq!(
+            csv_line(",", None, &l),
+            "<not counted>,,page-faults,0,100.00,,\n"
+        );
+        l.count = Count::NotSupported;
+        l.event = "cycles".into();
+        assert_eq!(
+            text_line(None, &l),
+            "   <not supported>      cycles                                                      \n"
+        );
+        assert_eq!(
+            csv_line(",", None, &l),
+            "<not supported>,,cycles,0,100.00,,\n"
         );
     }
 
