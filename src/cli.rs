@@ -8,6 +8,7 @@ use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};
 
 pub mod leak;
+pub mod list;
 pub mod reclaim;
 mod record;
 mod report;
@@ -136,6 +137,11 @@ pub enum Command {
     /// oom:mark_victim tracepoint (Linux 4.13+).
     #[command(after_help = OOMKILL_EXAMPLES)]
     Oomkill(tool::ToolArgs),
+    /// What can be traced here, and why not: every event memperf knows with its
+    /// availability, each tool with the events it needs, the capability report (--check),
+    /// and the allocators `memperf leak` would probe (--allocators).
+    #[command(after_help = list::LIST_EXAMPLES)]
+    List(list::ListArgs),
 }
 
 const FAULTS_EXAMPLES: &str = "\

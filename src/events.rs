@@ -203,6 +203,40 @@ const HARDWARE: &[(&str, &str, u32)] = &[
     ("ref-cycles", "ref-cycles", b::PERF_COUNT_HW_REF_CPU_CYCLES),
 ];
 
+/// A software or hardware event `parse_event_list` accepts, under its canonical name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Builtin {
+    pub name: &'static str,
+    /// Its other names (`faults` for `page-faults`).
+    pub aliases: Vec<&'static str>,
+    /// `Software` or `Hardware`.
+    pub kind: EventKind,
+}
+
+/// Every software event, then every hardware event, in the tables' order, aliases gathered.
+pub fn builtin_events() -> Vec<Builtin> {
+    let mut out: Vec<Builtin> = Vec::new();
+    for (table, hardware) in [(SOFTWARE, false), (HARDWARE, true)] {
+        for &(name, canonical, config) in table {
+            if let Some(b) = out.iter_mut().find(|b| b.name == canonical) {
+                b.aliases.push(name);
+                continue;
+            }
+            let config = u64::from(config);
+            out.push(Builtin {
+                name: canonical,
+                aliases: Vec::new(),
+                kind: if hardware {
+                    EventKind::Hardware { config }
+                } else {
+                    EventKind::Software { config }
+                },
+            });
+        }
+    }
+    out
+}
+
 /// Every software and hardware name `parse_event_list` accepts, aliases included.
 pub fn known_names() -> Vec<&'static str> {
     SOFTWARE
@@ -685,6 +719,14 @@ mod tests {
         assert_eq!(e.name, "page-faults");
         assert_eq!(e.kind, EventKind::Software { config: 2 });
         assert_eq!(one("cs").name, "context-switches");
+        let builtins = builtin_events();
+        let pf = builtins.iter().find(|b| b.name == "page-faults").unwrap();
+        assert_eq!(pf.aliases, ["faults"]);
+        let cycles = builtins.iter().find(|b| b.name == "cycles").unwrap();
+        assert_eq!(cycles.aliases, ["cpu-cycles"]);
+        assert!(matches!(cycles.kind, EventKind::Hardware { .. }));
+        let names: usize = builtins.iter().map(|b| 1 + b.aliases.len()).sum();
+        assert_eq!(names, known_names().len());
         assert_eq!(one("migrations").name, "cpu-migrations");
         assert_eq!(one("major-faults").kind, EventKind::Software { config: 6 });
         assert_eq!(one("dummy").kind, EventKind::Software { config: 9 });

@@ -8,6 +8,7 @@
 
 pub(crate) mod abi;
 pub(crate) mod aggregate;
+pub(crate) mod allocators;
 pub mod buildid;
 pub mod cli;
 pub mod cmd;

@@ -12,7 +12,7 @@ use crate::session::{Processes, SampleCtx};
 use crate::tool::stacks::{Key, Printer, StackCounts, TextOptions, Weights};
 use crate::tool::{self, Cx, Tool, Want};
 
-const WANTS: &[Want] = &[
+pub(crate) const WANTS: &[Want] = &[
     Want {
         name: "syscalls:sys_enter_brk",
         since: "2.6.33",

@@ -14,7 +14,7 @@ use crate::session::{Processes, SampleCtx};
 use crate::stacks::StackId;
 use crate::tool::{self, Cx, Seen, Tool, Want};
 
-const WANTS: &[Want] = &[
+pub(crate) const WANTS: &[Want] = &[
     Want {
         name: "vmscan:mm_vmscan_direct_reclaim_begin",
         since: "2.6.36",

@@ -32,6 +32,16 @@ impl Tool for Faults {
     }
 }
 
+/// The one event `faults` reads: `page-faults`, `major-faults` or `minor-faults`.
+pub(crate) const fn want(event: &'static str) -> Want {
+    Want {
+        name: event,
+        since: "2.6.31",
+        optional: false,
+        filter: None,
+    }
+}
+
 /// Runs `memperf faults`.
 pub fn run(args: FaultsArgs) -> Result<i32> {
     if args.period == Some(0) {
@@ -44,12 +54,7 @@ pub fn run(args: FaultsArgs) -> Result<i32> {
     } else {
         ("page-faults", "page faults")
     };
-    let wants = [Want {
-        name: event,
-        since: "2.6.31",
-        optional: false,
-        filter: None,
-    }];
+    let wants = [want(event)];
     let st = &args.stacks;
     let mut cfg = st.common.clone().into_config(true)?;
     cfg.period = args.period;

@@ -53,6 +53,22 @@ const FILEMAP: Want = Want {
     filter: None,
 };
 
+/// The events each of the three tools reads where it can, for `memperf list`: fmapfault
+/// prefers filemap_fault calls and falls back to page faults by address.
+pub(crate) fn listed(place: Place) -> Vec<Want> {
+    match place {
+        Place::Files => WANTS.to_vec(),
+        Place::Huge => HUGE_WANTS.to_vec(),
+        Place::CommFiles => vec![
+            FILEMAP,
+            Want {
+                optional: true,
+                ..WANTS[0]
+            },
+        ],
+    }
+}
+
 /// What each of a tool's events is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Source {

@@ -23,7 +23,7 @@ const fn want(name: &'static str, optional: bool) -> Want {
     }
 }
 
-const WANTS: &[Want] = &[
+pub(crate) const WANTS: &[Want] = &[
     want("syscalls:sys_enter_mmap", false),
     want("syscalls:sys_exit_mmap", false),
     want("syscalls:sys_enter_munmap", true),

@@ -5,6 +5,7 @@ pub mod drsnoop;
 pub mod faults;
 pub mod ffaults;
 pub mod leak;
+pub mod list;
 pub mod mmapsnoop;
 pub mod oomkill;
 pub mod record;
@@ -14,3 +15,44 @@ pub mod slabratetop;
 pub mod stat;
 pub mod swapin;
 pub mod vmscan;
+
+use crate::tool::Want;
+
+/// A memperf command and the fixed events it reads.
+#[derive(Debug, Clone)]
+pub(crate) struct ToolEvents {
+    pub name: &'static str,
+    /// How it is run, when it matters (`leak -K`).
+    pub how: &'static str,
+    pub wants: Vec<Want>,
+}
+
+/// Every command with fixed events, with them: what `memperf list` shows and `--check`
+/// tries. The tools keep their own lists; this only gathers them (no command imports
+/// another).
+pub(crate) fn tools() -> Vec<ToolEvents> {
+    let tool = |name, wants: &[Want]| ToolEvents {
+        name,
+        how: "",
+        wants: wants.to_vec(),
+    };
+    vec![
+        tool("faults", &[faults::want("page-faults")]),
+        tool("brkstack", brkstack::WANTS),
+        tool("ffaults", &ffaults::listed(ffaults::Place::Files)),
+        tool("fmapfault", &ffaults::listed(ffaults::Place::CommFiles)),
+        tool("hfaults", &ffaults::listed(ffaults::Place::Huge)),
+        tool("swapin", swapin::WANTS),
+        tool("drsnoop", drsnoop::WANTS),
+        tool("vmscan", &vmscan::WANTS),
+        tool("slabratetop", slabratetop::WANTS),
+        tool("mmapsnoop", mmapsnoop::WANTS),
+        tool("shmsnoop", shmsnoop::WANTS),
+        tool("oomkill", oomkill::WANTS),
+        ToolEvents {
+            name: "leak",
+            how: "-K",
+            wants: leak::kernel_wants(),
+        },
+    ]
+}

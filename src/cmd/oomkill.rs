@@ -10,7 +10,7 @@ use crate::session::SampleCtx;
 use crate::tool::{self, Cx, Tool, Want};
 
 /// Fires in the task that ran out of memory (the trigger); its `pid` field is the victim.
-const WANTS: &[Want] = &[Want {
+pub(crate) const WANTS: &[Want] = &[Want {
     name: "oom:mark_victim",
     since: "4.13",
     optional: false,

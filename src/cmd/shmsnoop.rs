@@ -22,7 +22,7 @@ const fn want(name: &'static str) -> Want {
     }
 }
 
-const WANTS: &[Want] = &[
+pub(crate) const WANTS: &[Want] = &[
     want("syscalls:sys_enter_shmget"),
     want("syscalls:sys_exit_shmget"),
     want("syscalls:sys_enter_shmat"),

@@ -13,7 +13,7 @@ use crate::cli::slab::{SlabSort, SlabratetopArgs};
 use crate::session::{Processes, SampleCtx};
 use crate::tool::{self, Cx, Seen, Tool, Want};
 
-const WANTS: &[Want] = &[
+pub(crate) const WANTS: &[Want] = &[
     Want {
         name: "kmem:kmem_cache_alloc",
         since: "2.6.32",

@@ -16,7 +16,7 @@ use crate::session::{Processes, SampleCtx};
 use crate::tool::place::{Landed, landed};
 use crate::tool::{self, Cx, Seen, Tool, Want};
 
-const WANTS: &[Want] = &[Want {
+pub(crate) const WANTS: &[Want] = &[Want {
     name: "major-faults",
     since: "2.6.31",
     optional: false,

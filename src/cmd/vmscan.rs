@@ -23,7 +23,7 @@ const fn want(name: &'static str, since: &'static str, optional: bool) -> Want {
     }
 }
 
-const WANTS: [Want; 8] = [
+pub(crate) const WANTS: [Want; 8] = [
     want("vmscan:mm_shrink_slab_start", "3.1", false),
     want("vmscan:mm_shrink_slab_end", "3.1", false),
     want("vmscan:mm_vmscan_direct_reclaim_begin", "2.6.36", false),

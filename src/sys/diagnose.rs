@@ -120,7 +120,8 @@ fn paranoid_meaning(p: i32) -> &'static str {
     }
 }
 
-fn describe_paranoid(sys: &SystemFacts) -> String {
+/// `kernel.perf_event_paranoid is N, which allows ...`.
+pub fn describe_paranoid(sys: &SystemFacts) -> String {
     match sys.paranoid {
         Some(p) => format!(
             "kernel.perf_event_paranoid is {p}, which {}",
@@ -313,6 +314,56 @@ pub fn explain_open_error(errno: i32, ctx: &OpenContext, sys: &SystemFacts) -> S
             "cannot open `{ev}`: {}",
             std::io::Error::from_raw_os_error(errno)
         ),
+    }
+}
+
+/// Whether /proc/cpuinfo's flags say the CPU is virtual (`hypervisor`).
+pub fn in_virtual_machine() -> bool {
+    std::fs::read_to_string("/proc/cpuinfo").is_ok_and(|t| cpuinfo_says_hypervisor(&t))
+}
+
+fn cpuinfo_says_hypervisor(text: &str) -> bool {
+    text.lines()
+        .filter(|l| l.starts_with("flags"))
+        .any(|l| l.split_whitespace().any(|f| f == "hypervisor"))
+}
+
+/// Why there is no CPU PMU, in a few words.
+pub fn no_pmu_reason(in_vm: bool) -> &'static str {
+    if in_vm {
+        "no PMU in this VM"
+    } else {
+        "no PMU on this machine"
+    }
+}
+
+/// What [`explain_open_error`] says, in a few words for a column of `memperf list`: why an
+/// event cannot be opened here.
+pub fn short_reason(errno: i32, class: EventClass, sys: &SystemFacts, in_vm: bool) -> String {
+    let no_pmu = class == EventClass::Hardware && !sys.pmu_cpu_present;
+    match errno {
+        libc::EACCES | libc::EPERM if sys.privileged() => {
+            "denied by a security module or seccomp".to_string()
+        }
+        libc::EACCES | libc::EPERM => match class {
+            EventClass::Tracepoint => {
+                "needs root or CAP_PERFMON (or kernel.perf_event_paranoid=-1)".to_string()
+            }
+            EventClass::Uprobe => "needs root or CAP_PERFMON".to_string(),
+            _ => format!(
+                "needs root or CAP_PERFMON (kernel.perf_event_paranoid is {})",
+                sys.paranoid
+                    .map_or("unreadable".to_string(), |p| p.to_string())
+            ),
+        },
+        libc::ENOENT | libc::EOPNOTSUPP if no_pmu => no_pmu_reason(in_vm).to_string(),
+        libc::ENOENT if class == EventClass::Tracepoint => "not on this kernel".to_string(),
+        libc::ENOENT if class == EventClass::Hardware => "not provided by this PMU".to_string(),
+        libc::ENOENT => "not supported by this kernel".to_string(),
+        libc::ENODEV => "not supported on this CPU".to_string(),
+        libc::EOPNOTSUPP => "not supported this way by the kernel or PMU".to_string(),
+        libc::EBUSY => "PMU busy (another perf session or the NMI watchdog)".to_string(),
+        _ => format!("cannot open: {}", std::io::Error::from_raw_os_error(errno)),
     }
 }
 

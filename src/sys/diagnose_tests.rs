@@ -360,3 +360,37 @@ fn uprobes_need_privileges_whatever_paranoid_says() {
         );
     }
 }
+
+#[test]
+fn short_reasons_for_the_list_column() {
+    let vm_root = SystemFacts {
+        euid: 0,
+        pmu_cpu_present: false,
+        ..SystemFacts::default()
+    };
+    assert_eq!(
+        short_reason(libc::ENOENT, EventClass::Hardware, &vm_root, true),
+        "no PMU in this VM"
+    );
+    assert_eq!(
+        short_reason(libc::EOPNOTSUPP, EventClass::Hardware, &vm_root, false),
+        "no PMU on this machine"
+    );
+    assert_eq!(
+        short_reason(libc::ENOENT, EventClass::Tracepoint, &vm_root, true),
+        "not on this kernel"
+    );
+    let u = user(2);
+    assert!(short_reason(libc::EACCES, EventClass::Tracepoint, &u, true).starts_with("needs root"));
+    assert_eq!(
+        short_reason(libc::EACCES, EventClass::Software, &u, true),
+        "needs root or CAP_PERFMON (kernel.perf_event_paranoid is 2)"
+    );
+    assert!(short_reason(libc::EPERM, EventClass::Software, &vm_root, true).contains("security"));
+    assert!(cpuinfo_says_hypervisor(
+        "processor : 0\nflags : fpu vme hypervisor lahf_lm\n"
+    ));
+    assert!(!cpuinfo_says_hypervisor(
+        "flags : fpu vme\nhypervisor vendor: none\n"
+    ));
+}

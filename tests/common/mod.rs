@@ -5,6 +5,7 @@
 
 pub mod kernel;
 pub mod tools;
+pub mod user;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};

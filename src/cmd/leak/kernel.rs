@@ -17,8 +17,10 @@ use super::table::{KERNEL_PAGES, KERNEL_PERCPU, KERNEL_SLAB, Space};
 
 /// One kernel allocator event: tracepoint, whether it must exist, its role's fields.
 struct KernelEventDef {
-    system: &'static str,
-    name: &'static str,
+    /// `system:name`.
+    event: &'static str,
+    /// The Linux version that added it (by this name).
+    since: &'static str,
     required: bool,
     space: Space,
     addr: &'static str,
@@ -27,16 +29,16 @@ struct KernelEventDef {
 }
 
 const fn kdef(
-    system: &'static str,
-    name: &'static str,
+    event: &'static str,
+    since: &'static str,
     required: bool,
     space: Space,
     addr: &'static str,
     size: Option<(&'static str, bool)>,
 ) -> KernelEventDef {
     KernelEventDef {
-        system,
-        name,
+        event,
+        since,
         required,
         space,
         addr,
@@ -46,68 +48,91 @@ const fn kdef(
 
 const KERNEL_EVENTS: &[KernelEventDef] = &[
     kdef(
-        "kmem",
-        "kmalloc",
+        "kmem:kmalloc",
+        "2.6.32",
         true,
         KERNEL_SLAB,
         "ptr",
         Some(("bytes_alloc", false)),
     ),
     kdef(
-        "kmem",
-        "kmalloc_node",
+        "kmem:kmalloc_node",
+        "2.6.32",
         false,
         KERNEL_SLAB,
         "ptr",
         Some(("bytes_alloc", false)),
     ),
     kdef(
-        "kmem",
-        "kmem_cache_alloc",
+        "kmem:kmem_cache_alloc",
+        "2.6.32",
         true,
         KERNEL_SLAB,
         "ptr",
         Some(("bytes_alloc", false)),
     ),
     kdef(
-        "kmem",
-        "kmem_cache_alloc_node",
+        "kmem:kmem_cache_alloc_node",
+        "2.6.32",
         false,
         KERNEL_SLAB,
         "ptr",
         Some(("bytes_alloc", false)),
     ),
-    kdef("kmem", "kfree", true, KERNEL_SLAB, "ptr", None),
-    kdef("kmem", "kmem_cache_free", true, KERNEL_SLAB, "ptr", None),
+    kdef("kmem:kfree", "2.6.32", true, KERNEL_SLAB, "ptr", None),
     kdef(
-        "kmem",
-        "mm_page_alloc",
+        "kmem:kmem_cache_free",
+        "2.6.32",
+        true,
+        KERNEL_SLAB,
+        "ptr",
+        None,
+    ),
+    kdef(
+        "kmem:mm_page_alloc",
+        "2.6.32",
         true,
         KERNEL_PAGES,
         "pfn",
         Some(("order", true)),
     ),
-    kdef("kmem", "mm_page_free", true, KERNEL_PAGES, "pfn", None),
+    kdef("kmem:mm_page_free", "3.3", true, KERNEL_PAGES, "pfn", None),
 ];
 
 const PERCPU_EVENTS: &[KernelEventDef] = &[
     kdef(
-        "percpu",
-        "percpu_alloc_percpu",
+        "percpu:percpu_alloc_percpu",
+        "4.13",
         true,
         KERNEL_PERCPU,
         "ptr",
         Some(("bytes_alloc", false)),
     ),
     kdef(
-        "percpu",
-        "percpu_free_percpu",
+        "percpu:percpu_free_percpu",
+        "4.13",
         true,
         KERNEL_PERCPU,
         "ptr",
         None,
     ),
 ];
+
+/// The kernel-mode events as a tool's wants, for `memperf list`: the percpu ones are
+/// optional, read only with `--percpu`.
+pub(crate) fn wants() -> Vec<crate::tool::Want> {
+    KERNEL_EVENTS
+        .iter()
+        .map(|d| (d, !d.required))
+        .chain(PERCPU_EVENTS.iter().map(|d| (d, true)))
+        .map(|(d, optional)| crate::tool::Want {
+            name: d.event,
+            since: d.since,
+            optional,
+            filter: None,
+        })
+        .collect()
+}
 
 /// The kernel-mode events, with their fields read from the tracepoint formats.
 pub(super) fn plan(cfg: &LeakConfig) -> Result<Vec<Planned>> {
@@ -117,8 +142,9 @@ pub(super) fn plan(cfg: &LeakConfig) -> Result<Vec<Planned>> {
         .iter()
         .chain(if cfg.percpu { PERCPU_EVENTS } else { &[] });
     for d in defs {
-        let full = format!("{}:{}", d.system, d.name);
-        let format = match tfs.format(d.system, d.name) {
+        let full = d.event.to_string();
+        let (system, name) = d.event.split_once(':').unwrap_or(("", d.event));
+        let format = match tfs.format(system, name) {
             Ok(f) => f,
             Err(_) if !d.required => continue,
             Err(e) => bail!("failed to open tracepoint `{full}`: {e}"),
@@ -169,8 +195,8 @@ pub(super) fn plan(cfg: &LeakConfig) -> Result<Vec<Planned>> {
             spec: EventSpec {
                 name: full,
                 kind: EventKind::Tracepoint {
-                    system: d.system.to_string(),
-                    name: d.name.to_string(),
+                    system: system.to_string(),
+                    name: name.to_string(),
                 },
                 modifiers: Modifiers::default(),
                 terms: Default::default(),

@@ -8,7 +8,6 @@
 
 mod kernel;
 mod output;
-mod probes;
 mod sink;
 mod table;
 
@@ -36,7 +35,10 @@ use crate::unwind::UnwindMode;
 use sink::{LeakEvent, LeakSink, Role};
 use table::Table;
 
+pub(crate) use kernel::wants as kernel_wants;
+
 use crate::abi::{PERF_SAMPLE_CALLCHAIN, PERF_SAMPLE_STACK_USER};
+use crate::allocators as probes;
 
 const fn reg(r: u32) -> u64 {
     1u64 << r

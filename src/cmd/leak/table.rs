@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 
 use rustc_hash::FxHashMap;
 
+pub use crate::allocators::Func;
 use crate::stacks::StackId;
 
 /// An allocation's stack: interned, not sampled (`-s N`), or none at all (unwinding gave
@@ -25,33 +26,6 @@ impl AllocStack {
     /// Whether a twin sample of the same call may still give the stack.
     fn is_known(self) -> bool {
         matches!(self, AllocStack::Id(_))
-    }
-}
-
-/// What a probed function does.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Func {
-    Malloc,
-    Calloc,
-    Realloc,
-    PosixMemalign,
-    AlignedAlloc,
-    Valloc,
-    Pvalloc,
-    Free,
-    Mmap,
-    Munmap,
-    Mremap,
-}
-
-impl Func {
-    /// Functions that serve the program's heap (their own mmaps are internal).
-    pub fn is_allocator(self) -> bool {
-        !matches!(self, Func::Mmap | Func::Munmap | Func::Mremap)
-    }
-
-    pub fn is_map_call(self) -> bool {
-        matches!(self, Func::Mmap | Func::Munmap | Func::Mremap)
     }
 }
 

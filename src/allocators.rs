@@ -1,12 +1,39 @@
-//! Where the probes go: the allocator object, its functions' file offsets, and probe sites
-//! the kernel can emulate instead of single-stepping.
+//! Where allocator uprobes go: the allocator object of a process or command, its functions'
+//! file offsets, and probe sites the kernel can emulate instead of single-stepping. `memperf
+//! leak` probes what this finds; `memperf list --allocators` shows it.
 
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 use object::{Object, ObjectSegment, ObjectSymbol};
 
-use super::table::Func;
+/// What a probed function does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Func {
+    Malloc,
+    Calloc,
+    Realloc,
+    PosixMemalign,
+    AlignedAlloc,
+    Valloc,
+    Pvalloc,
+    Free,
+    Mmap,
+    Munmap,
+    Mremap,
+}
+
+impl Func {
+    /// Functions that serve the program's heap (their own mmaps are internal).
+    pub fn is_allocator(self) -> bool {
+        !matches!(self, Func::Mmap | Func::Munmap | Func::Mremap)
+    }
+
+    pub fn is_map_call(self) -> bool {
+        matches!(self, Func::Mmap | Func::Munmap | Func::Mremap)
+    }
+}
 
 /// A probed function: its name in the object, what it does, and how to read its arguments.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -161,11 +188,17 @@ pub fn load(path: &Path, prefix: &str) -> Result<Allocator> {
             path.display()
         )
     })?;
+    sites_in(&file, &data, path, prefix)
+}
+
+/// The probe sites of the functions named `prefix` + each of [`FUNCS`] in a parsed object
+/// (`data` its bytes); an error when a required one (malloc, free) is not there.
+fn sites_in(file: &object::File<'_>, data: &[u8], path: &Path, prefix: &str) -> Result<Allocator> {
     let mut sites: Vec<Site> = Vec::new();
     let mut missing = Vec::new();
     for d in FUNCS {
         let name = format!("{prefix}{}", d.symbol);
-        let Some((vaddr, size)) = find_symbol(&file, &name) else {
+        let Some((vaddr, size)) = find_symbol(file, &name) else {
             if d.required {
                 bail!(
                     "`{}` has no `{name}`: it is not the allocator's object (name it with -O, and \
@@ -176,7 +209,7 @@ pub fn load(path: &Path, prefix: &str) -> Result<Allocator> {
             missing.push(d.symbol);
             continue;
         };
-        let Some(entry) = file_offset(&file, vaddr) else {
+        let Some(entry) = file_offset(file, vaddr) else {
             bail!(
                 "`{}`: `{name}` at {vaddr:#x} is in no loadable segment",
                 path.display()
@@ -202,6 +235,107 @@ pub fn load(path: &Path, prefix: &str) -> Result<Allocator> {
         });
     }
     Ok(Allocator { sites, missing })
+}
+
+/// The symbol prefixes of the allocators memperf knows, with their names: the C library's
+/// (and any allocator that replaces malloc itself), jemalloc's, tcmalloc's, mimalloc's.
+pub const PREFIXES: &[(&str, &str)] = &[
+    ("", "malloc"),
+    ("je_", "jemalloc"),
+    ("tc_", "tcmalloc"),
+    ("mi_", "mimalloc"),
+];
+
+/// An allocator found in a process's mappings: where the process maps it, the prefix of its
+/// symbols (what `memperf leak -O PATH --symbols-prefix PREFIX` takes) and its probe sites.
+#[derive(Debug, Clone)]
+pub struct Found {
+    pub path: PathBuf,
+    pub prefix: &'static str,
+    pub alloc: Allocator,
+}
+
+impl Found {
+    /// What the allocator is: by its prefix, or for unprefixed ones by the file's name.
+    pub fn family(&self) -> &'static str {
+        let path = self.path.to_string_lossy();
+        match self.prefix {
+            "" if is_libc(&path) => "libc",
+            "" => ["jemalloc", "tcmalloc", "mimalloc"]
+                .into_iter()
+                .find(|n| path.contains(n))
+                .unwrap_or("malloc"),
+            p => PREFIXES
+                .iter()
+                .find(|(q, _)| *q == p)
+                .map_or("malloc", |(_, n)| n),
+        }
+    }
+}
+
+/// A mapped file that could not be read, and why.
+pub type Unreadable = (PathBuf, String);
+
+/// Every allocator in the executable files process `pid` maps, each file opened inside the
+/// process's root and checked against the mapping's device and inode. Also the files that
+/// could not be read, with why.
+pub fn in_process(pid: u32) -> Result<(Vec<Found>, Vec<Unreadable>)> {
+    let maps = crate::procfs::read_maps(pid).with_context(|| format!("no such process: {pid}"))?;
+    let mut seen = std::collections::HashSet::new();
+    let (mut found, mut unreadable) = (Vec::new(), Vec::new());
+    for m in maps
+        .iter()
+        .filter(|m| m.is_exec() && m.path.starts_with(b"/"))
+    {
+        let path = PathBuf::from(std::ffi::OsStr::from_bytes(&m.path));
+        if !seen.insert(path.clone()) {
+            continue;
+        }
+        let id = Some((m.dev_major, m.dev_minor, m.inode));
+        let data = crate::mapped::open_in_process_root(pid, &path, id).and_then(|mut f| {
+            let mut data = Vec::new();
+            std::io::Read::read_to_end(&mut f, &mut data).map(|_| data)
+        });
+        let data = match data {
+            Ok(d) => d,
+            Err(e) => {
+                unreadable.push((path, e.to_string()));
+                continue;
+            }
+        };
+        let Ok(file) = object::File::parse(&*data) else {
+            continue;
+        };
+        for &(prefix, _) in PREFIXES {
+            if let Ok(alloc) = sites_in(&file, &data, &path, prefix) {
+                found.push(Found {
+                    path: path.clone(),
+                    prefix,
+                    alloc,
+                });
+            }
+        }
+    }
+    Ok((found, unreadable))
+}
+
+/// The allocators in one object file (`memperf list --allocators PATH`).
+pub fn in_file(path: &Path) -> Result<Vec<Found>> {
+    let data = crate::mapped::read_regular(path)
+        .with_context(|| format!("failed to read `{}`", path.display()))?;
+    let file = object::File::parse(&*data)
+        .map_err(|e| anyhow::anyhow!("`{}` is not an ELF object: {e}", path.display()))?;
+    Ok(PREFIXES
+        .iter()
+        .filter_map(|&(prefix, _)| {
+            let alloc = sites_in(&file, &data, path, prefix).ok()?;
+            Some(Found {
+                path: path.to_path_buf(),
+                prefix,
+                alloc,
+            })
+        })
+        .collect())
 }
 
 fn find_symbol(file: &object::File<'_>, name: &str) -> Option<(u64, u64)> {
