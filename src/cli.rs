@@ -16,6 +16,7 @@ pub mod snoop;
 pub mod stacks;
 pub mod swapin;
 pub mod tool;
+pub mod triage;
 
 pub use record::*;
 pub use report::*;
@@ -127,6 +128,11 @@ pub enum Command {
     /// oom:mark_victim tracepoint (Linux 4.13+).
     #[command(after_help = OOMKILL_EXAMPLES)]
     Oomkill(tool::ToolArgs),
+    /// The USE method for memory in one command: utilization, saturation and errors from
+    /// /proc and the kernel log over a few seconds, each finding with the memperf command
+    /// to run next (no perf events).
+    #[command(after_help = triage::TRIAGE_EXAMPLES)]
+    Triage(triage::TriageArgs),
 }
 
 const FAULTS_EXAMPLES: &str = "\

@@ -12,4 +12,5 @@ pub mod report;
 pub mod shmsnoop;
 pub mod slabratetop;
 pub mod swapin;
+pub mod triage;
 pub mod vmscan;
