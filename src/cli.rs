@@ -18,6 +18,7 @@ pub mod stacks;
 pub mod stat;
 pub mod swapin;
 pub mod tool;
+pub mod triage;
 
 pub use record::*;
 pub use report::*;
@@ -142,6 +143,11 @@ pub enum Command {
     /// and the allocators `memperf leak` would probe (--allocators).
     #[command(after_help = list::LIST_EXAMPLES)]
     List(list::ListArgs),
+    /// The USE method for memory in one command: utilization, saturation and errors from
+    /// /proc and the kernel log over a few seconds, each finding with the memperf command
+    /// to run next (no perf events).
+    #[command(after_help = triage::TRIAGE_EXAMPLES)]
+    Triage(triage::TriageArgs),
 }
 
 const FAULTS_EXAMPLES: &str = "\

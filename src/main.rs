@@ -33,6 +33,7 @@ fn main() -> ExitCode {
         Command::Shmsnoop(args) => memperf::cmd::shmsnoop::run(args),
         Command::Oomkill(args) => memperf::cmd::oomkill::run(args),
         Command::List(args) => args.into_config().and_then(memperf::cmd::list::run),
+        Command::Triage(args) => args.into_config().and_then(memperf::cmd::triage::run),
     };
     match result {
         Ok(code) => ExitCode::from(code.clamp(0, 255) as u8),

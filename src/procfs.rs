@@ -232,10 +232,76 @@ pub fn exists(pid: u32) -> bool {
     proc_path(pid, "").exists()
 }
 
+/// Which hierarchy a process's memory cgroup is in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum CgroupVersion {
+    /// The v1 `memory` controller's own hierarchy.
+    V1,
+    /// The unified (v2) hierarchy.
+    V2,
+}
+
+/// A process's memory cgroup: its hierarchy and its path there, as `/proc/PID/cgroup` says.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MemoryCgroup {
+    pub version: CgroupVersion,
+    pub path: String,
+}
+
+/// The memory cgroup of `pid` (v1's memory controller, else v2's unified path).
+pub fn memory_cgroup(pid: u32) -> Option<MemoryCgroup> {
+    parse_memory_cgroup(&std::fs::read_to_string(proc_path(pid, "cgroup")).ok()?)
+}
+
+/// The memory cgroup in the text of `/proc/PID/cgroup` (`ID:CONTROLLERS:PATH` lines): the
+/// line whose controllers include `memory` (v1), else the unified `0::PATH` line (v2).
+pub fn parse_memory_cgroup(text: &str) -> Option<MemoryCgroup> {
+    let mut unified = None;
+    for line in text.lines() {
+        let mut parts = line.splitn(3, ':');
+        let (Some(_), Some(controllers), Some(path)) = (parts.next(), parts.next(), parts.next())
+        else {
+            continue;
+        };
+        let path = path.to_string();
+        if controllers.split(',').any(|c| c == "memory") {
+            return Some(MemoryCgroup {
+                version: CgroupVersion::V1,
+                path,
+            });
+        }
+        if controllers.is_empty() {
+            unified = Some(MemoryCgroup {
+                version: CgroupVersion::V2,
+                path,
+            });
+        }
+    }
+    unified
+}
+
 #[cfg(test)]
 #[allow(clippy::expect_used, clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn memory_cgroup_v1_before_v2() {
+        let hybrid = "9:name=systemd:/\n4:memory:/process_api/00f5\n1:cpu:/\n0::/\n";
+        let cg = parse_memory_cgroup(hybrid).expect("v1 line");
+        assert_eq!(
+            (cg.version, cg.path.as_str()),
+            (CgroupVersion::V1, "/process_api/00f5")
+        );
+        let cg = parse_memory_cgroup("5:cpu,memory:/a:b\n").expect("v1 line");
+        assert_eq!(cg.path, "/a:b");
+        let cg = parse_memory_cgroup("0::/system.slice/x.service\n").expect("v2 line");
+        assert_eq!(
+            (cg.version, cg.path.as_str()),
+            (CgroupVersion::V2, "/system.slice/x.service")
+        );
+        assert_eq!(parse_memory_cgroup("garbage\n1:cpu:/\n"), None);
+    }
 
     #[test]
     fn hugetlb_devices_and_ranges() {

@@ -14,6 +14,7 @@ pub mod shmsnoop;
 pub mod slabratetop;
 pub mod stat;
 pub mod swapin;
+pub mod triage;
 pub mod vmscan;
 
 use crate::tool::Want;

@@ -62,21 +62,13 @@ impl Tool for OomKill {
     }
 }
 
-/// The memory cgroup of `pid` (v1's memory controller, else v2's unified path).
+/// The memory cgroup of `pid` as oomkill prints it: `memory:PATH` (v1) or `unified:PATH`.
 fn memory_cgroup(pid: u32) -> Option<String> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
-    let mut unified = None;
-    for line in text.lines() {
-        let mut parts = line.splitn(3, ':');
-        let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
-        if controllers.split(',').any(|c| c == "memory") {
-            return Some(format!("memory:{path}"));
-        }
-        if controllers.is_empty() {
-            unified = Some(format!("unified:{path}"));
-        }
-    }
-    unified
+    let cg = crate::procfs::memory_cgroup(pid)?;
+    Some(match cg.version {
+        crate::procfs::CgroupVersion::V1 => format!("memory:{}", cg.path),
+        crate::procfs::CgroupVersion::V2 => format!("unified:{}", cg.path),
+    })
 }
 
 /// Runs `memperf oomkill`.
