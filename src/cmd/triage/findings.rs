@@ -125,7 +125,7 @@ fn cgroups(r: &Report, out: &mut Vec<Finding>) {
                 ),
                 "memperf drsnoop -d 30".to_string(),
             ));
-        } else if super::cgroup::near_limit(cg) && (d("pgscan") > 0 || d("pgpgout") > 0) {
+        } else if super::cgroup::reached_limit(cg) && (d("pgscan") > 0 || d("pgpgout") > 0) {
             let evidence = match d("pgscan") {
                 0 => format!("pgpgout +{} pages uncharged", d("pgpgout")),
                 n => format!("pgscan +{n}, pgsteal +{}", d("pgsteal")),

@@ -259,7 +259,7 @@ fn notable(end: &CgroupSample, deltas: &BTreeMap<String, u64>) -> bool {
     ["failcnt", "memsw_failcnt", "max", "high", "oom", "oom_kill"]
         .iter()
         .any(|k| rose(k))
-        || (cgroup::near_limit(end) && (rose("pgpgout") || rose("pgscan")))
+        || (cgroup::reached_limit(end) && (rose("pgpgout") || rose("pgscan")))
 }
 
 /// Waits `d`, or until Ctrl-C/SIGTERM; returns whether it was interrupted.
