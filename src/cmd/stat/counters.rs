@@ -189,6 +189,14 @@ pub fn read(fd: BorrowedFd<'_>) -> io::Result<Reading> {
     })
 }
 
+/// Where a CPU's counts go: its place in `cpus` with -A, else the one sum.
+pub fn slot(cpus: &[u32], per_cpu: bool, cpu: Option<u32>) -> usize {
+    match (per_cpu, cpu) {
+        (true, Some(c)) => cpus.iter().position(|&x| x == c).unwrap_or(0),
+        _ => 0,
+    }
+}
+
 impl Counters {
     /// Every event's readings now: per CPU (`cpus`' order) when `per_cpu`, else one sum.
     pub fn read_all(&self, cpus: &[u32], per_cpu: bool) -> Result<Vec<Vec<Reading>>> {
@@ -197,11 +205,7 @@ impl Counters {
             let mut sums = vec![Reading::default(); if per_cpu { cpus.len() } else { 1 }];
             for (cpu, fd) in &c.fds {
                 let r = read(fd.as_fd()).map_err(|e| anyhow!("failed to read a counter: {e}"))?;
-                let slot = match (per_cpu, cpu) {
-                    (true, Some(cpu)) => cpus.iter().position(|c| c == cpu).unwrap_or(0),
-                    _ => 0,
-                };
-                sums[slot].add(r);
+                sums[slot(cpus, per_cpu, *cpu)].add(r);
             }
             all.push(sums);
         }

@@ -74,26 +74,10 @@ type Readings = Vec<Vec<Reading>>;
 /// Per event, per CPU slot: the bytes summed and the samples they came from.
 type Bytes = Vec<Vec<(u64, u64)>>;
 
-/// One event as counted and, when sized, summed.
-struct Event {
-    name: String,
-    clock: bool,
-    /// The sampled event whose payloads give this one's bytes, and how.
-    summed: Option<Summed>,
-}
-
-struct Summed {
-    label: &'static str,
-    /// Index of the sampled event in the recorder's list.
-    sampled: usize,
-}
-
 /// What one run counted.
 struct RunResult {
-    /// Per event, per CPU (one slot unless -A).
-    readings: Vec<Vec<Reading>>,
-    /// Per event, per CPU: bytes summed and samples seen.
-    bytes: Vec<Vec<(u64, u64)>>,
+    readings: Readings,
+    bytes: Bytes,
     unsupported: Vec<bool>,
     events: Vec<EventInfo>,
     elapsed: Duration,
@@ -103,7 +87,8 @@ struct RunResult {
     notes: Vec<String>,
 }
 
-#[derive(Clone)]
+/// One counted event as printed: its name, whether it is a clock, and the label of its
+/// summed bytes when it is sized.
 struct EventInfo {
     name: String,
     clock: bool,
@@ -127,7 +112,7 @@ fn plan_sampled(
     cfg: &StatConfig,
     counted: &[ResolvedEvent],
     tracefs: &mut Option<Tracefs>,
-    events_out: &mut [Event],
+    info: &mut [EventInfo],
 ) -> Result<SampledPlan> {
     let mut specs = Vec::new();
     let mut feeds = Vec::new();
@@ -166,10 +151,7 @@ fn plan_sampled(
             // This kernel's format lacks the field: the event is counted only.
             continue;
         }
-        events_out[i].summed = Some(Summed {
-            label: size.label,
-            sampled: specs.len(),
-        });
+        info[i].label = Some(size.label);
         for ((sys_name, tp_name, rule), reader) in
             sources.into_iter().zip(readers.into_iter().flatten())
         {
@@ -224,13 +206,6 @@ struct StatSink<'a> {
 }
 
 impl StatSink<'_> {
-    fn slot(&self, cpu: Option<u32>) -> usize {
-        match (self.cfg.per_cpu, cpu) {
-            (true, Some(c)) => self.cfg.cpus.iter().position(|&x| x == c).unwrap_or(0),
-            _ => 0,
-        }
-    }
-
     fn read(&self) -> Result<Vec<Vec<Reading>>> {
         let c = self
             .counters
@@ -307,7 +282,7 @@ impl Handler for StatSink<'_> {
             }
             Feed::BrkExit(r) => r.value(raw).map(|new| self.breaks.exit(pid, tid, new)),
         };
-        let slot = self.slot(s.sample.cpu);
+        let slot = counters::slot(&self.cfg.cpus, self.cfg.per_cpu, s.sample.cpu);
         if let Some(b) = bytes
             && let Some(cell) = self.bytes.get_mut(target).and_then(|v| v.get_mut(slot))
         {
@@ -375,15 +350,15 @@ fn run_once(cfg: &StatConfig, layout: &Layout, out: &mut Box<dyn Write>) -> Resu
     if cfg.target == Target::SystemWide && !cfg.include_self {
         open::exclude_self(&mut counted)?;
     }
-    let mut events: Vec<Event> = counted
+    let mut info: Vec<EventInfo> = counted
         .iter()
-        .map(|e| Event {
+        .map(|e| EventInfo {
             name: e.spec.full_name(),
             clock: is_clock(&e.spec),
-            summed: None,
+            label: None,
         })
         .collect();
-    let plan = plan_sampled(cfg, &counted, &mut tracefs, &mut events)?;
+    let plan = plan_sampled(cfg, &counted, &mut tracefs, &mut info)?;
     let rcfg = cfg.record_config(plan.specs.clone());
     let (mut sampled, _) = open::resolve_events(&plan.specs)?;
     for ev in &mut sampled {
@@ -395,19 +370,6 @@ fn run_once(cfg: &StatConfig, layout: &Layout, out: &mut Box<dyn Write>) -> Resu
             period: Period::Count(1),
         });
     }
-    let info: Vec<EventInfo> = events
-        .iter()
-        .map(|e| EventInfo {
-            name: e.name.clone(),
-            clock: e.clock,
-            label: e.summed.as_ref().map(|s| s.label),
-        })
-        .collect();
-    debug_assert!(events.iter().all(|e| {
-        e.summed
-            .as_ref()
-            .is_none_or(|s| s.sampled < plan.feeds.len())
-    }));
     let slots = if cfg.per_cpu { cfg.cpus.len() } else { 1 };
     let mut sink = StatSink {
         cfg,
@@ -423,7 +385,7 @@ fn run_once(cfg: &StatConfig, layout: &Layout, out: &mut Box<dyn Write>) -> Resu
         last: None,
         last_at: Duration::ZERO,
         intervals: 0,
-        info: info.clone(),
+        info,
         prune_at: Instant::now(),
     };
     let before = crate::sys::children_rusage();
@@ -464,7 +426,7 @@ fn run_once(cfg: &StatConfig, layout: &Layout, out: &mut Box<dyn Write>) -> Resu
         readings,
         bytes: sink.bytes,
         unsupported,
-        events: info,
+        events: sink.info,
         elapsed,
         rusage,
         exit: done.exit.map_or(0, |e| e.shell_code()),

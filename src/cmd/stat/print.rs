@@ -121,12 +121,12 @@ pub fn line(layout: &Layout, time: Option<u64>, l: &Line) -> String {
     }
 }
 
-fn count_text(l: &Line, csv: bool) -> String {
+/// The count as both layouts print it: msec for a clock, else whole events.
+fn count_text(l: &Line) -> String {
     match l.count {
         Count::NotCounted => "<not counted>".to_string(),
         Count::NotSupported => "<not supported>".to_string(),
         Count::Value(v) if l.clock => format!("{:.2}", v / 1e6),
-        Count::Value(v) if csv => format!("{v:.0}"),
         Count::Value(v) => format!("{v:.0}"),
     }
 }
@@ -141,11 +141,7 @@ fn text_line(time: Option<u64>, l: &Line) -> String {
         let _ = write!(prefix, "CPU{cpu:<8}");
     }
     let unit = if l.clock { "msec" } else { "" };
-    let mut s = format!(
-        "{prefix}{:>18} {unit:<4} {:<32}",
-        count_text(l, false),
-        l.event
-    );
+    let mut s = format!("{prefix}{:>18} {unit:<4} {:<32}", count_text(l), l.event);
     let counted = matches!(l.count, Count::Value(_));
     match l.metrics.first().filter(|_| counted) {
         Some(m) => {
@@ -188,7 +184,7 @@ fn csv_line(sep: &str, time: Option<u64>, l: &Line) -> String {
         let _ = write!(s, "CPU{cpu}{sep}");
     }
     let unit = if l.clock { "msec" } else { "" };
-    let _ = write!(s, "{}{sep}{unit}{sep}{}", count_text(l, true), l.event);
+    let _ = write!(s, "{}{sep}{unit}{sep}{}", count_text(l), l.event);
     if let Some(pct) = l.noise {
         let _ = write!(s, "{sep}{pct:.2}%");
     }
