@@ -130,11 +130,7 @@ fn check_as_an_unprivileged_user_says_tracepoint_tools_need_root() {
     let Some(user) = TestUser::create() else {
         panic!("useradd failed (as root)");
     };
-    let paranoid: i32 = std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
+    let paranoid = perf_event_paranoid();
     if paranoid <= -1 {
         eprintln!("skipping: perf_event_paranoid -1 lets everyone read tracepoints");
         return;

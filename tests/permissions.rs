@@ -18,11 +18,7 @@ fn unprivileged_refusals_name_the_rule_the_kernel_applied() {
     let Some(user) = TestUser::create() else {
         panic!("useradd failed (as root)");
     };
-    let paranoid: i32 = std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
+    let paranoid = perf_event_paranoid();
 
     // Another user's process (init): ptrace access decides, not perf_event_paranoid.
     let o = user.sh("$MEMPERF record -o /dev/null -p 1");

@@ -41,14 +41,7 @@ fn oomkill_names_the_victim_the_trigger_and_its_stack() {
     let data = dir.path().join("oom.data");
     let _turn = recording_turn();
     let (tool, out) = start_tool(&["oomkill", "-w", data.to_str().unwrap()]);
-    let mut victim = cg.exec_in(&[hog.to_str().unwrap()]).spawn().unwrap();
-    let pid = victim.id();
-    let status = victim.wait().unwrap();
-    assert_eq!(
-        std::os::unix::process::ExitStatusExt::signal(&status),
-        Some(9),
-        "the hog was not OOM-killed: {status}"
-    );
+    let pid = common::kernel::oom_kill_hog(&cg, &hog);
     // The sample is drained within the recorder's 100 ms poll.
     std::thread::sleep(Duration::from_millis(500));
     let (live, err) = stop_tool(tool, out);

@@ -177,14 +177,7 @@ fn oom_kill_in_a_memory_cgroup_names_the_victim_and_oomkill() {
     let hog = fixture("hog", Variant::NoFp);
     let _turn = recording_turn();
     let triage = start_triage(&["--duration", "3"]);
-    let mut victim = cg.exec_in(&[hog.to_str().unwrap()]).spawn().unwrap();
-    let pid = victim.id();
-    let status = victim.wait().unwrap();
-    assert_eq!(
-        std::os::unix::process::ExitStatusExt::signal(&status),
-        Some(9),
-        "the hog was not OOM-killed: {status}"
-    );
+    let pid = common::kernel::oom_kill_hog(&cg, &hog);
     let out = finish(triage);
 
     let want = format!(

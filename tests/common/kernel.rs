@@ -260,3 +260,16 @@ impl Drop for Swapfile {
         let _ = std::fs::remove_file(&self.path);
     }
 }
+
+/// Runs `hog` (fixtures/hog.c) in `cg` until the kernel OOM-kills it; its pid.
+pub fn oom_kill_hog(cg: &MemCgroup, hog: &Path) -> u32 {
+    let mut victim = cg.exec_in(&[hog.to_str().unwrap()]).spawn().unwrap();
+    let pid = victim.id();
+    let status = victim.wait().unwrap();
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&status),
+        Some(9),
+        "the hog was not OOM-killed: {status}"
+    );
+    pid
+}

@@ -102,6 +102,15 @@ pub fn require_perf_tool(what: &str) -> bool {
 }
 
 /// Whether the tests run as root (effective uid 0, from /proc/self/status).
+/// `kernel.perf_event_paranoid` now.
+pub fn perf_event_paranoid() -> i32 {
+    std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
+}
+
 pub fn is_root() -> bool {
     std::fs::read_to_string("/proc/self/status")
         .ok()
