@@ -83,3 +83,6 @@ pub const HEADER_COMPRESSED: u32 = 27;
 /// 30) and passes over the table entries of higher ones, so the last of the 256 bits is one
 /// perf will not give a meaning of its own.
 pub const HEADER_MEMPERF_STATS: u32 = 255;
+/// memperf's marks of the samples whose user stacks were finished from the live process
+/// (`perfdata::RecoveredMark`), the bit below its counts.
+pub const HEADER_MEMPERF_RECOVERED: u32 = 254;

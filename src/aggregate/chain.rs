@@ -22,7 +22,13 @@ pub struct StackBook {
     pub space: StackSpace,
     /// Whether any kernel frame was kept.
     pub kernel_frames: bool,
+    /// Put a [`FrameKey::Recovered`] mark in each stack whose user frames were partly read
+    /// from the live process, before the first such frame (the text report and `memperf
+    /// script` show them as recovered; the other outputs want names only).
+    pub mark_recovered: bool,
     leaf_first: Vec<FrameId>,
+    /// Where the user frames begin in `leaf_first`.
+    user_start: Option<usize>,
     /// (pid, address, is return address) → frame, valid until a mapping changes.
     memo: FxHashMap<(u32, u64, bool), FrameId>,
 }
@@ -34,7 +40,9 @@ impl StackBook {
             stacks: StackTable::default(),
             space,
             kernel_frames: false,
+            mark_recovered: false,
             leaf_first: Vec::with_capacity(128),
+            user_start: None,
             memo: FxHashMap::default(),
         }
     }
@@ -48,6 +56,7 @@ impl StackBook {
     /// unwound), or its instruction pointer alone; `None` when it has no frame.
     pub fn stack_of(&mut self, c: &SampleCtx<'_>, maps: &ProcessMaps, pid: u32) -> Option<StackId> {
         self.leaf_first.clear();
+        self.user_start = None;
         // Each kind of chain walked by its own copy of the loop: no branch per address.
         match c.callchain() {
             Some(Chain::Recorded(chain)) => self.walk_chain(chain, maps, pid),
@@ -63,6 +72,14 @@ impl StackBook {
             } else if cpumode == b::PERF_RECORD_MISC_USER {
                 self.user_frame(maps, pid, ip, false);
             }
+        }
+        if self.mark_recovered
+            && let (Some(first), Some(start)) = (c.recovered, self.user_start)
+            && let Some(at) = start.checked_add(first as usize)
+            && at < self.leaf_first.len()
+        {
+            let mark = self.frames.intern(&FrameKey::Recovered);
+            self.leaf_first.insert(at, mark);
         }
         self.stacks.intern(self.leaf_first.iter().rev().copied())
     }
@@ -114,6 +131,9 @@ impl StackBook {
     fn user_frame(&mut self, maps: &ProcessMaps, pid: u32, addr: u64, ret: bool) {
         if self.space == StackSpace::Kernel {
             return;
+        }
+        if self.user_start.is_none() {
+            self.user_start = Some(self.leaf_first.len());
         }
         if let Some(&id) = self.memo.get(&(pid, addr, ret)) {
             self.leaf_first.push(id);

@@ -42,6 +42,9 @@ pub enum FrameKey {
         pid: u32,
         addr: u64,
     },
+    /// Not a frame: where a stack's user frames read from the live process begin (towards
+    /// the root), when a report marks them (`StackBook::mark_recovered`). It has no name.
+    Recovered,
 }
 
 impl FrameKey {
@@ -136,6 +139,12 @@ impl Aggregate {
             bytes: FxHashMap::default(),
         }
     }
+
+    /// Marks where each stack's frames read from the live process begin (text and script).
+    fn marking_recovered(mut self, on: bool) -> Aggregate {
+        self.book.mark_recovered = on;
+        self
+    }
 }
 
 /// One kept sample, handed to a streaming output (`memperf script`) as it is read.
@@ -213,12 +222,17 @@ pub fn read<'c>(
             config: e.attr.config,
         })
         .collect();
-    let mut session = Session::new(infos, file.id_map().clone(), keep).with_types(types);
+    let mut session = Session::new(infos, file.id_map().clone(), keep)
+        .with_types(types)
+        .with_recovered_marks(&file.features.recovered_marks);
     let weighers = weighers(file, names);
     let mut a = Aggregator {
         cfg,
         rows,
-        agg: Aggregate::new(file.events.len(), cfg.space),
+        agg: Aggregate::new(file.events.len(), cfg.space).marking_recovered(matches!(
+            cfg.output,
+            ReportOutput::Text | ReportOutput::Script(_)
+        )),
         event_filter,
         fixed_periods: file
             .events

@@ -165,8 +165,23 @@ pub(crate) fn record<H: Live>(run: Run<'_>, tool: &mut H) -> Result<Recorded> {
         .with_exclude_pid(
             (cfg.target == Target::SystemWide && !cfg.include_self).then(std::process::id),
         );
+    if online {
+        session = session.with_live_stacks();
+    }
 
     let first_id = opened.events[0].ids.first().copied().unwrap_or(0);
+    let mut driver = Driver::new(opened, signals, gated, &cfg.target)
+        .discard(cfg.consume == Consume::None)
+        .sink_context(write_failed.clone());
+    // Processes attached to (-p, -t) are enabled before they are described: describing
+    // them reads /proc, and nothing they do meanwhile is missed (their samples wait in the
+    // rings, and the files their stacks need are read when the first of those samples is
+    // unwound). A system-wide recording describes every process first: its rings would
+    // fill with the whole machine's samples while nothing drains them.
+    let attach = matches!(cfg.target, Target::Pids(_) | Target::Tids(_));
+    if attach {
+        driver.enable()?;
+    }
     if cfg.side_band {
         synth::synthesize(
             &synth_pids(&cfg.target),
@@ -177,11 +192,9 @@ pub(crate) fn record<H: Live>(run: Run<'_>, tool: &mut H) -> Result<Recorded> {
         )
         .with_context(|| write_failed.clone())?;
     }
-
-    let mut driver = Driver::new(opened, signals, gated, &cfg.target)
-        .discard(cfg.consume == Consume::None)
-        .sink_context(write_failed.clone());
-    driver.enable()?;
+    if !attach {
+        driver.enable()?;
+    }
     let clock_monotonic = driver.opened().clock_monotonic;
     let clockid = if clock_monotonic {
         libc::CLOCK_MONOTONIC as u32
@@ -241,6 +254,8 @@ pub(crate) fn record<H: Live>(run: Run<'_>, tool: &mut H) -> Result<Recorded> {
         if let (Some(stats), Some(end)) = (&mut features.memperf_stats, done.now) {
             stats.counts.push(("end_time".to_string(), end));
         }
+        let mut w = w;
+        features.recovered_marks = std::mem::take(&mut w.recovered);
         data_bytes = w.writer.data_bytes();
         file_bytes = w
             .writer
@@ -517,9 +532,15 @@ fn memperf_stats(session: &Session) -> MemperfStats {
         ),
     ];
     if let Some(u) = session.unwinders() {
-        for (name, n) in u.stats().truncated.named() {
+        let s = u.stats();
+        for (name, n) in s.truncated.named() {
             counts.push((format!("truncated.{name}"), n));
         }
+        counts.extend([
+            ("cut_at_copy_end".to_string(), s.cut_at_copy_end),
+            ("recovered".to_string(), s.recovered),
+            ("recovered_frames".to_string(), s.recovered_frames),
+        ]);
     }
     MemperfStats { counts }
 }

@@ -4,7 +4,7 @@
 
 use std::io;
 
-use crate::perfdata::PerfDataWriter;
+use crate::perfdata::{PerfDataWriter, RecoveredMark};
 use crate::records::{self, ParseInfo};
 use crate::session::{Handler, SampleCtx, SideBand};
 
@@ -15,6 +15,9 @@ pub struct RecordWriter {
     /// the stack and registers).
     out_infos: Vec<ParseInfo>,
     buf: Vec<u8>,
+    /// The samples whose stacks were finished from the live process, for the file's
+    /// feature section (readers mark those frames).
+    pub recovered: Vec<RecoveredMark>,
 }
 
 impl RecordWriter {
@@ -23,12 +26,16 @@ impl RecordWriter {
             writer,
             out_infos,
             buf: Vec::with_capacity(2048),
+            recovered: Vec::new(),
         }
     }
 }
 
 impl Handler for RecordWriter {
     fn sample(&mut self, s: &SampleCtx<'_>) -> io::Result<()> {
+        if let (Some(first), Some(time), Some(tid)) = (s.recovered, s.sample.time, s.sample.tid) {
+            self.recovered.push(RecoveredMark { time, tid, first });
+        }
         let Some(info) = self.out_infos.get(s.ev) else {
             return self.writer.write_record(s.bytes);
         };

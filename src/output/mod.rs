@@ -33,7 +33,13 @@ pub struct Resolved {
     pub info: Vec<FrameInfo>,
     /// Source file and line of each name in `names` (with `--lines`).
     pub lines: Vec<Vec<(Option<String>, Option<u32>)>>,
+    /// The [`FrameKey::Recovered`] mark's id, once met.
+    pub recovered_mark: Option<FrameId>,
 }
+
+/// What the text report and `memperf script` put after a frame read from the live process
+/// because the copied stack ended before it.
+pub const RECOVERED: &str = "[recovered]";
 
 /// A frame as perf script prints it: `addr sym+off (dso)`.
 pub struct FrameInfo {
@@ -148,6 +154,7 @@ impl Resolver {
                 kernel_names: rustc_hash::FxHashSet::default(),
                 info: Vec::new(),
                 lines: Vec::new(),
+                recovered_mark: None,
             },
         }
     }
@@ -169,6 +176,19 @@ impl Resolver {
 
     fn name(&mut self, key: &FrameKey, maps: &ProcessMaps) {
         let (cfg, res) = (&self.cfg, &mut self.res);
+        if *key == FrameKey::Recovered {
+            // A mark, not a frame: no name, so stacks merged by name do not see it.
+            res.lines.push(vec![(None, None)]);
+            res.info.push(FrameInfo {
+                addr: 0,
+                sym: None,
+                off: None,
+                dso: String::new(),
+            });
+            res.names.push(Vec::new());
+            res.recovered_mark = Some(res.names.len() as u32 - 1);
+            return;
+        }
         let (symbolized, fallback, suffix) = match *key {
             FrameKey::Kernel { addr } => {
                 let fallback = if cfg.addrs {
@@ -211,6 +231,15 @@ impl Resolver {
                 };
                 (s, fallback, "")
             }
+            // Named above; a mark has no symbol.
+            FrameKey::Recovered => (
+                Symbolized {
+                    frames: Vec::new(),
+                    unknown: None,
+                },
+                RECOVERED.to_string(),
+                "",
+            ),
             FrameKey::Jit { pid, addr } => {
                 let fallback = if cfg.addrs {
                     format!("{addr:#x}")
@@ -267,6 +296,7 @@ impl Resolver {
                 offset.addr(),
                 String::from_utf8_lossy(&maps.module(module).path).into_owned(),
             ),
+            FrameKey::Recovered => (0, String::new()),
             FrameKey::Jit { pid, addr } => (
                 addr,
                 if symbolized.unknown.is_none() {
@@ -311,8 +341,18 @@ fn named_stacks(
             agg.book.stacks.frames(stack, &mut ids);
         }
         let mut frames: Vec<String> = Vec::with_capacity(ids.len() + 1);
+        // Root first: the frames before the mark were read from the live process.
+        let mut recovered = ids.iter().any(|&id| Some(id) == res.recovered_mark);
         for &id in &ids {
-            frames.extend(res.names[id as usize].iter().cloned());
+            if Some(id) == res.recovered_mark {
+                recovered = false;
+            }
+            let names = res.names[id as usize].iter();
+            if recovered {
+                frames.extend(names.map(|n| format!("{n} {RECOVERED}")));
+            } else {
+                frames.extend(names.cloned());
+            }
         }
         if cfg.reverse {
             frames.reverse();

@@ -238,6 +238,8 @@ pub fn build(
     for (id, key) in agg.book.frames.iter() {
         let mapping_id = match *key {
             FrameKey::User { module, .. } => mapping_of_module.get(&module).copied().unwrap_or(0),
+            // Only the text report and `memperf script` mark stacks.
+            FrameKey::Recovered => 0,
             FrameKey::Kernel { .. } | FrameKey::Jit { .. } => {
                 let label = if matches!(key, FrameKey::Kernel { .. }) {
                     "[kernel.kallsyms]"

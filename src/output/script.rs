@@ -15,7 +15,7 @@ use crate::stacks::FrameId;
 use crate::symbolize::Kallsyms;
 
 use super::{Resolved, Resolver};
-use crate::aggregate::{Aggregate, RowSink, ScriptRow};
+use crate::aggregate::{Aggregate, FrameKey, RowSink, ScriptRow};
 use crate::maps::ProcessMaps;
 use crate::printfmt::{Kernel, PrintFmt, PrintFmtError};
 use crate::session::Processes;
@@ -143,12 +143,29 @@ impl RowSink for ScriptWriter<'_> {
         };
         self.line.truncate(keep);
         self.line.push(b'\n');
-        self.out.write_all(&self.line)?;
         if self.layout.want_frames {
             self.ids.clear();
             if let Some(stack) = row.stack {
                 agg.book.stacks.frames(stack, &mut self.ids);
             }
+            // Root first: the frames before the mark were read from the live process. The
+            // sample's lines stay as perf prints them (inferno and stackcollapse-perf.pl
+            // parse them strictly and pass over comments): a comment line before it says
+            // how many of its last frames were recovered.
+            let recovered = self
+                .ids
+                .iter()
+                .position(|&id| agg.book.frames.get(id) == Some(&FrameKey::Recovered));
+            if let Some(n) = recovered {
+                writeln!(
+                    self.out,
+                    "# {} the last {n} frames of the next sample were read from the live process",
+                    super::RECOVERED
+                )?;
+            }
+        }
+        self.out.write_all(&self.line)?;
+        if self.layout.want_frames {
             let maps = procs.maps().unwrap_or(ProcessMaps::empty());
             let res = self.resolver.catch_up(&agg.book.frames, maps);
             write_frames(self.input.fields, &self.ids, res, &mut self.out)?;
@@ -278,6 +295,9 @@ fn write_frames(
     let has = |f: ScriptField| fields.contains(&f);
     // Written straight to the buffered output: no string per frame.
     for &id in ids.iter().rev() {
+        if Some(id) == res.recovered_mark {
+            continue;
+        }
         let fi = &res.info[id as usize];
         out.write_all(b"\t")?;
         if has(ScriptField::Ip) {

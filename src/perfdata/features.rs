@@ -5,8 +5,8 @@ use super::{EventDesc, PERF_RECORD_HEADER_BUILD_ID, attr_file_bytes, le_u32, le_
 pub use crate::abi::{
     HEADER_ARCH, HEADER_BUILD_ID, HEADER_CLOCK_DATA, HEADER_CLOCKID, HEADER_CMDLINE,
     HEADER_COMPRESSED, HEADER_CPUDESC, HEADER_CPUID, HEADER_EVENT_DESC, HEADER_HOSTNAME,
-    HEADER_MEMPERF_STATS, HEADER_NRCPUS, HEADER_OSRELEASE, HEADER_SAMPLE_TIME, HEADER_TOTAL_MEM,
-    HEADER_TRACING_DATA, HEADER_VERSION,
+    HEADER_MEMPERF_RECOVERED, HEADER_MEMPERF_STATS, HEADER_NRCPUS, HEADER_OSRELEASE,
+    HEADER_SAMPLE_TIME, HEADER_TOTAL_MEM, HEADER_TRACING_DATA, HEADER_VERSION,
 };
 
 const PERF_RECORD_MISC_BUILD_ID_SIZE: u16 = 1 << 15;
@@ -39,6 +39,7 @@ pub struct Features {
     pub clockid: Option<u64>,
     pub clock_data: Option<ClockData>,
     pub memperf_stats: Option<MemperfStats>,
+    pub recovered_marks: Vec<RecoveredMark>,
 }
 
 /// One instant read on two clocks: the samples' clock and the wall clock (perf's
@@ -110,6 +111,45 @@ impl MemperfStats {
     }
 }
 
+/// A sample whose user stack memperf finished from the live process: its time and thread,
+/// and the index among its user frames (0 is the sampled instruction) of the first frame
+/// read there rather than from the copied stack.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RecoveredMark {
+    pub time: u64,
+    pub tid: u32,
+    pub first: u32,
+}
+
+/// `u64 count`, then `{ u64 time; u32 tid; u32 first; }` per mark.
+fn encode_marks(marks: &[RecoveredMark]) -> Vec<u8> {
+    let mut v = Vec::with_capacity(8 + 16 * marks.len());
+    v.extend_from_slice(&(marks.len() as u64).to_ne_bytes());
+    for m in marks {
+        v.extend_from_slice(&m.time.to_ne_bytes());
+        v.extend_from_slice(&m.tid.to_ne_bytes());
+        v.extend_from_slice(&m.first.to_ne_bytes());
+    }
+    v
+}
+
+fn decode_marks(s: &mut Sec<'_>) -> Option<Vec<RecoveredMark>> {
+    let n = usize::try_from(s.u64()?).ok()?;
+    // Each mark takes 16 bytes: a count the section cannot hold is malformed.
+    if n > s.b.len() / 16 {
+        return None;
+    }
+    (0..n)
+        .map(|_| {
+            Some(RecoveredMark {
+                time: s.u64()?,
+                tid: s.u32()?,
+                first: s.u32()?,
+            })
+        })
+        .collect()
+}
+
 /// One entry of the BUILD_ID feature.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct BuildIdEntry {
@@ -139,6 +179,7 @@ pub struct ReadFeatures {
     pub sample_time: Option<(u64, u64)>,
     pub clock_data: Option<ClockData>,
     pub memperf_stats: Option<MemperfStats>,
+    pub recovered_marks: Vec<RecoveredMark>,
     /// Feature bits that were set but whose section could not be decoded.
     pub undecodable: Vec<u32>,
 }
@@ -263,6 +304,12 @@ impl Features {
         if let Some(m) = &self.memperf_stats {
             out.push((HEADER_MEMPERF_STATS, m.encode()));
         }
+        if !self.recovered_marks.is_empty() {
+            out.push((
+                HEADER_MEMPERF_RECOVERED,
+                encode_marks(&self.recovered_marks),
+            ));
+        }
         out.sort_by_key(|&(bit, _)| bit);
         out
     }
@@ -370,6 +417,7 @@ impl ReadFeatures {
                 }
             }
             HEADER_MEMPERF_STATS => self.memperf_stats = Some(MemperfStats::decode(&s.string()?)),
+            HEADER_MEMPERF_RECOVERED => self.recovered_marks = decode_marks(&mut s)?,
             HEADER_CMDLINE => {
                 let n = s.u32()?;
                 self.cmdline = (0..n).map(|_| s.string()).collect::<Option<_>>()?;

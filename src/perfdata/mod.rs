@@ -14,7 +14,7 @@ mod tests;
 pub(crate) mod tracing_data;
 mod writer;
 
-pub use features::{BuildIdEntry, ClockData, Features, MemperfStats, ReadFeatures};
+pub use features::{BuildIdEntry, ClockData, Features, MemperfStats, ReadFeatures, RecoveredMark};
 pub use reader::{PerfDataFile, RawFileRecord, RecordIter, StreamError};
 pub use tracing_data::{TracepointFormat, tracing_data};
 pub use writer::{PerfDataWriter, create_output, unsafe_to_replace};

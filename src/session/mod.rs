@@ -39,6 +39,10 @@ pub struct SampleCtx<'a> {
     /// When the sample carried another event's id (see [`SessionStats::foreign_ids`]): an
     /// id of the event it was attributed to, for a writer to put in its place.
     pub corrected_id: Option<u64>,
+    /// When some user frames were read from the live process after the copied stack ended
+    /// (see `unwind::Unwinders::set_live`), or the recording says so of this sample: the
+    /// index among the user frames (0 is the sampled instruction) of the first such frame.
+    pub recovered: Option<u32>,
     pub procs: &'a Processes,
 }
 
@@ -178,6 +182,9 @@ pub struct Session {
     stats: SessionStats,
     frames: Vec<u64>,
     chain: Vec<u64>,
+    /// A recording's samples whose stacks were finished from the live process: (time,
+    /// tid) → the index of the first recovered user frame.
+    recovered_marks: FxHashMap<(u64, u32), u32>,
 }
 
 impl Session {
@@ -216,7 +223,25 @@ impl Session {
             },
             frames: Vec::with_capacity(128),
             chain: Vec::with_capacity(256),
+            recovered_marks: FxHashMap::default(),
         }
+    }
+
+    /// Finishes stacks cut at the copy's end from the live process, and reads a process's
+    /// files when its first sample is unwound (recording online).
+    pub fn with_live_stacks(mut self) -> Self {
+        if let Some(u) = self.procs.unwinders.as_mut() {
+            u.set_live(Some(Box::new(crate::unwind::ProcessMemory::default())));
+            u.set_lazy(true);
+        }
+        self
+    }
+
+    /// The recording's marks of samples whose stacks were finished from the live process
+    /// (its memperf feature section), handed on with each such sample.
+    pub fn with_recovered_marks(mut self, marks: &[crate::perfdata::RecoveredMark]) -> Self {
+        self.recovered_marks = marks.iter().map(|m| ((m.time, m.tid), m.first)).collect();
+        self
     }
 
     /// Leaves out (and counts) the samples of process `pid`.
@@ -478,11 +503,16 @@ impl Session {
         let unwound = self.procs.unwinders.is_some()
             && sample.stack_user.is_some()
             && handler.wants_unwind(ev, &sample, &self.procs);
+        let mut recovered = None;
         if unwound {
-            self.unwind_sample(&sample);
+            recovered = self.unwind_sample(&sample);
             if let Some(&Some(max)) = self.max_stack.get(ev) {
                 cut_chain(&mut self.chain, usize::from(max));
             }
+        } else if !self.recovered_marks.is_empty()
+            && let (Some(time), Some(tid)) = (sample.time, sample.tid)
+        {
+            recovered = self.recovered_marks.get(&(time, tid)).copied();
         }
         let corrected_id = (by_id != Some(ev))
             .then(|| self.event_ids.get(ev).copied().flatten())
@@ -494,13 +524,15 @@ impl Session {
             bytes,
             unwound: unwound.then_some(self.chain.as_slice()),
             corrected_id,
+            recovered,
             procs: &self.procs,
         })
     }
 
     /// Builds `self.chain`: the kernel part of the sample's callchain, then the user frames
-    /// unwound from the copied stack.
-    fn unwind_sample(&mut self, sample: &Sample<'_>) {
+    /// unwound from the copied stack. Returns the index among the user frames of the first
+    /// one read from the live process, if any was.
+    fn unwind_sample(&mut self, sample: &Sample<'_>) -> Option<u32> {
         self.chain.clear();
         if let Some(cc) = &sample.callchain {
             self.chain.extend(cc.iter());
@@ -512,17 +544,20 @@ impl Session {
             sample.pid,
             self.procs.unwinders.as_mut(),
         ) else {
-            return;
+            return None;
         };
         if regs.abi == 0 {
             // A kernel thread, or a sample taken without user context.
-            return;
+            return None;
         }
         let Some(user) = user_regs(regs) else {
             self.stats.truncated += 1;
-            return;
+            return None;
         };
-        let outcome = unwinders.unwind(pid, user, stack.data, &mut self.frames);
+        let outcome = unwinders.unwind_copy(pid, user, stack.data, stack.size, &mut self.frames);
+        let recovered = unwinders
+            .last_recovered()
+            .and_then(|i| u32::try_from(i).ok());
         self.stats.unwound += 1;
         if matches!(outcome, UnwindOutcome::Truncated(_)) {
             self.stats.truncated += 1;
@@ -536,6 +571,7 @@ impl Session {
             self.chain.truncate(MAX_CHAIN_FRAMES);
             self.stats.truncated += 1;
         }
+        recovered
     }
 }
 

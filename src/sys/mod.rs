@@ -91,6 +91,17 @@ pub fn localtime(secs: i64, tm: &mut libc::tm) {
 /// permission as ptrace, which root and the process's own user without Yama restrictions have).
 pub fn read_process_u64(pid: u32, addr: u64) -> io::Result<u64> {
     let mut buf = [0u8; 8];
+    match read_process_memory(pid, addr, &mut buf)? {
+        8 => Ok(u64::from_ne_bytes(buf)),
+        _ => Err(io::Error::new(io::ErrorKind::UnexpectedEof, "short read")),
+    }
+}
+
+/// Reads up to `buf.len()` bytes at `addr` in process `pid` with process_vm_readv; returns
+/// how many were read (fewer when the range runs into an unmapped page). Never blocks on
+/// I/O the way reading `/proc/PID/mem` of a file mapping could only if the page must be
+/// read from disk; the caller reads anonymous memory (stacks) and code already mapped.
+pub fn read_process_memory(pid: u32, addr: u64, buf: &mut [u8]) -> io::Result<usize> {
     let local = libc::iovec {
         iov_base: buf.as_mut_ptr().cast(),
         iov_len: buf.len(),
@@ -101,16 +112,11 @@ pub fn read_process_u64(pid: u32, addr: u64) -> io::Result<u64> {
     };
     let pid = libc::pid_t::try_from(pid)
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "pid out of range"))?;
-    // SAFETY: `local` points at `buf`, which is writable for its 8 bytes; the remote iovec is
-    // only read by the kernel, which checks it against the other process's address space.
+    // SAFETY: `local` points at `buf`, which is writable for its whole length; the remote
+    // iovec is only read by the kernel, which checks it against the other process's
+    // address space.
     let n = unsafe { libc::process_vm_readv(pid, &local, 1, &remote, 1, 0) };
-    if n == 8 {
-        Ok(u64::from_ne_bytes(buf))
-    } else if n < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Err(io::Error::new(io::ErrorKind::UnexpectedEof, "short read"))
-    }
+    usize::try_from(n).map_err(|_| io::Error::last_os_error())
 }
 
 /// The online CPUs, from `/sys/devices/system/cpu/online`.

@@ -321,6 +321,7 @@ impl<T: Tool> Handler for Drive<'_, T> {
             bytes: s.bytes,
             unwound: s.unwound,
             corrected_id: s.corrected_id,
+            recovered: s.recovered,
             procs: s.procs,
         };
         self.tool.sample(&mut self.cx, &mapped)

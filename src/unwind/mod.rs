@@ -10,6 +10,7 @@ mod elf;
 #[cfg(test)]
 mod fixture;
 mod fp;
+mod live;
 #[cfg(test)]
 mod mutations;
 #[cfg(test)]
@@ -28,6 +29,8 @@ use framehop::{
 use rustc_hash::FxHashMap;
 
 use elf::{ElfCache, ElfInfo, ElfKey, SectionData};
+use live::Recovery;
+pub use live::{CodeSite, LiveMemory, ProcessMemory};
 
 /// At most this many frames (the instruction pointer included) per stack, as perf's
 /// `PERF_MAX_STACK_DEPTH` default.
@@ -218,6 +221,66 @@ pub struct UnwindStats {
     /// mapped by no live process) to stay within its budget.
     pub elf_cache_bytes: u64,
     pub elf_cache_evictions: u64,
+    /// Stacks whose unwind went past the copy's end (counted in `truncated.stack_end`
+    /// unless they were recovered).
+    pub cut_at_copy_end: u64,
+    /// Of those, stacks whose copy was shorter than asked: the kernel stopped at a stack
+    /// page the thread never touched, which no copy size changes.
+    pub cut_short_copy: u64,
+    /// Of those, stacks finished from the live process ([`Unwinders::set_live`]) and the
+    /// frames found there; and the attempts given up: the memory could not be read (the
+    /// thread or process was gone) or a recovered frame failed validation.
+    pub recovered: u64,
+    pub recovered_frames: u64,
+    pub recovery_unreadable: u64,
+    pub recovery_rejected: u64,
+    /// The largest copy size a stack cut at the copy's end needed (of the copies as long as
+    /// asked): exact for the recovered ones, at least this for the others.
+    pub copy_needed_max: u64,
+    /// How many cut stacks needed at most 1, 2, 4, ... 64 KiB (by [`needed_bucket`]); the
+    /// last bucket holds the larger ones.
+    pub copy_needed: [u64; NEEDED_BUCKETS],
+}
+
+/// Buckets of [`UnwindStats::copy_needed`]: up to 1 KiB, 2, 4, 8, 16, 32, 64 KiB, more.
+pub const NEEDED_BUCKETS: usize = 8;
+
+/// The bucket of a copy size: 0 for up to 1 KiB, 6 for up to 64 KiB, 7 beyond.
+pub fn needed_bucket(bytes: u64) -> usize {
+    (0..NEEDED_BUCKETS - 1)
+        .find(|&i| bytes <= 1024 << i)
+        .unwrap_or(NEEDED_BUCKETS - 1)
+}
+
+impl UnwindStats {
+    /// A stack copy size that would have held `share` (0..=1) of the stacks cut at the
+    /// copy's end (of those copied as long as asked): for all of them the deepest need
+    /// rounded up to a KiB, else the power of two of its bucket; at most the kernel's
+    /// largest, 65528. `None` when even that would not have.
+    pub fn copy_size_for(&self, share: f64) -> Option<u64> {
+        let total: u64 = self.copy_needed.iter().sum();
+        if total == 0 {
+            return None;
+        }
+        if share >= 1.0 {
+            // All of them: the deepest need, to the next KiB.
+            return (self.copy_needed_max <= 65536).then(|| {
+                self.copy_needed_max
+                    .div_ceil(1024)
+                    .saturating_mul(1024)
+                    .min(65528)
+            });
+        }
+        let want = (total as f64 * share).ceil() as u64;
+        let mut seen = 0;
+        for (i, n) in self.copy_needed.iter().enumerate().take(NEEDED_BUCKETS - 1) {
+            seen += n;
+            if seen >= want {
+                return Some((1024u64 << i).min(65528));
+            }
+        }
+        None
+    }
 }
 
 type NativeUnwinder = UnwinderNative<SectionData, MayAllocateDuringUnwind>;
@@ -234,6 +297,16 @@ struct ProcModule {
     has_cfi: bool,
     /// The file's entry point in the process (`e_entry` + bias), when it has one.
     entry_avma: Option<u64>,
+    /// Not read yet ([`Unwinders::set_lazy`]): the file is loaded when a sample of the
+    /// process is first unwound.
+    pending: Option<Pending>,
+}
+
+/// What loading a mapping's file later needs from its event.
+#[derive(Clone)]
+struct Pending {
+    dev_ino: Option<(u32, u32, u64)>,
+    deleted: bool,
 }
 
 #[derive(Clone, Default)]
@@ -241,6 +314,8 @@ struct Process {
     unwinder: NativeUnwinder,
     /// Sorted by `avma.start`, non-overlapping.
     modules: Vec<ProcModule>,
+    /// Modules whose file is still to be loaded.
+    pending: usize,
 }
 
 impl Process {
@@ -256,11 +331,15 @@ impl Process {
     fn remove_overlapping(&mut self, r: &Range<u64>) -> u32 {
         let unwinder = &mut self.unwinder;
         let mut removed = 0;
+        let pending = &mut self.pending;
         self.modules.retain(|m| {
             let overlaps = m.avma.start < r.end && r.start < m.avma.end;
             if overlaps && m.has_cfi {
                 unwinder.remove_module(m.avma.start);
                 removed += 1;
+            }
+            if overlaps && m.pending.is_some() {
+                *pending -= 1;
             }
             !overlaps
         });
@@ -285,6 +364,13 @@ pub struct Unwinders {
     /// framehop module additions and removals since `cache` was created; see
     /// [`CACHE_RESET_CHANGES`].
     module_changes: u32,
+    /// Where a stack cut at the copy's end is finished, while recording.
+    live: Option<Box<dyn LiveMemory>>,
+    /// Of the last stack unwound: the index of its first frame found in the live process.
+    last_recovered: Option<usize>,
+    /// Load a mapping's file when a sample of its process is first unwound, not when the
+    /// mapping is met.
+    lazy: bool,
 }
 
 /// framehop keys its rule cache by address and a global `u16` "modules generation" that
@@ -353,7 +439,29 @@ impl Unwinders {
             cache: CacheNative::new(),
             stats: UnwindStats::default(),
             module_changes: 0,
+            live: None,
+            last_recovered: None,
+            lazy: false,
         }
+    }
+
+    /// Reads each mapping's file only when a sample of its process is first unwound: the
+    /// recorder enables its events before the processes that exist are described, and a
+    /// process that never has a sample never costs a file read.
+    pub fn set_lazy(&mut self, lazy: bool) {
+        self.lazy = lazy;
+    }
+
+    /// Finish stacks cut at the copy's end from the live process's memory (`Some`), or
+    /// leave them truncated (`None`, the default: a recording read from a file).
+    pub fn set_live(&mut self, memory: Option<Box<dyn LiveMemory>>) {
+        self.live = memory;
+    }
+
+    /// The index in the last unwound stack of the first frame read from the live process,
+    /// when [`Self::set_live`] finished it.
+    pub fn last_recovered(&self) -> Option<usize> {
+        self.last_recovered
     }
 
     pub fn mode(&self) -> UnwindMode {
@@ -377,8 +485,22 @@ impl Unwinders {
             bias: None,
             has_cfi: false,
             entry_avma: None,
+            pending: None,
         };
-        let fh_module = match path_kind(ev.path) {
+        let kind = path_kind(ev.path);
+        if self.lazy && kind != PathKind::Pseudo {
+            module.pending = Some(Pending {
+                dev_ino: ev.dev_ino,
+                deleted: kind == PathKind::Deleted,
+            });
+            let proc = self.procs.entry(ev.pid).or_default();
+            let changes = proc.remove_overlapping(&avma);
+            proc.pending += 1;
+            proc.insert(module);
+            self.count_changes(changes);
+            return;
+        }
+        let fh_module = match kind {
             PathKind::Pseudo => {
                 self.stats.skipped_pseudo += 1;
                 None
@@ -403,11 +525,66 @@ impl Unwinders {
             changes += 1;
         }
         proc.insert(module);
+        self.count_changes(changes);
+    }
+
+    fn count_changes(&mut self, changes: u32) {
         self.module_changes = self.module_changes.saturating_add(changes);
         if self.module_changes >= CACHE_RESET_CHANGES {
             self.cache = CacheNative::new();
             self.module_changes = 0;
         }
+    }
+
+    /// Loads the files of `pid`'s mappings met under [`Self::set_lazy`].
+    fn load_pending(&mut self, pid: u32) {
+        let pending: Vec<(usize, Pending)> = match self.procs.get_mut(&pid) {
+            Some(p) if p.pending > 0 => {
+                p.pending = 0;
+                p.modules
+                    .iter_mut()
+                    .enumerate()
+                    .filter_map(|(i, m)| m.pending.take().map(|x| (i, x)))
+                    .collect()
+            }
+            _ => return,
+        };
+        let mut changes = 0;
+        for (i, pend) in pending {
+            let Some(mut module) = self.procs.get(&pid).and_then(|p| p.modules.get(i)).cloned()
+            else {
+                continue;
+            };
+            let path = module.path.clone();
+            let build_id = module.build_id.clone();
+            let ev = MappingEvent {
+                pid,
+                start: module.avma.start,
+                len: module.avma.end - module.avma.start,
+                pgoff: module.pgoff,
+                exec: true,
+                path: path.as_os_str().as_bytes(),
+                dev_ino: pend.dev_ino,
+                build_id: build_id.as_deref(),
+            };
+            let fh = self.load_module(&ev, &path, &mut module);
+            if fh.is_none() && pend.deleted {
+                self.stats.skipped_deleted += 1;
+            }
+            let Some(proc) = self.procs.get_mut(&pid) else {
+                continue;
+            };
+            if let Some(m) = fh {
+                proc.unwinder.add_module(m);
+                module.has_cfi = true;
+                self.stats.modules_loaded += 1;
+                changes += 1;
+            }
+            if let Some(slot) = proc.modules.get_mut(i) {
+                *slot = module;
+            }
+        }
+        self.count_changes(changes);
     }
 
     /// Loads the file behind `ev`, fills in `module`'s bias and build-id, and builds the
@@ -499,16 +676,51 @@ impl Unwinders {
         stack: &[u8],
         out: &mut Vec<u64>,
     ) -> UnwindOutcome {
+        self.unwind_copy(pid, regs, stack, stack.len() as u64, out)
+    }
+
+    /// [`Self::unwind`] of a copy for which `requested` bytes were asked (`stack` is
+    /// shorter when the kernel stopped early).
+    pub fn unwind_copy(
+        &mut self,
+        pid: u32,
+        regs: UserRegs,
+        stack: &[u8],
+        requested: u64,
+        out: &mut Vec<u64>,
+    ) -> UnwindOutcome {
         out.clear();
+        self.last_recovered = None;
+        self.load_pending(pid);
         let copy = StackCopy::new(regs.sp, stack);
+        let mut cut = None;
         let outcome = match (self.procs.get(&pid), self.mode) {
             (None, _) => {
                 fp::walk(regs, &copy, out);
                 UnwindOutcome::Truncated(TruncReason::NoProcess)
             }
             (Some(_), UnwindMode::FramePointer) => fp::walk(regs, &copy, out),
-            (Some(p), UnwindMode::Dwarf) => dwarf_walk(p, &mut self.cache, regs, &copy, out),
+            (Some(p), UnwindMode::Dwarf) => match self.live.as_deref_mut() {
+                None => dwarf_walk(p, &mut self.cache, regs, &copy, None, out),
+                Some(memory) => {
+                    let rec = Recovery::new(pid, regs.sp, copy.end(), memory);
+                    let outcome = dwarf_walk(p, &mut self.cache, regs, &copy, Some(&rec), out);
+                    let r = settle(p, &rec, outcome, out);
+                    cut = r.1;
+                    r.0
+                }
+            },
         };
+        if let Some(c) = cut.or(match outcome {
+            UnwindOutcome::Truncated(TruncReason::StackEnd) => Some(Cut {
+                needed: copy.end() + 8 - regs.sp,
+                recovered: None,
+                unreadable: false,
+            }),
+            _ => None,
+        }) {
+            self.count_cut(&c, out.len(), (stack.len() as u64) < requested);
+        }
         self.stats.samples += 1;
         self.stats.frames += out.len() as u64;
         match outcome {
@@ -516,6 +728,28 @@ impl Unwinders {
             UnwindOutcome::Truncated(r) => self.stats.truncated.count(r),
         }
         outcome
+    }
+
+    /// Counts a stack cut at the copy's end; `short` when the copy was shorter than asked
+    /// (its size is no measure of the copy size needed).
+    fn count_cut(&mut self, c: &Cut, frames: usize, short: bool) {
+        let st = &mut self.stats;
+        st.cut_at_copy_end += 1;
+        if short {
+            st.cut_short_copy += 1;
+        } else {
+            st.copy_needed_max = st.copy_needed_max.max(c.needed);
+            st.copy_needed[needed_bucket(c.needed)] += 1;
+        }
+        match c.recovered {
+            Some(first) => {
+                st.recovered += 1;
+                st.recovered_frames += (frames - first) as u64;
+                self.last_recovered = Some(first);
+            }
+            None if c.unreadable => st.recovery_unreadable += 1,
+            None => st.recovery_rejected += 1,
+        }
     }
 
     /// The executable mapping of `pid` that contains `addr`.
@@ -557,9 +791,15 @@ fn dwarf_walk(
     cache: &mut CacheNative<MayAllocateDuringUnwind>,
     regs: UserRegs,
     stack: &StackCopy<'_>,
+    live: Option<&Recovery<'_>>,
     out: &mut Vec<u64>,
 ) -> UnwindOutcome {
-    let mut read_stack = |addr: u64| stack.read(addr).ok_or(());
+    let end = stack.end();
+    let mut read_stack = |addr: u64| match (stack.read(addr), live) {
+        (Some(w), _) => Ok(w),
+        (None, Some(l)) if addr >= end => l.read(addr).ok_or(()),
+        (None, _) => Err(()),
+    };
     let fh_regs = UnwindRegsNative::new(regs.ip, regs.sp, regs.bp);
     let mut frames = p
         .unwinder
@@ -571,12 +811,61 @@ fn dwarf_walk(
                     return UnwindOutcome::Truncated(TruncReason::MaxDepth);
                 }
                 out.push(f.address());
+                if let Some(l) = live {
+                    l.frame_done(out.len());
+                }
             }
             Ok(None) => return UnwindOutcome::Complete,
             Err(_) if in_entry_function(p, out) => return UnwindOutcome::Complete,
             Err(e) => return UnwindOutcome::Truncated(classify(p, out, stack, e)),
         }
     }
+}
+
+/// A stack that the copy did not hold to its end: how many bytes it would have needed, and
+/// whether the live process finished it.
+struct Cut {
+    needed: u64,
+    /// The index of the first frame read from the live process, when they were kept.
+    recovered: Option<usize>,
+    unreadable: bool,
+}
+
+/// Decides what an unwind that read the live process's memory keeps: every frame when they
+/// pass [`Recovery::validate`] and the walk reached the thread's entry, else the frames the
+/// copy alone gave (the walk up to the first read past the copy is the copy's own walk).
+fn settle(
+    p: &Process,
+    rec: &Recovery<'_>,
+    outcome: UnwindOutcome,
+    out: &mut Vec<u64>,
+) -> (UnwindOutcome, Option<Cut>) {
+    let Some(first) = rec.first.get() else {
+        return (outcome, None);
+    };
+    let needed_to = |addr: u64| addr.saturating_add(8).saturating_sub(rec.sp());
+    let complete = outcome == UnwindOutcome::Complete;
+    let site_of = |ra: u64| {
+        let m = &p.modules[p.module_index(ra.checked_sub(1)?)?];
+        let mut h = rustc_hash::FxHasher::default();
+        std::hash::Hash::hash(&*m.path, &mut h);
+        Some((std::hash::Hasher::finish(&h), ra - m.avma.start + m.pgoff))
+    };
+    if complete && rec.validate(out, site_of) {
+        let cut = Cut {
+            needed: needed_to(rec.max_addr.get()),
+            recovered: Some(first),
+            unreadable: false,
+        };
+        return (outcome, Some(cut));
+    }
+    out.truncate(first.max(1));
+    let cut = Cut {
+        needed: needed_to(rec.max_addr.get().max(rec.lo())),
+        recovered: None,
+        unreadable: rec.failed.get(),
+    };
+    (UnwindOutcome::Truncated(TruncReason::StackEnd), Some(cut))
 }
 
 /// How far into a file's entry point function (`_start`) its call to the C start-up code may

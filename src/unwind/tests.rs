@@ -426,3 +426,113 @@ fn a_stack_that_reaches_the_loaders_entry_point_is_complete() {
     assert_eq!(outcome, UnwindOutcome::Complete);
     assert_eq!((u.stats().complete, u.stats().truncated.total()), (1, 0));
 }
+
+/// The dumped process's stack, served as a live process's memory would be.
+struct FakeLive {
+    sp: u64,
+    stack: Vec<u8>,
+    /// What ends each return address's code: a call, or not.
+    call: bool,
+    gone: bool,
+}
+
+impl LiveMemory for FakeLive {
+    fn read(&mut self, _pid: u32, addr: u64, buf: &mut [u8]) -> std::io::Result<usize> {
+        if self.gone {
+            return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
+        }
+        // Pages past the dump read as zeros, as the unused top of a stack would.
+        for (i, b) in buf.iter_mut().enumerate() {
+            let at = (addr + i as u64).checked_sub(self.sp).map(|o| o as usize);
+            *b = at.and_then(|o| self.stack.get(o)).copied().unwrap_or(0);
+        }
+        Ok(buf.len())
+    }
+
+    fn code_before(&mut self, _pid: u32, _ra: u64, _site: CodeSite) -> Option<[u8; 16]> {
+        let mut c = [0x90u8; 16];
+        if self.call {
+            c[11] = 0xe8;
+        }
+        Some(c)
+    }
+}
+
+fn live_unwind(call: bool, gone: bool) -> (Vec<u64>, Vec<u64>, UnwindOutcome, Unwinders) {
+    let (dump, regs) = run_fixture(true);
+    let (mut u, pid) = unwinders_for(&dump, UnwindMode::Dwarf);
+    let mut whole = Vec::new();
+    assert_eq!(
+        u.unwind(pid, regs, &dump.stack, &mut whole),
+        UnwindOutcome::Complete
+    );
+    let mut u = unwinders_for(&dump, UnwindMode::Dwarf).0;
+    u.set_live(Some(Box::new(FakeLive {
+        sp: regs.sp,
+        stack: dump.stack.clone(),
+        call,
+        gone,
+    })));
+    let mut frames = Vec::new();
+    let outcome = u.unwind(pid, regs, &dump.stack[..40], &mut frames);
+    (whole, frames, outcome, u)
+}
+
+#[test]
+fn a_short_copy_is_finished_from_the_live_process() {
+    let (whole, frames, outcome, u) = live_unwind(true, false);
+    assert_eq!(outcome, UnwindOutcome::Complete, "{frames:x?}");
+    assert_eq!(frames, whole);
+    let first = u.last_recovered().expect("frames were recovered");
+    assert!(first >= 1 && first < frames.len(), "{first}");
+    let s = u.stats();
+    assert_eq!((s.complete, s.truncated.total()), (1, 0));
+    assert_eq!((s.cut_at_copy_end, s.recovered), (1, 1));
+    assert_eq!(s.recovered_frames, (frames.len() - first) as u64);
+    // It needed more than the 40 bytes it had, and no more than the whole dump.
+    assert!(s.copy_needed_max > 40 && s.copy_needed_max <= whole.len() as u64 * 4096);
+}
+
+#[test]
+fn recovered_frames_not_after_a_call_are_dropped() {
+    let (whole, frames, outcome, u) = live_unwind(false, false);
+    assert_eq!(outcome, UnwindOutcome::Truncated(TruncReason::StackEnd));
+    // What the copy alone gives: a prefix of the whole stack, short of it.
+    assert!(!frames.is_empty() && frames.len() < whole.len());
+    assert_eq!(frames[..], whole[..frames.len()]);
+    assert_eq!(u.last_recovered(), None);
+    let s = u.stats();
+    assert_eq!(
+        (s.recovered, s.recovery_rejected, s.recovery_unreadable),
+        (0, 1, 0)
+    );
+    assert_eq!(s.truncated.stack_end, 1);
+}
+
+#[test]
+fn a_process_gone_leaves_the_copy_frames() {
+    let (whole, frames, outcome, u) = live_unwind(true, true);
+    assert_eq!(outcome, UnwindOutcome::Truncated(TruncReason::StackEnd));
+    assert_eq!(frames[..], whole[..frames.len()]);
+    let s = u.stats();
+    assert_eq!(
+        (s.recovered, s.recovery_rejected, s.recovery_unreadable),
+        (0, 0, 1)
+    );
+}
+
+#[test]
+fn copy_size_suggestions_cover_the_deepest_need() {
+    let mut s = UnwindStats::default();
+    assert_eq!(s.copy_size_for(1.0), None);
+    for need in [9000, 12000, 20500] {
+        s.copy_needed_max = s.copy_needed_max.max(need);
+        s.copy_needed[needed_bucket(need)] += 1;
+    }
+    assert_eq!(s.copy_size_for(1.0), Some(21504));
+    assert_eq!(s.copy_size_for(0.5), Some(16384));
+    s.copy_needed_max = 70000;
+    s.copy_needed[needed_bucket(70000)] += 1;
+    assert_eq!(needed_bucket(70000), NEEDED_BUCKETS - 1);
+    assert_eq!(s.copy_size_for(1.0), None);
+}

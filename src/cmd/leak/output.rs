@@ -82,7 +82,8 @@ impl Names {
                 Some(f) => with_offset(Some(&f), "[jit]"),
                 None => "[unknown]".to_string(),
             },
-            None => "[unknown]".to_string(),
+            // leak's stacks carry no recovered marks (`StackBook::mark_recovered`).
+            Some(&FrameKey::Recovered) | None => "[unknown]".to_string(),
         };
         let t = FrameText { addr, text };
         if self.cache.len() <= id as usize {

@@ -2,8 +2,9 @@
 
 use std::time::Duration;
 
-use crate::cli::{RecordConfig, Target};
+use crate::cli::{CallGraph, RecordConfig, Target};
 use crate::session::Session;
+use crate::unwind::UnwindStats;
 
 use crate::live::drain::{self, DrainStats};
 use crate::live::open::Opened;
@@ -77,6 +78,7 @@ pub fn summary_lines(info: &EndInfo<'_>) -> Vec<String> {
             if s.truncated.total() > 0 {
                 lines.push(format!("    truncated because: {}", s.truncated));
             }
+            lines.extend(copy_end_lines(&s, st.unwound, info.cfg));
             if s.elf_load_failures > 0 {
                 let paths: Vec<String> = s
                     .elf_load_failure_paths
@@ -155,4 +157,56 @@ pub fn print_end(info: &EndInfo<'_>) {
     for line in summary_lines(info) {
         eprintln!("{line}");
     }
+}
+
+/// What became of the stacks the copy did not hold to their end: how many the live process
+/// finished, and, when more than 5% of all stacks were cut there, why and the copy size
+/// that would have held them (or that none would).
+fn copy_end_lines(s: &UnwindStats, unwound: u64, cfg: &RecordConfig) -> Vec<String> {
+    let mut lines = Vec::new();
+    if s.cut_at_copy_end == 0 {
+        return lines;
+    }
+    let copy = match cfg.widest_call_graph() {
+        CallGraph::Dwarf { stack_bytes } => stack_bytes,
+        _ => 0,
+    };
+    lines.push(format!(
+        "    {} stacks went past the {copy}-byte stack copy: {} finished from the live process \
+         ({} frames, marked {} in the report and script), {} could not be read (the thread had \
+         exited), {} rejected by validation",
+        s.cut_at_copy_end,
+        s.recovered,
+        s.recovered_frames,
+        crate::output::RECOVERED,
+        s.recovery_unreadable,
+        s.recovery_rejected,
+    ));
+    if s.cut_at_copy_end * 20 > unwound {
+        let pct = 100.0 * s.cut_at_copy_end as f64 / unwound.max(1) as f64;
+        let short = s.cut_short_copy;
+        if short > 0 {
+            lines.push(format!(
+                "    {short} stacks ended early in the copy: the kernel stops copying at the \
+                 first stack page the thread never touched (a large, partly used buffer on the \
+                 stack); no copy size helps there, the live process finishes them"
+            ));
+        }
+        if short < s.cut_at_copy_end {
+            match s.copy_size_for(1.0) {
+                Some(size) if size > u64::from(copy) => lines.push(format!(
+                    "    {pct:.1}% of stacks went past the copy: --call-graph dwarf,{size} would \
+                     have held them all"
+                )),
+                Some(_) => {}
+                None => lines.push(format!(
+                    "    {pct:.1}% of stacks went past the copy, some deeper than the kernel's \
+                     largest (65528 bytes; the deepest needed {} bytes): the live process \
+                     finishes them",
+                    s.copy_needed_max
+                )),
+            }
+        }
+    }
+    lines
 }
