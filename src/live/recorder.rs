@@ -256,6 +256,13 @@ pub(crate) fn record<H: Live>(run: Run<'_>, tool: &mut H) -> Result<Recorded> {
         }
         let mut w = w;
         features.recovered_marks = std::mem::take(&mut w.recovered);
+        if let Some(stats) = &mut features.memperf_stats
+            && w.recovered_unmarked > 0
+        {
+            stats
+                .counts
+                .push(("recovered_unmarked".to_string(), w.recovered_unmarked));
+        }
         data_bytes = w.writer.data_bytes();
         file_bytes = w
             .writer
