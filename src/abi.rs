@@ -86,3 +86,57 @@ pub const HEADER_MEMPERF_STATS: u32 = 255;
 /// memperf's marks of the samples whose user stacks were finished from the live process
 /// (`perfdata::RecoveredMark`), the bit below its counts.
 pub const HEADER_MEMPERF_RECOVERED: u32 = 254;
+
+// `union perf_mem_data_src` (PERF_SAMPLE_DATA_SRC): each field's shift and its values, as
+// u64s for the decoder (`datasrc`). The field widths are in `datasrc::Field`.
+pub const PERF_MEM_OP_SHIFT: u32 = b::PERF_MEM_OP_SHIFT;
+pub const PERF_MEM_OP_NA: u64 = b::PERF_MEM_OP_NA as u64;
+pub const PERF_MEM_OP_LOAD: u64 = b::PERF_MEM_OP_LOAD as u64;
+pub const PERF_MEM_OP_STORE: u64 = b::PERF_MEM_OP_STORE as u64;
+pub const PERF_MEM_OP_PFETCH: u64 = b::PERF_MEM_OP_PFETCH as u64;
+pub const PERF_MEM_OP_EXEC: u64 = b::PERF_MEM_OP_EXEC as u64;
+pub const PERF_MEM_LVL_SHIFT: u32 = b::PERF_MEM_LVL_SHIFT;
+pub const PERF_MEM_LVL_HIT: u64 = b::PERF_MEM_LVL_HIT as u64;
+pub const PERF_MEM_LVL_MISS: u64 = b::PERF_MEM_LVL_MISS as u64;
+#[cfg_attr(not(test), allow(dead_code))] // the value table, whole
+pub const PERF_MEM_LVL_L1: u64 = b::PERF_MEM_LVL_L1 as u64;
+#[cfg_attr(not(test), allow(dead_code))] // the value table, whole
+pub const PERF_MEM_LVL_L3: u64 = b::PERF_MEM_LVL_L3 as u64;
+#[cfg_attr(not(test), allow(dead_code))] // the value table, whole
+pub const PERF_MEM_LVL_REM_CCE1: u64 = b::PERF_MEM_LVL_REM_CCE1 as u64;
+pub const PERF_MEM_SNOOP_SHIFT: u32 = b::PERF_MEM_SNOOP_SHIFT;
+#[cfg_attr(not(test), allow(dead_code))] // the value table, whole
+pub const PERF_MEM_SNOOP_NONE: u64 = b::PERF_MEM_SNOOP_NONE as u64;
+#[cfg_attr(not(test), allow(dead_code))] // the value table, whole
+pub const PERF_MEM_SNOOP_HITM: u64 = b::PERF_MEM_SNOOP_HITM as u64;
+pub const PERF_MEM_LOCK_SHIFT: u32 = b::PERF_MEM_LOCK_SHIFT;
+pub const PERF_MEM_LOCK_NA: u64 = b::PERF_MEM_LOCK_NA as u64;
+pub const PERF_MEM_LOCK_LOCKED: u64 = b::PERF_MEM_LOCK_LOCKED as u64;
+pub const PERF_MEM_TLB_SHIFT: u32 = b::PERF_MEM_TLB_SHIFT;
+pub const PERF_MEM_TLB_HIT: u64 = b::PERF_MEM_TLB_HIT as u64;
+pub const PERF_MEM_TLB_MISS: u64 = b::PERF_MEM_TLB_MISS as u64;
+#[cfg_attr(not(test), allow(dead_code))] // the value table, whole
+pub const PERF_MEM_TLB_L1: u64 = b::PERF_MEM_TLB_L1 as u64;
+#[cfg_attr(not(test), allow(dead_code))] // the value table, whole
+pub const PERF_MEM_TLB_L2: u64 = b::PERF_MEM_TLB_L2 as u64;
+#[cfg_attr(not(test), allow(dead_code))] // the value table, whole
+pub const PERF_MEM_TLB_WK: u64 = b::PERF_MEM_TLB_WK as u64;
+pub const PERF_MEM_LVLNUM_SHIFT: u32 = b::PERF_MEM_LVLNUM_SHIFT;
+#[cfg_attr(not(test), allow(dead_code))] // the value table, whole
+pub const PERF_MEM_LVLNUM_L3: u64 = b::PERF_MEM_LVLNUM_L3 as u64;
+pub const PERF_MEM_LVLNUM_CXL: u64 = b::PERF_MEM_LVLNUM_CXL as u64;
+pub const PERF_MEM_LVLNUM_IO: u64 = b::PERF_MEM_LVLNUM_IO as u64;
+pub const PERF_MEM_LVLNUM_ANY_CACHE: u64 = b::PERF_MEM_LVLNUM_ANY_CACHE as u64;
+pub const PERF_MEM_LVLNUM_LFB: u64 = b::PERF_MEM_LVLNUM_LFB as u64;
+pub const PERF_MEM_LVLNUM_RAM: u64 = b::PERF_MEM_LVLNUM_RAM as u64;
+pub const PERF_MEM_LVLNUM_PMEM: u64 = b::PERF_MEM_LVLNUM_PMEM as u64;
+pub const PERF_MEM_LVLNUM_NA: u64 = b::PERF_MEM_LVLNUM_NA as u64;
+pub const PERF_MEM_REMOTE_SHIFT: u32 = b::PERF_MEM_REMOTE_SHIFT;
+pub const PERF_MEM_SNOOPX_SHIFT: u32 = b::PERF_MEM_SNOOPX_SHIFT;
+#[cfg_attr(not(test), allow(dead_code))] // the value table, whole
+pub const PERF_MEM_SNOOPX_FWD: u64 = b::PERF_MEM_SNOOPX_FWD as u64;
+pub const PERF_MEM_BLK_SHIFT: u32 = b::PERF_MEM_BLK_SHIFT;
+pub const PERF_MEM_BLK_NA: u64 = b::PERF_MEM_BLK_NA as u64;
+pub const PERF_MEM_BLK_DATA: u64 = b::PERF_MEM_BLK_DATA as u64;
+pub const PERF_MEM_BLK_ADDR: u64 = b::PERF_MEM_BLK_ADDR as u64;
+pub const PERF_MEM_HOPS_SHIFT: u32 = b::PERF_MEM_HOPS_SHIFT;

@@ -9,6 +9,7 @@ use clap::{Parser, Subcommand};
 
 pub mod leak;
 pub mod list;
+pub mod mem;
 pub mod reclaim;
 mod record;
 mod report;
@@ -148,6 +149,11 @@ pub enum Command {
     /// to run next (no perf events).
     #[command(after_help = triage::TRIAGE_EXAMPLES)]
     Triage(triage::TriageArgs),
+    /// Hardware memory sampling as perf mem, without BPF: loads and stores with their data
+    /// addresses, cache levels, snoops, TLB and latency (record), perf mem report's table
+    /// with data symbols, or the weight by mapping (report).
+    #[command(after_help = mem::MEM_EXAMPLES)]
+    Mem(mem::MemArgs),
 }
 
 const FAULTS_EXAMPLES: &str = "\

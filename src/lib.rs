@@ -12,6 +12,7 @@ pub(crate) mod allocators;
 pub mod buildid;
 pub mod cli;
 pub mod cmd;
+pub(crate) mod datasrc;
 pub(crate) mod events;
 pub(crate) mod input;
 pub(crate) mod live;

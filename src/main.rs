@@ -3,6 +3,7 @@
 use std::io::ErrorKind;
 use std::process::ExitCode;
 
+use memperf::cli::mem::MemAction;
 use memperf::cli::{Cli, Command};
 
 fn main() -> ExitCode {
@@ -34,6 +35,10 @@ fn main() -> ExitCode {
         Command::Oomkill(args) => memperf::cmd::oomkill::run(args),
         Command::List(args) => args.into_config().and_then(memperf::cmd::list::run),
         Command::Triage(args) => args.into_config().and_then(memperf::cmd::triage::run),
+        Command::Mem(args) => match args.action {
+            MemAction::Record(a) => a.into_config().and_then(memperf::cmd::mem::record),
+            MemAction::Report(a) => a.into_config().and_then(memperf::cmd::mem::report),
+        },
     };
     match result {
         Ok(code) => ExitCode::from(code.clamp(0, 255) as u8),

@@ -158,6 +158,10 @@ pub struct ScriptRow<'a> {
     pub time: Option<u64>,
     pub period: Option<u64>,
     pub addr: Option<u64>,
+    /// PERF_SAMPLE_WEIGHT or WEIGHT_STRUCT, and PERF_SAMPLE_DATA_SRC (`memperf script -F
+    /// weight,data_src`).
+    pub weight: Option<u64>,
+    pub data_src: Option<u64>,
     /// Tracepoint payload.
     pub raw: &'a [u8],
     pub stack: Option<StackId>,
@@ -426,6 +430,8 @@ impl Aggregator<'_> {
                     .period
                     .or_else(|| self.fixed_periods.get(ev).copied().flatten()),
                 addr: s.addr,
+                weight: s.weight,
+                data_src: s.data_src,
                 raw: s.raw.unwrap_or(&[]),
                 stack,
             };

@@ -34,6 +34,14 @@ pub enum ScriptField {
     Sym,
     Symoff,
     Dso,
+    /// PERF_SAMPLE_DATA_SRC, in hex and decoded (`|OP LOAD|LVL L1 hit|...`), as perf.
+    #[value(name = "data_src")]
+    DataSrc,
+    /// PERF_SAMPLE_WEIGHT, or a WEIGHT_STRUCT's access latency (var1).
+    Weight,
+    /// A WEIGHT_STRUCT's instruction latency (var2).
+    #[value(name = "ins_lat")]
+    InsLat,
 }
 
 /// Arguments of `memperf script`.
@@ -50,7 +58,7 @@ pub struct ScriptArgs {
     pub input: PathBuf,
 
     /// Fields to print, comma-separated: comm, pid, tid, cpu, time, period, event, addr,
-    /// trace, ip, sym, symoff, dso (default: comm,tid,cpu,time,period,event,trace,ip,sym,
+    /// data_src, weight, ins_lat, trace, ip, sym, symoff, dso (default: comm,tid,cpu,time,period,event,trace,ip,sym,
     /// symoff,dso, as perf script).
     #[arg(short = 'F', long = "fields", value_delimiter = ',', value_enum)]
     pub fields: Vec<ScriptField>,

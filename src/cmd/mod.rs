@@ -6,6 +6,7 @@ pub mod faults;
 pub mod ffaults;
 pub mod leak;
 pub mod list;
+pub mod mem;
 pub mod mmapsnoop;
 pub mod oomkill;
 pub mod record;

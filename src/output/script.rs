@@ -8,7 +8,9 @@ use perf_event_open_sys::bindings as b;
 
 use rustc_hash::FxHashMap;
 
+use crate::abi::PERF_SAMPLE_WEIGHT_STRUCT;
 use crate::cli::ScriptField;
+use crate::datasrc::{DataSrc, Weight};
 use crate::perfdata::PerfDataFile;
 use crate::perfdata::tracing_data::{EventFormat, parse_printk_formats};
 use crate::stacks::FrameId;
@@ -60,6 +62,8 @@ pub struct ScriptWriter<'a> {
     out: Box<dyn Write + 'a>,
     ids: Vec<FrameId>,
     line: Vec<u8>,
+    /// The longest data source printed so far: perf pads each to it.
+    data_src_width: usize,
 }
 
 impl<'a> ScriptWriter<'a> {
@@ -98,6 +102,7 @@ impl<'a> ScriptWriter<'a> {
             out,
             ids: Vec::new(),
             line: Vec::new(),
+            data_src_width: 0,
         }
     }
 
@@ -127,6 +132,8 @@ impl RowSink for ScriptWriter<'_> {
         let has = |f: ScriptField| self.input.fields.contains(&f);
         self.line.clear();
         write_header(&self.input, self.layout, agg, row, &mut self.line)?;
+        // perf keeps the data source's padding at the end of a line.
+        let memory_end = write_memory(&self.input, row, &mut self.data_src_width, &mut self.line)?;
         // A sample without raw data (no PERF_SAMPLE_RAW) has no payload, as with perf.
         let printed = has(ScriptField::Trace)
             && !row.raw.is_empty()
@@ -139,7 +146,7 @@ impl RowSink for ScriptWriter<'_> {
         let keep = if printed || self.line.ends_with(b": ") {
             self.line.len()
         } else {
-            self.line.trim_ascii_end().len()
+            self.line.trim_ascii_end().len().max(memory_end)
         };
         self.line.truncate(keep);
         self.line.push(b'\n');
@@ -284,6 +291,53 @@ fn write_header(
     }
     Ok(())
 }
+
+/// The memory fields after the address, as perf script prints them: the data source in hex
+/// and decoded, padded to the longest printed so far (perf's 100-byte buffer cuts it at 99
+/// characters), then the weight and the instruction latency in 16 columns each. Returns
+/// where they end in the line (0 when none is printed).
+fn write_memory(
+    input: &ScriptInput<'_>,
+    row: &ScriptRow<'_>,
+    width: &mut usize,
+    line: &mut Vec<u8>,
+) -> std::io::Result<usize> {
+    let has = |f: ScriptField| input.fields.contains(&f);
+    let memory = [
+        ScriptField::DataSrc,
+        ScriptField::Weight,
+        ScriptField::InsLat,
+    ];
+    if !memory.iter().any(|&f| has(f)) {
+        return Ok(0);
+    }
+    // perf prints them right after the address, without its blank.
+    if has(ScriptField::Addr) && line.last() == Some(&b' ') {
+        line.pop();
+    }
+    if has(ScriptField::DataSrc) {
+        let v = row.data_src.unwrap_or(0);
+        let mut text = format!("{v:16x} ");
+        DataSrc(v).write_all(&mut text);
+        text.truncate(PERF_SCRIPT_DATA_SRC_MAX);
+        *width = (*width).max(text.len());
+        write!(line, "{text:<w$}", w = *width)?;
+    }
+    let weight_struct = input.file.events[row.ev].attr.sample_type & PERF_SAMPLE_WEIGHT_STRUCT != 0;
+    let weight = Weight::of(row.weight.unwrap_or(0), weight_struct);
+    if has(ScriptField::Weight) {
+        write!(line, "{:16}", weight.var1)?;
+    }
+    if has(ScriptField::InsLat) {
+        write!(line, "{:16}", weight.var2)?;
+    }
+    let end = line.len();
+    line.push(b' ');
+    Ok(end)
+}
+
+/// What perf script's data source text holds at most (`char out[100]`).
+const PERF_SCRIPT_DATA_SRC_MAX: usize = 99;
 
 /// One line per frame, leaf first, then a blank line.
 fn write_frames(

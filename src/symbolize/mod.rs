@@ -18,6 +18,7 @@
 //! Modules are cached by recorded build-id, else by (dev, inode, size, mtime); nothing is
 //! invalidated during one symbolizer's life.
 
+mod data;
 mod demangle;
 mod dwarf;
 mod elf;
@@ -37,6 +38,7 @@ use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
 
+pub(crate) use data::AddrNames;
 pub use kallsyms::Kallsyms;
 pub use perfmap::PerfMap;
 

@@ -410,3 +410,26 @@ pub fn kptr_restrict_note(sys: &SystemFacts) -> Option<String> {
 #[cfg(test)]
 #[path = "diagnose_tests.rs"]
 mod tests;
+
+/// Why `memperf mem record` finds no PMU that samples memory accesses (no Intel `cpu` PMU
+/// with `mem-loads`/`mem-stores`, no AMD `ibs_op`, no Arm `arm_spe`): `cpu_pmu` says whether
+/// a CPU PMU exists at all.
+pub fn no_memory_pmu(in_vm: bool, cpu_pmu: bool) -> String {
+    let what = "cannot sample memory accesses";
+    let wanted = "/sys/bus/event_source/devices has no cpu PMU with mem-loads or mem-stores \
+                  events (Intel PEBS), no ibs_op (AMD IBS) and no arm_spe (Arm SPE)";
+    if in_vm && !cpu_pmu {
+        format!(
+            "{what}: no hardware PMU (a VM without a virtual PMU): {wanted}; run on bare metal \
+             or give the VM a virtual PMU (KVM/QEMU `-cpu host,pmu=on`; most clouds offer it \
+             only on whole-host or metal instances)"
+        )
+    } else if !cpu_pmu {
+        format!("{what}: no hardware PMU on this machine: {wanted}")
+    } else {
+        format!(
+            "{what}: this CPU's PMU has no precise memory sampling: {wanted}; `memperf record \
+             -e cache-misses` counts misses without data addresses"
+        )
+    }
+}

@@ -140,6 +140,7 @@ fn run_script(
     event_filter: Option<usize>,
     kallsyms: Option<std::sync::Arc<crate::symbolize::Kallsyms>>,
 ) -> Result<i32> {
+    check_script_fields(cfg, fields, file, names, event_filter)?;
     let tables = script::ScriptTables::new(file);
     // One kallsyms table, shared by the symbolizer and the payloads' call sites.
     let trace = fields.contains(&ScriptField::Trace);
@@ -168,6 +169,44 @@ fn run_script(
     }
     header::note_losses(&agg.stats);
     Ok(0)
+}
+
+/// A memory field needs its sample bit in the events printed, as perf script says.
+fn check_script_fields(
+    cfg: &ReportConfig,
+    fields: &[ScriptField],
+    file: &PerfDataFile,
+    names: &[String],
+    event_filter: Option<usize>,
+) -> Result<()> {
+    use crate::abi::{PERF_SAMPLE_DATA_SRC, PERF_SAMPLE_WEIGHT, PERF_SAMPLE_WEIGHT_STRUCT};
+    let needs = [
+        (ScriptField::DataSrc, "data_src", PERF_SAMPLE_DATA_SRC),
+        (
+            ScriptField::Weight,
+            "weight",
+            PERF_SAMPLE_WEIGHT | PERF_SAMPLE_WEIGHT_STRUCT,
+        ),
+        (ScriptField::InsLat, "ins_lat", PERF_SAMPLE_WEIGHT_STRUCT),
+    ];
+    for (field, name, bits) in needs {
+        if !fields.contains(&field) {
+            continue;
+        }
+        let without: Vec<&str> = (0..file.events.len())
+            .filter(|&i| event_filter.is_none_or(|e| e == i))
+            .filter(|&i| file.events[i].attr.sample_type & bits == 0)
+            .map(|i| names.get(i).map_or("?", String::as_str))
+            .collect();
+        if !without.is_empty() {
+            bail!(
+                "cannot print `{name}`: the samples of {} in `{}` do not carry it (recordings of `memperf mem record` and `perf mem record` do)",
+                without.join(", "),
+                cfg.input
+            );
+        }
+    }
+    Ok(())
 }
 
 /// `--weight bytes` needs a size for every event it weighs.
