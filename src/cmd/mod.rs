@@ -10,6 +10,7 @@ pub mod mmapsnoop;
 pub mod oomkill;
 pub mod record;
 pub mod report;
+pub mod rss;
 pub mod shmsnoop;
 pub mod slabratetop;
 pub mod stat;
@@ -53,7 +54,7 @@ pub(crate) fn tools() -> Vec<ToolEvents> {
         ToolEvents {
             name: "leak",
             how: "-K",
-            wants: leak::kernel_wants(),
+            wants: crate::allocs::kernel::wants(),
         },
     ]
 }

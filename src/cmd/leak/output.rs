@@ -12,8 +12,8 @@ use crate::session::Processes;
 use crate::stacks::FrameId;
 use crate::symbolize::{Kallsyms, ModuleKey, SymbolizeOptions, Symbolizer};
 
-use super::sink::LeakSink;
-use super::table::AllocStack;
+use crate::allocs::sink::LeakSink;
+use crate::allocs::table::AllocStack;
 
 /// A frame as memleak prints it: `0x%016x\tsym+0xoff [module]`.
 #[derive(Debug, Clone)]

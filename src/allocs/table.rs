@@ -115,6 +115,8 @@ pub struct Table {
     pub min_size: Option<u64>,
     pub max_size: Option<u64>,
     pub stats: TableStats,
+    /// The resident join (`--faults`), told of every allocation that becomes live or dies.
+    pub resident: Option<super::resident::Resident>,
 }
 
 /// The result of matching a return.
@@ -297,6 +299,9 @@ impl Table {
             self.stats.filtered += 1;
             // A block reused at this address replaces what was there.
             self.points.remove(&(space, addr));
+            if let Some(r) = self.resident.as_mut() {
+                r.free(space, addr);
+            }
             return;
         }
         if self.len() >= self.max_entries && !self.points.contains_key(&(space, addr)) {
@@ -305,6 +310,9 @@ impl Table {
         }
         self.points
             .insert((space, addr), Alloc { size, time, stack });
+        if let Some(r) = self.resident.as_mut() {
+            r.alloc(space, addr, size, stack);
+        }
         self.note_peak();
     }
 
@@ -320,6 +328,8 @@ impl Table {
         self.stats.frees += 1;
         if self.points.remove(&(space, addr)).is_none() {
             self.stats.unknown_frees += 1;
+        } else if let Some(r) = self.resident.as_mut() {
+            r.free(space, addr);
         }
     }
 
@@ -347,6 +357,9 @@ impl Table {
                 },
             ),
         );
+        if let Some(r) = self.resident.as_mut() {
+            r.alloc(space, start, len, stack);
+        }
         self.note_peak();
     }
 
@@ -368,13 +381,23 @@ impl Table {
             .collect();
         for &(s, e, a) in &overlapping {
             self.ranges.remove(&(space, s));
+            // The join keeps what was cut off as freed; the pieces left start afresh.
+            if let Some(r) = self.resident.as_mut() {
+                r.free(space, s);
+            }
             if s < start {
                 let size = start - s;
                 self.ranges.insert((space, s), (start, Alloc { size, ..a }));
+                if let Some(r) = self.resident.as_mut() {
+                    r.remains(space, s, size, a.stack);
+                }
             }
             if e > end {
                 let size = e - end;
                 self.ranges.insert((space, end), (e, Alloc { size, ..a }));
+                if let Some(r) = self.resident.as_mut() {
+                    r.remains(space, end, size, a.stack);
+                }
             }
         }
         !overlapping.is_empty()
@@ -385,6 +408,9 @@ impl Table {
         let before = self.len();
         self.points.retain(|(s, _), _| *s != space);
         self.ranges.retain(|(s, _), _| *s != space);
+        if let Some(r) = self.resident.as_mut() {
+            r.reset_space(space);
+        }
         self.stats.reset_by_exec += (before - self.len()) as u64;
     }
 
