@@ -13,7 +13,7 @@
 //! folded into its stack's totals when it is freed.
 //!
 //! The API `mem report --by allocation` needs is `Resident::owner` (which live allocation
-//! holds an address now) and `region` (which mapping, when none does): ask them in time
+//! holds an address now) and `region` (which mapping, when none does: `tool::place`'s rule): ask them in time
 //! order, as the samples come.
 
 use std::collections::BTreeMap;
@@ -21,10 +21,8 @@ use std::collections::BTreeMap;
 use rustc_hash::FxHashMap;
 
 use super::table::{AllocStack, Space};
-use crate::maps::{ModuleKind, ProcessMaps};
-
-/// How far below its mapping a fault still belongs to a growing `[stack]`.
-const STACK_GROWTH: u64 = 128 << 20;
+use crate::maps::ProcessMaps;
+pub(crate) use crate::tool::place::{Region, region};
 
 /// One live allocation's range and the pages of it that faulted.
 #[derive(Debug)]
@@ -73,20 +71,6 @@ impl StackTotals {
     pub fn pages(&self) -> u64 {
         self.live_pages + self.freed_pages
     }
-}
-
-/// Where a fault outside every allocation landed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub(crate) enum Region {
-    /// The break's heap: arena slack and the allocator's own metadata.
-    Heap,
-    Stack,
-    /// Anonymous memory no traced allocation holds.
-    Anon,
-    /// A file, or a named special mapping: the module of the process table.
-    Module(u32),
-    /// No mapping known holds it.
-    Unknown,
 }
 
 /// What the join counted.
@@ -210,6 +194,11 @@ impl Resident {
         })
     }
 
+    /// The pages faulted into the live allocation at `base`.
+    pub fn pages_of(&self, space: Space, base: u64) -> Option<u32> {
+        self.live.get(&(space, base)).map(|l| l.pages)
+    }
+
     /// A page fault at `addr` in `space`, touched from `toucher` (the faulting code's
     /// stack, when sampled). Returns false when no live allocation holds the address: the
     /// caller files it by mapping (`outside`).
@@ -314,32 +303,6 @@ fn set_page(bits: &mut Bits, n: u64, i: u64) -> bool {
     let new = *word & mask == 0;
     *word |= mask;
     new
-}
-
-/// The mapping `addr` lies in, in `pid`, by the process table (the rule of
-/// `tool::place::landed`, keeping the module rather than its name).
-pub(crate) fn region(maps: &ProcessMaps, pid: u32, addr: u64) -> Region {
-    let module = match maps.mapping_of(pid, addr) {
-        Some((_, start, _)) if maps.is_heap(pid, start) => return Region::Heap,
-        Some((m, _, _)) => m,
-        None => {
-            return match maps.mapping_above(pid, addr) {
-                Some((m, start))
-                    if maps.module(m).path == b"[stack]" && start - addr <= STACK_GROWTH =>
-                {
-                    Region::Stack
-                }
-                _ => Region::Unknown,
-            };
-        }
-    };
-    let info = maps.module(module);
-    match info.kind() {
-        ModuleKind::Pseudo if info.path == b"[heap]" => Region::Heap,
-        ModuleKind::Pseudo if info.path == b"[stack]" => Region::Stack,
-        ModuleKind::Anon => Region::Anon,
-        ModuleKind::File | ModuleKind::Pseudo => Region::Module(module),
-    }
 }
 
 /// A region as reports name it.
