@@ -6,8 +6,8 @@
 #
 # Prints per configuration the minimum and median wall time, memperf's peak RSS (VmHWM,
 # polled; it counts the ring buffers) and its peak anonymous RSS (RssAnon: the tables, the
-# join), rss's report time (from the fixture's last touch to memperf's exit: draining what
-# is left, the join's report, naming the frames), and the join's own size as rss reports it.
+# join), rss's report time (as rss reports it: from the end of tracing to the report
+# written, frames named), and the join's own size as rss reports it.
 #
 # Usage: benches/rss-join.sh [ROUNDS] [ALLOCS] [PAGES] [MEMPERF]
 #        (defaults: 5 rounds, 50000 allocations, 200000 pages, target/release/memperf)
@@ -51,14 +51,10 @@ def once(name, argv):
     t0 = time.monotonic()
     p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     hwm = anon = 0
-    touched = None
     import threading
     out = []
     def reader():
-        nonlocal touched
         for line in p.stdout:
-            if line.startswith("big new="):
-                touched = time.monotonic()
             out.append(line)
     th = threading.Thread(target=reader)
     th.start()
@@ -75,7 +71,8 @@ def once(name, argv):
     if re.search(r"lost [1-9]", err):
         print(f"warning: {name} lost events: {err.strip()}", file=sys.stderr)
     join = re.search(r"about (\d+) KiB\)", err) if name == "rss" else None
-    report = end - touched if touched and name == "rss" else None
+    built = re.search(r"report built and written in (\d+) ms", err) if name == "rss" else None
+    report = int(built.group(1)) / 1000 if built else None
     return {"wall": end - t0, "hwm": hwm / 1024, "anon": anon / 1024,
             "report": report, "join_kib": int(join.group(1)) if join else None}
 

@@ -46,6 +46,7 @@ pub fn run(cfg: RssConfig) -> Result<i32> {
         .resident
         .take()
         .ok_or_else(|| anyhow!("the run kept no resident join"))?;
+    let started = std::time::Instant::now();
     summary(&resident, &traced.sink);
     let maps = traced.session.take_maps().unwrap_or_default();
     let data = report::Data {
@@ -72,6 +73,10 @@ pub fn run(cfg: RssConfig) -> Result<i32> {
         }
         RssOutput::Flamegraph(path) => report::write_flamegraph(path, &cfg, &mut built)?,
     }
+    eprintln!(
+        "memperf: report built and written in {} ms",
+        started.elapsed().as_millis()
+    );
     Ok(0)
 }
 
