@@ -560,4 +560,36 @@ mod tests {
         assert!(t.is_empty());
         assert_eq!(t.stats.reset_by_exec, 2);
     }
+
+    #[test]
+    fn the_join_follows_frees_cuts_and_execs_without_counting_a_cut_as_an_allocation() {
+        use crate::allocs::resident::Resident;
+        let mut t = Table::new(100, None, None);
+        t.resident = Some(Resident::new(4096));
+        // A 4-page mmap, every page faulted, then its middle two pages unmapped.
+        t.enter(e(Func::Mmap, args(0, 4 * 4096, 0), 1, 5, 0x1000));
+        t.leave(7, 1, Func::Mmap, 0x40_000);
+        // A malloc'd block, never touched, then freed.
+        t.enter(e(Func::Malloc, args(100, 0, 0), 2, 6, 0x1000));
+        t.leave(7, 1, Func::Malloc, 0x90_000);
+        let r = t.resident.as_mut().unwrap();
+        for p in 0..4u64 {
+            assert!(r.fault(1, 0x40_000 + p * 4096, None));
+        }
+        t.unmap(1, 0x41_000, 2 * 4096);
+        t.free_point(1, 0x90_000);
+        let r = t.resident.as_ref().unwrap();
+        let mut all: Vec<_> = r.stacks().map(|(_, s, t)| (s, *t)).collect();
+        all.sort_by_key(|a| a.0);
+        let (map, block) = (all[0].1, all[1].1);
+        assert_eq!((map.allocs, map.alloc_bytes), (1, 4 * 4096));
+        // The two pieces left are live again; what they had faulted went with the cut.
+        assert_eq!((map.live_allocs, map.live_bytes), (2, 2 * 4096));
+        assert_eq!((map.live_pages, map.freed_pages), (0, 4));
+        assert_eq!((block.allocs, block.live_allocs, block.pages()), (1, 0, 0));
+        assert!(r.owner(1, 0x40_010).is_some());
+        assert!(r.owner(1, 0x41_010).is_none());
+        t.reset_space(1);
+        assert_eq!(t.resident.as_ref().unwrap().live_len(), 0);
+    }
 }
