@@ -13,6 +13,7 @@ pub mod mem;
 pub mod reclaim;
 mod record;
 mod report;
+pub mod rss;
 pub mod slab;
 pub mod snoop;
 pub mod stacks;
@@ -90,6 +91,10 @@ pub enum Command {
     /// allocators through uprobes (-p/-c), kernel allocators through kmem tracepoints.
     #[command(after_help = leak::LEAK_EXAMPLES)]
     Leak(leak::LeakArgs),
+    /// Resident memory by allocation stack: page faults joined to the live allocations
+    /// that own their addresses (bytes allocated, live, pages faulted in, never touched).
+    #[command(after_help = rss::RSS_EXAMPLES)]
+    Rss(rss::RssArgs),
     /// Page faults by stack: who touched new memory, as the book's faults.bt and
     /// `stackcount t:exceptions:page_fault_user`, with whole DWARF-unwound user stacks.
     #[command(after_help = FAULTS_EXAMPLES)]

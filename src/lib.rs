@@ -9,6 +9,7 @@
 pub(crate) mod abi;
 pub(crate) mod aggregate;
 pub(crate) mod allocators;
+pub(crate) mod allocs;
 pub mod buildid;
 pub mod cli;
 pub mod cmd;

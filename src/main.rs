@@ -15,6 +15,7 @@ fn main() -> ExitCode {
         Command::Script(args) => args.into_config().and_then(memperf::cmd::report::run),
         Command::Stat(args) => args.into_config().and_then(memperf::cmd::stat::run),
         Command::Leak(args) => args.into_config().and_then(memperf::cmd::leak::run),
+        Command::Rss(args) => args.into_config().and_then(memperf::cmd::rss::run),
         Command::Faults(args) => memperf::cmd::faults::run(args),
         Command::Brkstack(args) => memperf::cmd::brkstack::run(args),
         Command::Ffaults(args) => {

@@ -169,6 +169,12 @@ pub struct LeakArgs {
     #[arg(short = 'm', long = "mmap-pages", value_name = "PAGES")]
     pub mmap_pages: Option<usize>,
 
+    /// Also record page faults with their addresses and show, for each stack, the pages its
+    /// outstanding allocations have faulted in since tracing began (and how many of them
+    /// were never touched).
+    #[arg(long = "faults")]
+    pub faults: bool,
+
     /// Seconds between reports.
     #[arg(value_name = "INTERVAL", default_value_t = 5)]
     pub interval: u64,
@@ -185,6 +191,14 @@ pub enum LeakTarget {
     Command(Vec<OsString>),
     /// Every CPU, kernel allocators.
     System,
+}
+
+/// The page faults joined to the allocations (`leak --faults`, `rss`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FaultOptions {
+    /// Copy each fault's user stack (the toucher), with this call graph.
+    pub touchers: bool,
+    pub call_graph: CallGraph,
 }
 
 /// A validated `memperf leak` configuration.
@@ -213,6 +227,8 @@ pub struct LeakConfig {
     pub probe_via: ProbeVia,
     pub interval: Duration,
     pub count: Option<u64>,
+    /// Join page faults to the allocations (`--faults`).
+    pub faults: Option<FaultOptions>,
 }
 
 impl LeakArgs {
@@ -264,6 +280,9 @@ impl LeakArgs {
         if call_graph == CallGraph::None {
             bail!("memperf leak needs stacks: use --call-graph dwarf or fp");
         }
+        if self.faults && kernel {
+            bail!("--faults joins page faults to user allocations: give -p or -c");
+        }
         Ok(LeakConfig {
             target,
             kernel,
@@ -287,6 +306,10 @@ impl LeakArgs {
             probe_via: self.probe_via,
             interval: Duration::from_secs(self.interval),
             count: self.count,
+            faults: self.faults.then_some(FaultOptions {
+                touchers: false,
+                call_graph,
+            }),
         })
     }
 }

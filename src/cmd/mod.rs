@@ -11,6 +11,7 @@ pub mod mmapsnoop;
 pub mod oomkill;
 pub mod record;
 pub mod report;
+pub mod rss;
 pub mod shmsnoop;
 pub mod slabratetop;
 pub mod stat;
@@ -54,7 +55,7 @@ pub(crate) fn tools() -> Vec<ToolEvents> {
         ToolEvents {
             name: "leak",
             how: "-K",
-            wants: leak::kernel_wants(),
+            wants: crate::allocs::kernel::wants(),
         },
     ]
 }

@@ -20,27 +20,59 @@ pub(crate) enum Landed {
 
 /// What `addr` lies in, in `pid`, by the mappings recorded so far.
 pub(crate) fn landed(maps: &ProcessMaps, pid: u32, addr: u64) -> Landed {
-    let module = match maps.mapping_of(pid, addr) {
-        Some((_, start, _)) if maps.is_heap(pid, start) => return Landed::Anon("[heap]"),
-        Some((m, _, _)) => m,
-        None => match maps.mapping_above(pid, addr) {
-            Some((m, start))
-                if maps.module(m).path == b"[stack]" && start - addr <= STACK_GROWTH =>
-            {
-                return Landed::Anon("[stack]");
-            }
-            _ => return Landed::Unknown,
-        },
+    let module = match region(maps, pid, addr) {
+        Region::Heap => return Landed::Anon("[heap]"),
+        Region::Stack => return Landed::Anon("[stack]"),
+        Region::Anon => return Landed::Anon("//anon"),
+        Region::Unknown => return Landed::Unknown,
+        Region::Module(m) => m,
     };
     let info = maps.module(module);
     match info.kind() {
-        ModuleKind::File if info.path.starts_with(b"/anon_hugepage") => {
-            Landed::Special(info.path.clone())
+        ModuleKind::File if !info.path.starts_with(b"/anon_hugepage") => {
+            Landed::File(info.path.clone())
         }
-        ModuleKind::File => Landed::File(info.path.clone()),
-        ModuleKind::Pseudo if info.path == b"[heap]" => Landed::Anon("[heap]"),
-        ModuleKind::Pseudo if info.path == b"[stack]" => Landed::Anon("[stack]"),
-        ModuleKind::Pseudo => Landed::Special(info.path.clone()),
-        ModuleKind::Anon => Landed::Anon("//anon"),
+        _ => Landed::Special(info.path.clone()),
+    }
+}
+
+/// The mapping an address lies in, without naming it (the resident join keeps one per
+/// fault outside allocations, so it must not allocate).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(crate) enum Region {
+    /// The break's heap.
+    Heap,
+    /// `[stack]`, or just below it (a growing stack).
+    Stack,
+    /// Anonymous memory.
+    Anon,
+    /// A file, or a named special mapping: the module of the process table.
+    Module(u32),
+    /// No mapping known holds it.
+    Unknown,
+}
+
+/// The one rule for what `addr` lies in, in `pid`.
+pub(crate) fn region(maps: &ProcessMaps, pid: u32, addr: u64) -> Region {
+    let module = match maps.mapping_of(pid, addr) {
+        Some((_, start, _)) if maps.is_heap(pid, start) => return Region::Heap,
+        Some((m, _, _)) => m,
+        None => {
+            return match maps.mapping_above(pid, addr) {
+                Some((m, start))
+                    if maps.module(m).path == b"[stack]" && start - addr <= STACK_GROWTH =>
+                {
+                    Region::Stack
+                }
+                _ => Region::Unknown,
+            };
+        }
+    };
+    let info = maps.module(module);
+    match info.kind() {
+        ModuleKind::Pseudo if info.path == b"[heap]" => Region::Heap,
+        ModuleKind::Pseudo if info.path == b"[stack]" => Region::Stack,
+        ModuleKind::Anon => Region::Anon,
+        ModuleKind::File | ModuleKind::Pseudo => Region::Module(module),
     }
 }

@@ -12,8 +12,8 @@ use crate::session::Processes;
 use crate::stacks::FrameId;
 use crate::symbolize::{Kallsyms, ModuleKey, SymbolizeOptions, Symbolizer};
 
-use super::sink::LeakSink;
-use super::table::AllocStack;
+use crate::allocs::sink::LeakSink;
+use crate::allocs::table::AllocStack;
 
 /// A frame as memleak prints it: `0x%016x\tsym+0xoff [module]`.
 #[derive(Debug, Clone)]
@@ -102,16 +102,31 @@ fn with_offset(f: Option<&crate::symbolize::Frame>, module: &str) -> String {
     }
 }
 
-/// Outstanding (bytes, allocations) per stack, of allocations at least `older_ns` old.
-pub fn per_stack(sink: &LeakSink, now: u64, older_ns: u64) -> FxHashMap<AllocStack, (u64, u64)> {
-    let mut out: FxHashMap<AllocStack, (u64, u64)> = FxHashMap::default();
-    for (_, _, a) in sink.table.iter() {
+/// One stack's outstanding allocations: bytes, count, and with `--faults` the pages they
+/// faulted in and how many of them faulted none.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Outstanding {
+    pub bytes: u64,
+    pub allocs: u64,
+    pub pages: u64,
+    pub untouched: u64,
+}
+
+/// Outstanding allocations per stack, of allocations at least `older_ns` old.
+pub fn per_stack(sink: &LeakSink, now: u64, older_ns: u64) -> FxHashMap<AllocStack, Outstanding> {
+    let mut out: FxHashMap<AllocStack, Outstanding> = FxHashMap::default();
+    let resident = sink.table.resident.as_ref();
+    for (space, addr, a) in sink.table.iter() {
         if now.saturating_sub(a.time) < older_ns && a.time <= now {
             continue;
         }
         let e = out.entry(a.stack).or_default();
-        e.0 += a.size;
-        e.1 += 1;
+        e.bytes += a.size;
+        e.allocs += 1;
+        if let Some(pages) = resident.and_then(|r| r.pages_of(space, addr)) {
+            e.pages += u64::from(pages);
+            e.untouched += u64::from(pages == 0);
+        }
     }
     out
 }
@@ -150,11 +165,11 @@ pub fn write_report(
             writeln!(w, "\taddr = {addr:x} size = {size}")?;
         }
     }
-    let mut stacks: Vec<(AllocStack, (u64, u64))> =
+    let mut stacks: Vec<(AllocStack, Outstanding)> =
         per_stack(sink, now, older_ns).into_iter().collect();
     match cfg.sort {
-        LeakSort::Size => stacks.sort_unstable_by_key(|&(s, (b, n))| (b, n, s)),
-        LeakSort::Count => stacks.sort_unstable_by_key(|&(s, (b, n))| (n, b, s)),
+        LeakSort::Size => stacks.sort_unstable_by_key(|&(s, o)| (o.bytes, o.allocs, s)),
+        LeakSort::Count => stacks.sort_unstable_by_key(|&(s, o)| (o.allocs, o.bytes, s)),
     }
     let top = stacks.len().saturating_sub(cfg.top);
     writeln!(
@@ -164,8 +179,27 @@ pub fn write_report(
         cfg.top
     )?;
     let mut ids = Vec::new();
-    for &(stack, (bytes, n)) in &stacks[top..] {
-        writeln!(w, "\t{bytes} bytes in {n} allocations from stack")?;
+    let pages_kib = crate::sys::page_size() as u64 / 1024;
+    for &(stack, o) in &stacks[top..] {
+        if sink.table.resident.is_some() {
+            // `--faults`: memleak's line, with the pages the allocations faulted in.
+            writeln!(
+                w,
+                "\t{} bytes in {} allocations from stack, {} pages resident ({} KiB), {} \
+                 allocations never touched",
+                o.bytes,
+                o.allocs,
+                o.pages,
+                o.pages * pages_kib,
+                o.untouched
+            )?;
+        } else {
+            writeln!(
+                w,
+                "\t{} bytes in {} allocations from stack",
+                o.bytes, o.allocs
+            )?;
+        }
         match stack {
             AllocStack::Unsampled => writeln!(
                 w,

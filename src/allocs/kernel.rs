@@ -10,10 +10,10 @@ use crate::events::{EventKind, EventSpec, Modifiers, Period};
 use crate::perfdata::tracing_data::{EventFormat, FieldFormat};
 use crate::sys::tracefs::Tracefs;
 
-use super::Planned;
-use super::open;
+use super::plan::Planned;
 use super::sink::{KernelSize, Role};
 use super::table::{KERNEL_PAGES, KERNEL_PERCPU, KERNEL_SLAB, Space};
+use crate::live::open;
 
 /// One kernel allocator event: tracepoint, whether it must exist, its role's fields.
 struct KernelEventDef {
@@ -135,7 +135,7 @@ pub(crate) fn wants() -> Vec<crate::tool::Want> {
 }
 
 /// The kernel-mode events, with their fields read from the tracepoint formats.
-pub(super) fn plan(cfg: &LeakConfig) -> Result<Vec<Planned>> {
+pub(crate) fn plan(cfg: &LeakConfig) -> Result<Vec<Planned>> {
     let tfs = Tracefs::locate_or_mount().context("failed to open the kmem tracepoints")?;
     let mut planned = Vec::new();
     let defs = KERNEL_EVENTS
@@ -203,13 +203,13 @@ pub(super) fn plan(cfg: &LeakConfig) -> Result<Vec<Planned>> {
                 filter: None,
             },
             role,
-            sampling: open::Sampling {
+            sampling: Some(open::Sampling {
                 call_graph: CallGraph::None,
                 regs: 0,
                 kernel_chain: alloc,
                 raw: true,
                 period: Period::Count(period),
-            },
+            }),
             filter,
         });
     }

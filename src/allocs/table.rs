@@ -115,6 +115,8 @@ pub struct Table {
     pub min_size: Option<u64>,
     pub max_size: Option<u64>,
     pub stats: TableStats,
+    /// The resident join (`--faults`), told of every allocation that becomes live or dies.
+    pub resident: Option<super::resident::Resident>,
 }
 
 /// The result of matching a return.
@@ -297,6 +299,9 @@ impl Table {
             self.stats.filtered += 1;
             // A block reused at this address replaces what was there.
             self.points.remove(&(space, addr));
+            if let Some(r) = self.resident.as_mut() {
+                r.free(space, addr);
+            }
             return;
         }
         if self.len() >= self.max_entries && !self.points.contains_key(&(space, addr)) {
@@ -305,6 +310,9 @@ impl Table {
         }
         self.points
             .insert((space, addr), Alloc { size, time, stack });
+        if let Some(r) = self.resident.as_mut() {
+            r.alloc(space, addr, size, stack);
+        }
         self.note_peak();
     }
 
@@ -320,6 +328,8 @@ impl Table {
         self.stats.frees += 1;
         if self.points.remove(&(space, addr)).is_none() {
             self.stats.unknown_frees += 1;
+        } else if let Some(r) = self.resident.as_mut() {
+            r.free(space, addr);
         }
     }
 
@@ -347,6 +357,9 @@ impl Table {
                 },
             ),
         );
+        if let Some(r) = self.resident.as_mut() {
+            r.alloc(space, start, len, stack);
+        }
         self.note_peak();
     }
 
@@ -368,13 +381,23 @@ impl Table {
             .collect();
         for &(s, e, a) in &overlapping {
             self.ranges.remove(&(space, s));
+            // The join keeps what was cut off as freed; the pieces left start afresh.
+            if let Some(r) = self.resident.as_mut() {
+                r.free(space, s);
+            }
             if s < start {
                 let size = start - s;
                 self.ranges.insert((space, s), (start, Alloc { size, ..a }));
+                if let Some(r) = self.resident.as_mut() {
+                    r.remains(space, s, size, a.stack);
+                }
             }
             if e > end {
                 let size = e - end;
                 self.ranges.insert((space, end), (e, Alloc { size, ..a }));
+                if let Some(r) = self.resident.as_mut() {
+                    r.remains(space, end, size, a.stack);
+                }
             }
         }
         !overlapping.is_empty()
@@ -385,6 +408,9 @@ impl Table {
         let before = self.len();
         self.points.retain(|(s, _), _| *s != space);
         self.ranges.retain(|(s, _), _| *s != space);
+        if let Some(r) = self.resident.as_mut() {
+            r.reset_space(space);
+        }
         self.stats.reset_by_exec += (before - self.len()) as u64;
     }
 
@@ -533,5 +559,37 @@ mod tests {
         t.reset_space(1);
         assert!(t.is_empty());
         assert_eq!(t.stats.reset_by_exec, 2);
+    }
+
+    #[test]
+    fn the_join_follows_frees_cuts_and_execs_without_counting_a_cut_as_an_allocation() {
+        use crate::allocs::resident::Resident;
+        let mut t = Table::new(100, None, None);
+        t.resident = Some(Resident::new(4096));
+        // A 4-page mmap, every page faulted, then its middle two pages unmapped.
+        t.enter(e(Func::Mmap, args(0, 4 * 4096, 0), 1, 5, 0x1000));
+        t.leave(7, 1, Func::Mmap, 0x40_000);
+        // A malloc'd block, never touched, then freed.
+        t.enter(e(Func::Malloc, args(100, 0, 0), 2, 6, 0x1000));
+        t.leave(7, 1, Func::Malloc, 0x90_000);
+        let r = t.resident.as_mut().unwrap();
+        for p in 0..4u64 {
+            assert!(r.fault(1, 0x40_000 + p * 4096, None));
+        }
+        t.unmap(1, 0x41_000, 2 * 4096);
+        t.free_point(1, 0x90_000);
+        let r = t.resident.as_ref().unwrap();
+        let mut all: Vec<_> = r.stacks().map(|(_, s, t)| (s, *t)).collect();
+        all.sort_by_key(|a| a.0);
+        let (map, block) = (all[0].1, all[1].1);
+        assert_eq!((map.allocs, map.alloc_bytes), (1, 4 * 4096));
+        // The two pieces left are live again; what they had faulted went with the cut.
+        assert_eq!((map.live_allocs, map.live_bytes), (2, 2 * 4096));
+        assert_eq!((map.live_pages, map.freed_pages), (0, 4));
+        assert_eq!((block.allocs, block.live_allocs, block.pages()), (1, 0, 0));
+        assert!(r.owner(1, 0x40_010).is_some());
+        assert!(r.owner(1, 0x41_010).is_none());
+        t.reset_space(1);
+        assert_eq!(t.resident.as_ref().unwrap().live_len(), 0);
     }
 }

@@ -39,6 +39,8 @@ pub enum Role {
         space: Space,
         addr: FieldFormat,
     },
+    /// A page fault with its address (`--faults`): joined to the allocation that owns it.
+    Fault,
 }
 
 /// One event as the handler sees it.
@@ -227,6 +229,7 @@ impl LeakSink {
                 };
                 self.table.insert_point(space, ptr, bytes, time, stack);
             }
+            Role::Fault => self.handle_fault(maps, pid, c, with_stack),
             Role::KernelFree { space, addr } => {
                 let raw = s.raw.unwrap_or(&[]);
                 match addr.read(raw) {
@@ -234,6 +237,41 @@ impl LeakSink {
                     None => self.malformed += 1,
                 }
             }
+        }
+    }
+
+    /// A page fault: counted against the live allocation holding its address, else against
+    /// the mapping; with a stack, the toucher is kept under the allocation's stack.
+    fn handle_fault(&mut self, maps: &ProcessMaps, pid: u32, c: &SampleCtx<'_>, with_stack: bool) {
+        let Some(addr) = c.sample.addr else {
+            if let Some(r) = self.table.resident.as_mut() {
+                r.stats.faults += 1;
+                r.stats.no_addr += 1;
+            }
+            return;
+        };
+        let toucher = with_stack.then(|| self.toucher_stack(maps, pid, c));
+        let Some(r) = self.table.resident.as_mut() else {
+            return;
+        };
+        if let Some(w) = self.trace.as_mut() {
+            // -t: each fault and its owner, before the fault is counted.
+            let tid = c.sample.tid.unwrap_or(0);
+            let t = time_text(c.sample.time.unwrap_or(0));
+            let _ = match r.owner(pid, addr) {
+                Some(o) => writeln!(
+                    w,
+                    "{pid}/{tid} {t}: page fault at {addr:x}, in the allocation at {:x} of {}                      bytes",
+                    o.base, o.size
+                ),
+                None => writeln!(
+                    w,
+                    "{pid}/{tid} {t}: page fault at {addr:x}, in no allocation"
+                ),
+            };
+        }
+        if !r.fault(pid, addr, toucher) {
+            r.outside(pid, super::resident::region(maps, pid, addr));
         }
     }
 
@@ -318,6 +356,28 @@ impl LeakSink {
             }
             let id = self.user_frame(maps, pid, ip);
             self.leaf_first.push(id);
+        }
+        self.intern_leaf_first()
+    }
+
+    /// The user stack of a fault, its leaf the faulting instruction.
+    fn toucher_stack(&mut self, maps: &ProcessMaps, pid: u32, c: &SampleCtx<'_>) -> AllocStack {
+        let Some(chain) = c.callchain() else {
+            return AllocStack::Missing;
+        };
+        self.leaf_first.clear();
+        let mut in_user = false;
+        let mut first = true;
+        for ip in chain {
+            if ip >= PERF_CONTEXT_MAX {
+                in_user = ip == PERF_CONTEXT_USER;
+                continue;
+            }
+            if in_user {
+                let key = FrameKey::user(maps, pid, ip, !std::mem::take(&mut first));
+                let id = self.intern_frame(key, ip);
+                self.leaf_first.push(id);
+            }
         }
         self.intern_leaf_first()
     }
@@ -431,7 +491,7 @@ impl Handler for LeakSink {
     fn wants_unwind(&mut self, ev: usize, _s: &Sample<'_>, _procs: &Processes) -> bool {
         self.events
             .get(ev)
-            .is_some_and(|e| matches!(e.role, Role::Entry(_)))
+            .is_some_and(|e| matches!(e.role, Role::Entry(_) | Role::Fault))
     }
 
     fn side_band(&mut self, r: &SideBand<'_>) -> io::Result<()> {

@@ -1,0 +1,382 @@
+//! What allocation tracing opens: the allocator's entry and return probes (user mode), the
+//! kmem tracepoints (kernel mode), and with `faults` the page-fault event whose addresses
+//! the resident join attributes; the recording they are opened as, and the session and
+//! handler their samples go to.
+
+use std::ffi::CString;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, anyhow, bail};
+use perf_event_open_sys::bindings as b;
+
+use crate::cli::leak::{FaultOptions, LeakConfig, LeakTarget, ProbeVia};
+use crate::cli::{CallGraph, Consume, RecordConfig, Target, UnwindWhen};
+use crate::events::{EventKind, EventSpec, Modifiers, Period};
+use crate::live::open;
+use crate::maps::ProcessMaps;
+use crate::records::ParseInfo;
+use crate::session::{Keep, Session};
+use crate::sys;
+use crate::sys::tracefs::Tracefs;
+use crate::sys::uprobe::{PmuPath, ProbeDef, UprobeGroup, UprobePmu};
+use crate::unwind::UnwindMode;
+
+use super::sink::{self, LeakEvent, LeakSink, Role};
+use super::table::{self, Table};
+use super::{kernel, resident};
+
+use crate::abi::{PERF_SAMPLE_CALLCHAIN, PERF_SAMPLE_STACK_USER};
+use crate::allocators as probes;
+
+const fn reg(r: u32) -> u64 {
+    1u64 << r
+}
+/// Argument registers of an entry probe (DI, SI, DX) and the stack pointer (twin matching).
+const ENTRY_REGS: u64 = reg(b::PERF_REG_X86_DI)
+    | reg(b::PERF_REG_X86_SI)
+    | reg(b::PERF_REG_X86_DX)
+    | reg(b::PERF_REG_X86_SP);
+/// The result of a return probe.
+const RETURN_REGS: u64 = reg(b::PERF_REG_X86_AX);
+/// The stack copied at posix_memalign's return, where its out-pointer usually points.
+const MEMPTR_STACK_BYTES: u32 = 1024;
+
+/// An event to open and what its samples mean.
+pub(crate) struct Planned {
+    pub spec: EventSpec,
+    pub role: Role,
+    pub sampling: Option<open::Sampling>,
+    pub filter: Option<CString>,
+}
+
+/// What the probes need kept alive until the events are closed.
+#[derive(Default)]
+pub(crate) struct ProbeHold {
+    pub group: Option<UprobeGroup>,
+    _pmu_paths: Vec<PmuPath>,
+}
+
+/// Every event of the run: with `--faults`, the page-fault event first (the first event
+/// carries the side band, and its `mmap_data` brings the anonymous mappings the join falls
+/// back on), then the allocator's probes or the kernel's tracepoints.
+#[allow(clippy::type_complexity)]
+pub(crate) fn plan(
+    cfg: &LeakConfig,
+    hold: &mut ProbeHold,
+) -> Result<(Vec<Planned>, Option<Tracefs>, Option<sink::AllocatorCode>)> {
+    let (mut planned, tracefs, code) = if cfg.kernel {
+        (kernel::plan(cfg)?, None, None)
+    } else {
+        let path = allocator_path(cfg)?;
+        plan_user(cfg, &path, hold)?
+    };
+    if let Some(f) = &cfg.faults {
+        planned.insert(0, fault_event(f));
+    }
+    Ok((planned, tracefs, code))
+}
+
+/// The page-fault software event, every fault sampled with its address
+/// (`PERF_SAMPLE_ADDR`, which the recording's defaults give fault events), and the
+/// toucher's stack only when asked for.
+fn fault_event(f: &FaultOptions) -> Planned {
+    let call_graph = if f.touchers {
+        f.call_graph
+    } else {
+        CallGraph::None
+    };
+    Planned {
+        spec: EventSpec {
+            name: "page-faults".to_string(),
+            kind: EventKind::Software {
+                config: u64::from(b::PERF_COUNT_SW_PAGE_FAULTS),
+            },
+            modifiers: Modifiers::default(),
+            terms: crate::events::Terms {
+                period: Some(Period::Count(1)),
+                call_graph: Some(call_graph),
+                ..Default::default()
+            },
+            filter: None,
+        },
+        role: Role::Fault,
+        sampling: None,
+        filter: None,
+    }
+}
+
+/// The recorder's target for leak's, and the command to start.
+pub(crate) fn leak_target(cfg: &LeakConfig) -> (Target, Option<Vec<std::ffi::OsString>>) {
+    match &cfg.target {
+        LeakTarget::Pid(pid) => (Target::Pids(vec![*pid]), None),
+        LeakTarget::Command(argv) => (Target::Command, Some(argv.clone())),
+        LeakTarget::System => (Target::SystemWide, None),
+    }
+}
+
+/// The recording the leak events are opened as: the recorder's targets, rings and
+/// online unwinding, with each event's own sampling.
+pub(crate) fn record_config(
+    cfg: &LeakConfig,
+    planned: &[Planned],
+    target: &Target,
+    command: Option<Vec<std::ffi::OsString>>,
+) -> Result<RecordConfig> {
+    Ok(RecordConfig {
+        events: planned.iter().map(|p| p.spec.clone()).collect(),
+        target: target.clone(),
+        cpus: sys::online_cpus().context("failed to list the online CPUs")?,
+        command,
+        period: None,
+        call_graph: cfg.call_graph,
+        unwind: UnwindWhen::Online,
+        user_only: !cfg.kernel,
+        mmap_pages: cfg.mmap_pages,
+        output: PathBuf::from("/dev/null"),
+        duration: None,
+        quiet: true,
+        consume: Consume::All,
+        cmdline: std::env::args().collect(),
+        include_self: false,
+        side_band: true,
+    })
+}
+
+/// The session (online unwinding) and the leak handler for the opened events.
+pub(crate) fn handler(
+    cfg: &LeakConfig,
+    opened: &open::Opened,
+    planned: &[Planned],
+) -> Result<(Session, LeakSink)> {
+    let mut infos = Vec::new();
+    let mut levents = Vec::new();
+    for (ev, p) in opened.events.iter().zip(planned) {
+        let attr = ev
+            .attr
+            .ok_or_else(|| anyhow!("event `{}` was never opened", ev.spec.name))?;
+        let stack = attr.sample_type & (PERF_SAMPLE_STACK_USER | PERF_SAMPLE_CALLCHAIN) != 0;
+        infos.push(ParseInfo::from_attr(&attr));
+        levents.push(LeakEvent {
+            role: p.role.clone(),
+            stack,
+        });
+    }
+    let dwarf = matches!(cfg.call_graph, CallGraph::Dwarf { .. }) && !cfg.kernel;
+    let keep = Keep {
+        unwind: dwarf.then_some(UnwindMode::Dwarf),
+        maps: Some(ProcessMaps::default()),
+        comms: true,
+        dsos: false,
+    };
+    let types = opened
+        .events
+        .iter()
+        .map(|e| crate::session::EventType {
+            type_: e.type_,
+            config: e.config,
+        })
+        .collect();
+    let session = Session::new(infos, opened.ids.clone(), keep).with_types(types);
+    let mut table = Table::new(cfg.max_entries, cfg.min_size, cfg.max_size);
+    if cfg.faults.is_some() {
+        table.resident = Some(resident::Resident::new(crate::sys::page_size() as u64));
+    }
+    let sink = LeakSink::new(levents, table, sys::read_process_u64);
+    Ok((session, sink))
+}
+
+/// The allocator object of the target.
+pub(crate) fn allocator_path(cfg: &LeakConfig) -> Result<PathBuf> {
+    match &cfg.target {
+        LeakTarget::Pid(pid) => probes::for_process(*pid, cfg.obj.as_deref()),
+        LeakTarget::Command(argv) => {
+            let program = find_program(argv.first().map(Path::new).unwrap_or(Path::new("")))?;
+            probes::for_command(&program, cfg.obj.as_deref())
+        }
+        LeakTarget::System => bail!("no user allocator in kernel mode"),
+    }
+}
+
+/// The program `execvp` will run.
+fn find_program(name: &Path) -> Result<PathBuf> {
+    if name.as_os_str().as_encoded_bytes().contains(&b'/') {
+        if name.exists() {
+            return Ok(name.to_path_buf());
+        }
+        bail!(
+            "failed to start the command: `{}` not found",
+            name.display()
+        );
+    }
+    let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/bin:/bin".into());
+    std::env::split_paths(&path)
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+        .ok_or_else(|| {
+            anyhow!(
+                "failed to start the command: `{}` not found in PATH",
+                name.display()
+            )
+        })
+}
+
+/// The user-mode events: an entry (and where needed a return) probe per allocator function.
+pub(crate) fn plan_user(
+    cfg: &LeakConfig,
+    path: &Path,
+    hold: &mut ProbeHold,
+) -> Result<(Vec<Planned>, Option<Tracefs>, Option<sink::AllocatorCode>)> {
+    let alloc = probes::load(path, &cfg.symbols_prefix)?;
+    let code = sink::AllocatorCode::new(path, probes::allocator_ranges(&alloc));
+    if !alloc.missing.is_empty() {
+        eprintln!(
+            "memperf: `{}` has no {}; those are not traced",
+            path.display(),
+            alloc.missing.join(", ")
+        );
+    }
+    let tracefs = Tracefs::locate_or_mount().ok();
+    let via_tracefs = match cfg.probe_via {
+        ProbeVia::Pmu => None,
+        ProbeVia::Auto => tracefs
+            .as_ref()
+            .filter(|t| UprobeGroup::writable(t))
+            .cloned(),
+        ProbeVia::Tracefs => Some(
+            tracefs
+                .as_ref()
+                .filter(|t| UprobeGroup::writable(t))
+                .cloned()
+                .ok_or_else(|| {
+                    anyhow!(
+                        "--probe-via tracefs: uprobe_events is not writable here (it needs root, \
+                         tracefs and CONFIG_UPROBE_EVENTS)"
+                    )
+                })?,
+        ),
+    };
+    if let Some(t) = &via_tracefs {
+        // Probes a killed run left behind would fire (and cost) for nothing.
+        if let Err(e) = crate::sys::uprobe::remove_stale(t) {
+            eprintln!("memperf: warning: stale probes of an earlier run remain: {e}");
+        }
+        hold.group = Some(UprobeGroup::new(t.clone()));
+    }
+    let pmu = if via_tracefs.is_none() {
+        eprintln!(
+            "memperf: probing through the uprobe PMU: threads and processes started after \
+             tracing begins are not traced (the kernel cannot inherit these events)"
+        );
+        Some(UprobePmu::read().ok_or_else(|| {
+            anyhow!(
+                "cannot place uprobes: tracefs uprobe_events is not writable (it needs root and \
+                 CONFIG_UPROBE_EVENTS) and this kernel has no uprobe PMU (4.17+)"
+            )
+        })?)
+    } else {
+        None
+    };
+    let stack_cg = cfg.call_graph;
+    let mut planned = Vec::new();
+    for site in &alloc.sites {
+        let d = site.def;
+        let mut probe = |suffix: &str, ret: bool, offset: u64| -> Result<EventSpec> {
+            let name = format!("{}{suffix}", d.symbol);
+            if let Some(group) = hold.group.as_mut() {
+                group
+                    .add(&ProbeDef {
+                        name: name.clone(),
+                        path: path.to_path_buf(),
+                        offset,
+                        ret,
+                        args: if ret {
+                            vec!["ret=$retval:x64".to_string()]
+                        } else {
+                            d.args.iter().map(|a| a.to_string()).collect()
+                        },
+                    })
+                    .with_context(|| format!("failed to place a uprobe on `{}`", d.symbol))?;
+                return Ok(EventSpec {
+                    name: format!("{}:{name}", group.name()),
+                    kind: EventKind::Tracepoint {
+                        system: group.name().to_string(),
+                        name,
+                    },
+                    modifiers: Modifiers::default(),
+                    terms: Default::default(),
+                    filter: None,
+                });
+            }
+            let pmu = pmu.ok_or_else(|| anyhow!("no uprobe PMU"))?;
+            let p = PmuPath::new(path)?;
+            let spec = EventSpec {
+                name: format!("uprobe:{name}"),
+                kind: EventKind::Uprobe {
+                    type_: pmu.type_,
+                    config: pmu.config(ret),
+                    config1: p.config1(),
+                    config2: offset,
+                },
+                modifiers: Modifiers::default(),
+                terms: Default::default(),
+                filter: None,
+            };
+            hold._pmu_paths.push(p);
+            Ok(spec)
+        };
+        let entry_stack = if cfg.sample_rate == 1 {
+            stack_cg
+        } else {
+            CallGraph::None
+        };
+        planned.push(Planned {
+            spec: probe("", false, site.probe)?,
+            role: sink::Role::Entry(d.func),
+            sampling: Some(user_sampling(entry_stack, ENTRY_REGS, 1)),
+            filter: None,
+        });
+        let allocates = !matches!(d.func, table::Func::Free | table::Func::Munmap);
+        if cfg.sample_rate > 1 && allocates {
+            // The twin event: same probe, one hit in N copies the stack.
+            let spec = planned
+                .last()
+                .map(|p: &Planned| p.spec.clone())
+                .ok_or_else(|| anyhow!("no entry event"))?;
+            planned.push(Planned {
+                spec,
+                role: sink::Role::Entry(d.func),
+                sampling: Some(user_sampling(stack_cg, ENTRY_REGS, cfg.sample_rate)),
+                filter: None,
+            });
+        }
+        if d.ret {
+            // posix_memalign's result is stored through its first argument, most often a
+            // variable in the caller's frame: a small copy of the stack at the return holds
+            // it as it was then.
+            let cg = if d.func == table::Func::PosixMemalign {
+                CallGraph::Dwarf {
+                    stack_bytes: MEMPTR_STACK_BYTES,
+                }
+            } else {
+                CallGraph::None
+            };
+            planned.push(Planned {
+                spec: probe("_ret", true, site.entry)?,
+                role: sink::Role::Return(d.func),
+                sampling: Some(user_sampling(cg, RETURN_REGS, 1)),
+                filter: None,
+            });
+        }
+    }
+    Ok((planned, via_tracefs.or(tracefs), code))
+}
+
+fn user_sampling(call_graph: CallGraph, regs: u64, period: u64) -> open::Sampling {
+    open::Sampling {
+        call_graph,
+        regs,
+        kernel_chain: false,
+        raw: false,
+        period: Period::Count(period),
+    }
+}

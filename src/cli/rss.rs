@@ -1,0 +1,241 @@
+//! `memperf rss`: resident memory by allocation stack, validated into an `RssConfig`.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Result, bail};
+use clap::Args;
+
+use super::leak::{FaultOptions, LeakConfig, LeakSort, LeakTarget, ProbeVia};
+use super::{CallGraph, parse_call_graph};
+
+pub const RSS_EXAMPLES: &str = "\
+EXAMPLES:
+    memperf rss -p 1234 --duration 30
+        For 30 s: per allocation stack, the bytes allocated, the bytes still live, the pages
+        faulted in (the resident growth it caused) and the allocations never touched; then
+        the faults outside every allocation by mapping ([heap] slack, //anon, files, stack).
+    memperf rss -c ./app --flamegraph rss.svg
+        Run ./app and draw its allocation stacks weighted by the resident bytes they caused.
+    memperf rss -c ./app --touchers
+        Under each allocation stack, the stacks of the code that touched its pages.
+    memperf rss -p 1234 --duration 60 --pprof rss.pb.gz
+        go tool pprof -sample_index=resident_space rss.pb.gz (also alloc_space, inuse_space).
+    memperf rss -c ./app -O jemalloc
+        An allocator other than libc's, as leak -O takes it.
+
+HOW:
+    Every page fault of the target is sampled with its address (PERF_SAMPLE_ADDR) beside
+    the allocator's uprobes (as memperf leak places them), and each fault is attributed to
+    the live allocation whose range held the address at that moment, else to the mapping
+    (MMAP2 records of anonymous and file mappings, the break's [heap]). A page is counted
+    once per allocation. glibc's large allocations served by mmap are ordinary allocations
+    here; pages the allocator itself writes (chunk headers) fall to the mapping.
+
+PERMISSIONS:
+    As memperf leak: root for tracefs uprobe_events (or the uprobe PMU with CAP_PERFMON on
+    5.8+), and the page-fault software event (perf_event_paranoid <= 1 for a process of
+    your own, else CAP_PERFMON). Linux 4.17+ for the uprobe PMU path; 3.5+ with tracefs.";
+
+/// Arguments of `memperf rss`.
+#[derive(Debug, Args)]
+pub struct RssArgs {
+    /// Trace this process (every thread, and threads created later).
+    #[arg(
+        short = 'p',
+        long = "pid",
+        value_name = "PID",
+        conflicts_with = "command"
+    )]
+    pub pid: Option<u32>,
+
+    /// Run this command and trace it (split on white space).
+    #[arg(short = 'c', long = "command", value_name = "COMMAND")]
+    pub command: Option<String>,
+
+    /// Stop after this many seconds (default: when the target exits, or at Ctrl-C).
+    #[arg(long = "duration", value_name = "SECONDS")]
+    pub duration: Option<u64>,
+
+    /// How many allocation stacks the text report shows (the most resident first).
+    #[arg(short = 'T', long = "top", value_name = "N", default_value_t = 10)]
+    pub top: usize,
+
+    /// Also sample each fault's user stack and show, under each allocation stack, the
+    /// stacks that touched its pages (costs a stack copy per fault).
+    #[arg(long = "touchers")]
+    pub touchers: bool,
+
+    /// Print resident bytes per allocation stack in folded form (`comm;root;...;leaf bytes`)
+    /// instead of the text report.
+    #[arg(long = "folded", conflicts_with = "flamegraph")]
+    pub folded: bool,
+
+    /// Draw a flame graph of the allocation stacks weighted by resident bytes into this SVG
+    /// file (`-` for standard output) instead of the text report.
+    #[arg(long = "flamegraph", value_name = "FILE")]
+    pub flamegraph: Option<PathBuf>,
+
+    /// Also write a gzip-compressed pprof profile: alloc_objects/alloc_space,
+    /// inuse_objects/inuse_space and resident_pages/resident_space (the default).
+    #[arg(long = "pprof", value_name = "FILE")]
+    pub pprof: Option<PathBuf>,
+
+    /// The object that holds the allocator: a path, or a library name (`c` for libc, the
+    /// default; `jemalloc` for libjemalloc.so).
+    #[arg(short = 'O', long = "obj", value_name = "OBJ")]
+    pub obj: Option<String>,
+
+    /// A prefix of the allocator's symbol names (`je_` for a prefixed jemalloc).
+    #[arg(long = "symbols-prefix", value_name = "PREFIX", default_value = "")]
+    pub symbols_prefix: String,
+
+    /// How user stacks are taken: `dwarf[,BYTES]` (default) or `fp`.
+    #[arg(long = "call-graph", value_name = "MODE", default_value = "dwarf")]
+    pub call_graph: String,
+
+    /// The most live allocations kept; more are counted and reported, not kept (their
+    /// faults fall to the mapping).
+    #[arg(long = "max-entries", value_name = "N", default_value_t = 1_000_000)]
+    pub max_entries: usize,
+
+    /// Where user probes are placed (as memperf leak).
+    #[arg(long = "probe-via", value_enum, default_value = "auto")]
+    pub probe_via: ProbeVia,
+
+    /// Ring buffer pages per CPU (a power of two).
+    #[arg(short = 'm', long = "mmap-pages", value_name = "PAGES")]
+    pub mmap_pages: Option<usize>,
+}
+
+/// What `memperf rss` prints.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RssOutput {
+    Text,
+    Folded,
+    Flamegraph(PathBuf),
+}
+
+/// A validated `memperf rss` configuration: allocation tracing as leak does it, with faults.
+#[derive(Debug, Clone)]
+pub struct RssConfig {
+    pub leak: LeakConfig,
+    pub duration: Option<Duration>,
+    pub output: RssOutput,
+    pub pprof: Option<PathBuf>,
+    pub top: usize,
+}
+
+impl RssArgs {
+    pub fn into_config(self) -> Result<RssConfig> {
+        let target = match (self.pid, &self.command) {
+            (Some(pid), _) => LeakTarget::Pid(pid),
+            (None, Some(cmd)) => {
+                let argv: Vec<_> = cmd.split_whitespace().map(Into::into).collect();
+                if argv.is_empty() {
+                    bail!("empty command given to -c");
+                }
+                LeakTarget::Command(argv)
+            }
+            (None, None) => bail!("memperf rss needs a process: give -p PID or -c COMMAND"),
+        };
+        if self.duration == Some(0) {
+            bail!("invalid --duration 0: give at least 1 second, or leave it out");
+        }
+        if self.top == 0 {
+            bail!("invalid -T 0: show at least one stack");
+        }
+        if self.max_entries == 0 {
+            bail!("invalid --max-entries 0");
+        }
+        if let Some(p) = self.mmap_pages
+            && (p == 0 || !p.is_power_of_two())
+        {
+            bail!("invalid -m {p}: the ring buffer size must be a power of two pages");
+        }
+        let call_graph = parse_call_graph(&self.call_graph)?;
+        if call_graph == CallGraph::None {
+            bail!("memperf rss needs stacks: use --call-graph dwarf or fp");
+        }
+        let output = match (self.folded, self.flamegraph) {
+            (true, _) => RssOutput::Folded,
+            (false, Some(p)) => RssOutput::Flamegraph(p),
+            (false, None) => RssOutput::Text,
+        };
+        let leak = LeakConfig {
+            target,
+            kernel: false,
+            trace: false,
+            show_allocs: false,
+            older_ms: 0,
+            sample_rate: 1,
+            top: self.top,
+            min_size: None,
+            max_size: None,
+            obj: self.obj,
+            symbols_prefix: self.symbols_prefix,
+            percpu: false,
+            combined_only: true,
+            sort: LeakSort::Size,
+            folded: false,
+            pprof: None,
+            call_graph,
+            max_entries: self.max_entries,
+            mmap_pages: self.mmap_pages,
+            probe_via: self.probe_via,
+            interval: Duration::from_secs(1),
+            count: None,
+            faults: Some(FaultOptions {
+                touchers: self.touchers,
+                call_graph,
+            }),
+        };
+        Ok(RssConfig {
+            leak,
+            duration: self.duration.map(Duration::from_secs),
+            output,
+            pprof: self.pprof,
+            top: self.top,
+        })
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::cli::{Cli, Command};
+    use clap::Parser;
+
+    fn parse(args: &[&str]) -> Result<RssConfig> {
+        let mut argv = vec!["memperf", "rss"];
+        argv.extend_from_slice(args);
+        match Cli::try_parse_from(argv)?.command {
+            Command::Rss(a) => a.into_config(),
+            _ => unreachable!(),
+        }
+    }
+
+    #[test]
+    fn rss_options_become_a_leak_run_with_faults() {
+        let c = parse(&["-p", "12", "--duration", "30", "--touchers"]).unwrap();
+        assert_eq!(c.leak.target, LeakTarget::Pid(12));
+        assert_eq!(c.duration, Some(Duration::from_secs(30)));
+        assert!(c.leak.faults.is_some_and(|f| f.touchers));
+        assert_eq!(c.output, RssOutput::Text);
+        let c = parse(&["-c", "./app x", "--flamegraph", "rss.svg"]).unwrap();
+        assert_eq!(c.output, RssOutput::Flamegraph("rss.svg".into()));
+        assert!(c.leak.faults.is_some_and(|f| !f.touchers));
+    }
+
+    #[test]
+    fn bad_rss_options_are_refused_with_a_reason() {
+        let e = |a: &[&str]| parse(a).unwrap_err().to_string();
+        assert!(e(&[]).contains("-p PID or -c COMMAND"));
+        assert!(e(&["-p", "1", "--duration", "0"]).contains("--duration 0"));
+        assert!(e(&["-p", "1", "-m", "3"]).contains("power of two"));
+        assert!(e(&["-c", "  "]).contains("empty command"));
+        assert!(parse(&["-p", "1", "--call-graph", "bogus"]).is_err());
+        assert!(parse(&["-p", "1", "--folded", "--flamegraph", "x"]).is_err());
+    }
+}
