@@ -214,7 +214,7 @@ pub fn read<'c>(
         })
         .collect();
     let mut session = Session::new(infos, file.id_map().clone(), keep).with_types(types);
-    let weighers = weighers(file, names);
+    let weighers = weighers(file, names, cfg.weight_field.as_deref());
     let mut a = Aggregator {
         cfg,
         rows,

@@ -4,7 +4,6 @@
 //! Only symbols the file defines are probed: an imported function's PLT stub (and the
 //! nonzero value an undefined symbol has in a non-PIE executable) is never taken for it.
 
-use std::collections::BTreeSet;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
@@ -242,12 +241,26 @@ fn find_function(
 
 /// Every function the file defines, unversioned, sorted.
 pub fn function_names(file: &object::File<'_>) -> Vec<String> {
-    let set: BTreeSet<String> = file
-        .dynamic_symbols()
-        .chain(file.symbols())
-        .filter(|s| s.is_definition() && s.kind() == SymbolKind::Text && s.address() != 0)
-        .filter_map(|s| s.name().ok().map(|n| unversioned(n).to_string()))
-        .filter(|n| !n.is_empty())
-        .collect();
-    set.into_iter().collect()
+    functions(file).into_iter().map(|f| f.0).collect()
+}
+
+/// Every function the file defines: (unversioned name, address, size), sorted by name, one
+/// entry per name (the largest size where `.dynsym` and `.symtab` differ).
+pub fn functions(file: &object::File<'_>) -> Vec<(String, u64, u64)> {
+    let mut all: std::collections::BTreeMap<String, (u64, u64)> = Default::default();
+    for s in file.dynamic_symbols().chain(file.symbols()) {
+        if !s.is_definition() || s.kind() != SymbolKind::Text || s.address() == 0 {
+            continue;
+        }
+        let Ok(name) = s.name() else { continue };
+        let name = unversioned(name);
+        if name.is_empty() {
+            continue;
+        }
+        let e = all
+            .entry(name.to_string())
+            .or_insert((s.address(), s.size()));
+        e.1 = e.1.max(s.size());
+    }
+    all.into_iter().map(|(n, (a, z))| (n, a, z)).collect()
 }
