@@ -69,7 +69,7 @@ pub fn place(
                 place_tracefs(tfs, &site, ret)
                     .with_context(|| format!("failed to place probe `{}`", spec.name))?
             }
-            Via::Pmu => place_pmu(&site, ret, &spec.name)?,
+            Via::Pmu => place_pmu(&site, probe, &spec.name)?,
         };
         let mut one = spec.clone();
         one.name = name;
@@ -166,12 +166,15 @@ fn place_tracefs(tfs: &Tracefs, site: &SiteDef, ret: bool) -> Result<(Placed, St
     Ok((Placed::Tracefs(group), name))
 }
 
-fn place_pmu(site: &SiteDef, ret: bool, spec: &str) -> Result<(Placed, String)> {
-    if site
-        .args
-        .iter()
-        .any(|a| !(ret && a.fetch == "$retval" && a.name == "retval"))
-    {
+/// A probe on the uprobe PMU, which carries no fetch arguments: a USDT probe's (from its
+/// note) and a return probe's implicit `retval` are left out; arguments the user named are an
+/// error.
+fn place_pmu(site: &SiteDef, probe: &ProbeSpec, spec: &str) -> Result<(Placed, String)> {
+    let implicit = |a: &FetchArg| {
+        probe.kind == ProbeKind::Sdt
+            || (probe.kind == ProbeKind::Return && a.fetch == "$retval" && a.name == "retval")
+    };
+    if !site.args.iter().all(implicit) {
         bail!(
             "probe `{spec}`: the uprobe PMU carries no fetch arguments; arguments need tracefs \
              uprobe_events (root and CONFIG_UPROBE_EVENTS)"
