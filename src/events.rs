@@ -623,6 +623,15 @@ impl EventSpec {
         matches!(self.kind, EventKind::Tracepoint { .. })
     }
 
+    /// Whether `--filter` applies: tracepoints, and user probes (their fetch arguments are
+    /// fields; placed through tracefs, a probe is a tracepoint).
+    pub fn takes_filter(&self) -> bool {
+        matches!(
+            self.kind,
+            EventKind::Tracepoint { .. } | EventKind::Probe(_)
+        )
+    }
+
     /// Hardware or raw PMU events; these need a CPU PMU.
     pub fn is_hardware(&self) -> bool {
         matches!(

@@ -113,6 +113,32 @@ fn entry_and_return_probes_count_exactly_with_argument_and_result_sums_and_stack
     assert_eq!(count_of(&counts, &alloc), 2 * N);
     assert_eq!(count_of(&counts, &format!("r:{p}:probe_add")), N);
     assert!(probes_on(&prog).is_empty(), "{:?}", probes_on(&prog));
+    // A kernel filter on an argument: 16i+1 > 1000 for i >= 63.
+    let sized = format!("u:{p}:probe_alloc(size=%di)");
+    let _turn = recording_turn();
+    let o = memperf()
+        .args([
+            "stat",
+            "-x",
+            ",",
+            "-e",
+            &sized,
+            "--filter",
+            "size > 1000",
+            "--",
+        ])
+        .arg(&prog)
+        .arg(N.to_string())
+        .output()
+        .unwrap();
+    drop(_turn);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let want = format!("{},,{sized},", 2 * N - 63);
+    assert!(
+        stderr(&o).lines().any(|l| l.starts_with(&want)),
+        "{}",
+        stderr(&o)
+    );
 
     let out = dir.path().join("probes.data");
     let entry = format!("u:{p}:probe_add(a=%di,b=arg2:s64)");
@@ -427,6 +453,9 @@ fn bad_probe_specs_get_clear_errors() {
         e.contains("has no function `probe_ad`; did you mean `probe_add`"),
         "{e}"
     );
+    // The first probe is placed before the second fails: it is removed all the same.
+    let e = err(&format!("u:{p}:probe_add,u:{p}:probe_ad"));
+    assert!(e.contains("did you mean `probe_add`"), "{e}");
     let e = err(&format!("u:{p}:malloc"));
     assert!(e.contains("does not define `malloc`, it imports it"), "{e}");
     let e = err(&format!("u:{p}:probe_add+0x4000"));

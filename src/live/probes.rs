@@ -80,6 +80,16 @@ pub fn place(
             },
             (Placed::Pmu(p), _) => {
                 let pmu = UprobePmu::read().ok_or_else(|| anyhow!("no uprobe PMU"))?;
+                let ref_ctr_format =
+                    Path::new("/sys/bus/event_source/devices/uprobe/format/ref_ctr_offset");
+                if site.ref_ctr.is_some() && !ref_ctr_format.exists() {
+                    bail!(
+                        "probe `{}` is guarded by a semaphore, and this kernel's uprobe PMU has \
+                         no reference counter (ref_ctr_offset, 4.20+): the program would never \
+                         reach the probe",
+                        spec.name
+                    );
+                }
                 EventKind::Uprobe {
                     type_: pmu.type_,
                     config: pmu.config(ret) | site.ref_ctr.map_or(0, |r| r << 32),

@@ -264,3 +264,61 @@ pub fn functions(file: &object::File<'_>) -> Vec<(String, u64, u64)> {
     }
     all.into_iter().map(|(n, (a, z))| (n, a, z)).collect()
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::panic)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn libc_by_name_is_the_systems_and_malloc_is_found_with_or_without_its_version() {
+        let path = target_path("libc", &[]).unwrap();
+        assert_eq!(path, target_path("c", &[]).unwrap());
+        assert!(
+            crate::allocators::is_libc(&path.to_string_lossy()),
+            "{}",
+            path.display()
+        );
+        // Our own process maps it too: -p finds it through /proc/PID/root.
+        let own = target_path("libc", &[std::process::id()]).unwrap();
+        assert!(
+            own.starts_with(format!("/proc/{}/root", std::process::id())),
+            "{}",
+            own.display()
+        );
+        let data = read(&path).unwrap();
+        let malloc = symbol_site(&path, &data, "malloc", 0).unwrap();
+        assert!(malloc.size > 0);
+        // An alias at the same address is the same site.
+        if let Ok(alias) = symbol_site(&path, &data, "__libc_malloc", 0) {
+            assert_eq!(alias.offset, malloc.offset);
+        }
+        let inside = symbol_site(&path, &data, "malloc", 4).unwrap();
+        assert_eq!(inside.offset, malloc.offset + 4);
+        assert!(matches!(
+            symbol_site(&path, &data, "malloc", malloc.size),
+            Err(ResolveError::PastEnd { .. })
+        ));
+        match symbol_site(&path, &data, "mallocx", 0) {
+            Err(ResolveError::Missing { names, .. }) => {
+                assert!(names.iter().any(|n| n == "malloc"))
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(
+            target_path("no_such_library_xyz", &[]),
+            Err(ResolveError::NoTarget { .. })
+        ));
+    }
+
+    #[test]
+    fn an_imported_function_is_not_probed_at_its_plt_stub() {
+        let exe = std::env::current_exe().unwrap();
+        let data = read(&exe).unwrap();
+        // The test binary calls libc's `write` through the PLT (or the GOT): it imports it.
+        assert!(matches!(
+            symbol_site(&exe, &data, "write", 0),
+            Err(ResolveError::Imported { .. })
+        ));
+    }
+}
