@@ -760,6 +760,37 @@ mod tests {
     }
 
     #[test]
+    fn probe_specs_keep_their_paths_and_argument_lists_whole() {
+        let specs = parse_event_list(
+            "u:/lib/x86_64-linux-gnu/libc.so.6:malloc(size=%di,n=%si),r:libc:free,page-faults,sdt:./app:p:n",
+        )
+        .unwrap();
+        let names: Vec<&str> = specs.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "u:/lib/x86_64-linux-gnu/libc.so.6:malloc(size=%di,n=%si)",
+                "r:libc:free",
+                "page-faults",
+                "sdt:./app:p:n"
+            ]
+        );
+        match &specs[0].kind {
+            EventKind::Probe(p) => {
+                assert_eq!(p.target, "/lib/x86_64-linux-gnu/libc.so.6");
+                assert_eq!(p.args.len(), 2);
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(specs[0].takes_filter() && !specs[0].is_tracepoint());
+        assert_eq!(specs[1].default_period(), Period::Count(1));
+        assert!(matches!(
+            parse_event_list("u:libc:malloc(size=%xx)"),
+            Err(EventError::Probe(_))
+        ));
+    }
+
+    #[test]
     fn list_with_tracepoint() {
         let v = parse_event_list("page-faults, syscalls:sys_enter_brk").unwrap();
         assert_eq!(v.len(), 2);
