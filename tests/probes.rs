@@ -535,6 +535,8 @@ fn probes_are_removed_on_sigint_and_after_sigkill_at_the_next_start_but_not_a_li
     // SIGINT: memperf stops, prints, and removes its probe.
     let child = start();
     wait_for_probe("SIGINT run");
+    // The probe is placed just before memperf takes over SIGINT: let it get there.
+    std::thread::sleep(Duration::from_millis(500));
     unsafe_free_kill(child.id(), "INT");
     let o: Output = child.wait_with_output().unwrap();
     assert!(
