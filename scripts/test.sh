@@ -13,6 +13,8 @@ command -v go >/dev/null 2>&1 || need+=(golang-go)
 command -v python3 >/dev/null 2>&1 || need+=(python3)
 # Another package's debug files can create /usr/lib/debug/.build-id: ask dpkg for glibc's.
 dpkg -s libc6-dbg >/dev/null 2>&1 || need+=(libc6-dbg)
+# <sys/sdt.h>, for the USDT probes of fixtures/probes.c.
+echo '#include <sys/sdt.h>' | cc -E - >/dev/null 2>&1 || need+=(systemtap-sdt-dev)
 if [ ${#need[@]} -gt 0 ]; then
     if [ "$(id -u)" = 0 ]; then
         echo "test.sh: installing ${need[*]}"

@@ -359,7 +359,7 @@ pub fn allocator_ranges(alloc: &Allocator) -> Vec<std::ops::Range<u64>> {
 }
 
 /// vaddr → file offset through the PT_LOAD segment that holds it.
-fn file_offset(file: &object::File<'_>, vaddr: u64) -> Option<u64> {
+pub(crate) fn file_offset(file: &object::File<'_>, vaddr: u64) -> Option<u64> {
     file.segments().find_map(|seg| {
         let (off, size) = seg.file_range();
         let start = seg.address();

@@ -31,6 +31,9 @@ pub enum EventKind {
         config1: u64,
         config2: u64,
     },
+    /// A user probe (`u:`, `r:`, `sdt:`), placed when the events are resolved
+    /// (`live::probes`): it becomes a tracefs probe (a `Tracepoint`) or an `Uprobe`.
+    Probe(Box<crate::probes::ProbeSpec>),
 }
 
 /// perf's `:u :k :p :pp :ppp` suffixes.
@@ -110,6 +113,8 @@ pub enum EventError {
     },
     #[error("unterminated terms in event `{event}`: expected `name/term=value,.../`")]
     UnterminatedTerms { event: String },
+    #[error(transparent)]
+    Probe(#[from] crate::probes::ProbeSyntaxError),
 }
 
 /// The terms perf takes that memperf does too.
@@ -267,16 +272,21 @@ pub fn parse_event_list(list: &str) -> Result<Vec<EventSpec>, EventError> {
         .collect()
 }
 
-/// Splits at the commas outside `/.../`.
+/// Splits at the commas outside `/.../` and, in a probe spec (`u:/lib/libc.so.6:malloc`,
+/// whose slashes are a path's), outside its `(arguments)`.
 fn split_list(list: &str) -> Vec<&str> {
     let mut out = Vec::new();
-    let (mut start, mut in_terms) = (0, false);
+    let (mut start, mut in_terms, mut parens) = (0, false, 0u32);
+    let mut probe = crate::probes::is_probe_item(list);
     for (i, c) in list.char_indices() {
         match c {
-            '/' => in_terms = !in_terms,
-            ',' if !in_terms => {
+            '/' if !probe => in_terms = !in_terms,
+            '(' if probe => parens += 1,
+            ')' if probe => parens = parens.saturating_sub(1),
+            ',' if !in_terms && parens == 0 => {
                 out.push(&list[start..i]);
                 start = i + 1;
+                probe = crate::probes::is_probe_item(&list[start..]);
             }
             _ => {}
         }
@@ -286,6 +296,11 @@ fn split_list(list: &str) -> Vec<&str> {
 }
 
 fn parse_event(item: &str) -> Result<EventSpec, EventError> {
+    if crate::probes::is_probe_item(item) {
+        let probe = crate::probes::parse(item)?;
+        let kind = EventKind::Probe(Box::new(probe));
+        return Ok(EventSpec::new(item.to_string(), kind, Modifiers::default()));
+    }
     let Some((base, rest)) = item.split_once('/') else {
         return parse_plain(item);
     };
@@ -608,6 +623,15 @@ impl EventSpec {
         matches!(self.kind, EventKind::Tracepoint { .. })
     }
 
+    /// Whether `--filter` applies: tracepoints, and user probes (their fetch arguments are
+    /// fields; placed through tracefs, a probe is a tracepoint).
+    pub fn takes_filter(&self) -> bool {
+        matches!(
+            self.kind,
+            EventKind::Tracepoint { .. } | EventKind::Probe(_)
+        )
+    }
+
     /// Hardware or raw PMU events; these need a CPU PMU.
     pub fn is_hardware(&self) -> bool {
         matches!(
@@ -620,7 +644,9 @@ impl EventSpec {
     /// hardware counters.
     pub fn default_period(&self) -> Period {
         match self.kind {
-            EventKind::Tracepoint { .. } | EventKind::Uprobe { .. } => Period::Count(1),
+            EventKind::Tracepoint { .. } | EventKind::Uprobe { .. } | EventKind::Probe(_) => {
+                Period::Count(1)
+            }
             EventKind::Hardware { .. } | EventKind::Raw { .. } => Period::Frequency(4000),
             EventKind::Software { config } => {
                 let clock = config == u64::from(b::PERF_COUNT_SW_CPU_CLOCK)
@@ -731,6 +757,37 @@ mod tests {
         assert_eq!(one("major-faults").kind, EventKind::Software { config: 6 });
         assert_eq!(one("dummy").kind, EventKind::Software { config: 9 });
         assert!(!e.is_hardware() && !e.is_tracepoint());
+    }
+
+    #[test]
+    fn probe_specs_keep_their_paths_and_argument_lists_whole() {
+        let specs = parse_event_list(
+            "u:/lib/x86_64-linux-gnu/libc.so.6:malloc(size=%di,n=%si),r:libc:free,page-faults,sdt:./app:p:n",
+        )
+        .unwrap();
+        let names: Vec<&str> = specs.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "u:/lib/x86_64-linux-gnu/libc.so.6:malloc(size=%di,n=%si)",
+                "r:libc:free",
+                "page-faults",
+                "sdt:./app:p:n"
+            ]
+        );
+        match &specs[0].kind {
+            EventKind::Probe(p) => {
+                assert_eq!(p.target, "/lib/x86_64-linux-gnu/libc.so.6");
+                assert_eq!(p.args.len(), 2);
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(specs[0].takes_filter() && !specs[0].is_tracepoint());
+        assert_eq!(specs[1].default_period(), Period::Count(1));
+        assert!(matches!(
+            parse_event_list("u:libc:malloc(size=%xx)"),
+            Err(EventError::Probe(_))
+        ));
     }
 
     #[test]

@@ -23,6 +23,7 @@ pub(crate) mod maps;
 pub(crate) mod output;
 pub mod perfdata;
 pub(crate) mod printfmt;
+pub(crate) mod probes;
 pub mod procfs;
 pub mod records;
 pub(crate) mod session;

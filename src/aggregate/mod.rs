@@ -229,7 +229,7 @@ pub fn read<'c>(
     let mut session = Session::new(infos, file.id_map().clone(), keep)
         .with_types(types)
         .with_recovered_marks(&file.features.recovered_marks);
-    let weighers = weighers(file, names);
+    let weighers = weighers(file, names, cfg.weight_field.as_deref());
     let mut a = Aggregator {
         cfg,
         rows,

@@ -51,8 +51,9 @@ pub fn event_formats(file: &PerfDataFile) -> Vec<EventFormat> {
         .unwrap_or_default()
 }
 
-/// The weigher of each event, from its name and its tracepoint format.
-pub fn weighers(file: &PerfDataFile, names: &[String]) -> Vec<Weigher> {
+/// The weigher of each event, from its name and its tracepoint format; with `weight_field`
+/// (`--weight-field`), that field of each event that has it.
+pub fn weighers(file: &PerfDataFile, names: &[String], weight_field: Option<&str>) -> Vec<Weigher> {
     let formats = event_formats(file);
     let page = crate::sys::page_size() as u64;
     names
@@ -62,6 +63,9 @@ pub fn weighers(file: &PerfDataFile, names: &[String]) -> Vec<Weigher> {
             let tp = desc.attr.type_ == b::PERF_TYPE_TRACEPOINT;
             let format = formats.iter().find(|f| tp && f.id == desc.attr.config);
             let field = |n: &str| format.and_then(|f| f.field(n)).cloned();
+            if let Some(f) = weight_field.and_then(field) {
+                return Weigher::Field(f);
+            }
             let short = name.rsplit(':').next().unwrap_or(name);
             match short {
                 "page-faults" | "faults" | "minor-faults" | "major-faults" => Weigher::Fixed(page),

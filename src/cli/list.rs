@@ -25,6 +25,15 @@ pub struct ListArgs {
     #[arg(long)]
     pub allocators: bool,
 
+    /// The USDT probes (`.note.stapsdt`: provider, name, address, semaphore, arguments) and
+    /// the functions of the object file -x names, as `sdt:` and `u:` event specs.
+    #[arg(long, requires = "exe", conflicts_with_all = ["check", "allocators"])]
+    pub probes: bool,
+
+    /// With --probes: the executable or library to read.
+    #[arg(short = 'x', long = "exe", value_name = "FILE", requires = "probes")]
+    pub exe: Option<PathBuf>,
+
     /// With --allocators: the process whose mapped objects to search.
     #[arg(short = 'p', long = "pid", value_name = "PID", requires = "allocators")]
     pub pid: Option<u32>,
@@ -41,12 +50,20 @@ pub enum ListConfig {
     AllocatorsOf { pid: u32 },
     /// The allocators in library files.
     AllocatorsIn { files: Vec<PathBuf> },
+    /// The USDT probes and functions of one object file.
+    ProbesIn { file: PathBuf, filter: Vec<String> },
 }
 
 impl ListArgs {
     pub fn into_config(self) -> Result<ListConfig> {
         if self.check {
             return Ok(ListConfig::Check { names: self.filter });
+        }
+        if let Some(file) = self.exe {
+            return Ok(ListConfig::ProbesIn {
+                file,
+                filter: self.filter,
+            });
         }
         if !self.allocators {
             return Ok(ListConfig::Events {
@@ -92,6 +109,11 @@ EXAMPLES:
         leak` probes them.
     memperf list --allocators /lib/x86_64-linux-gnu/libc.so.6
         The same for a library file.
+    memperf list -x /usr/lib/x86_64-linux-gnu/libc.so.6 --probes
+        The USDT probes in libc (memory_sbrk_more, memory_arena_new, ...) with their
+        arguments and semaphores, and its functions, as `sdt:` and `u:` events take them.
+    memperf list -x ./app --probes 'parse*'
+        Only the probes and functions that match a glob or contain the text.
 
 PERMISSIONS: none to list. Availability is what the caller may open: it differs for root
 and other users. -p PID reads /proc/PID/maps and the mapped files (your own processes, or
@@ -136,6 +158,15 @@ mod tests {
                 files: vec![PathBuf::from("/lib/libc.so.6")]
             }
         );
+        assert_eq!(
+            config(&["-x", "/bin/app", "--probes", "parse*"]).unwrap(),
+            ListConfig::ProbesIn {
+                file: PathBuf::from("/bin/app"),
+                filter: vec!["parse*".into()]
+            }
+        );
+        assert!(config(&["-x", "/bin/app"]).is_err());
+        assert!(config(&["--probes"]).is_err());
         assert!(config(&["-p", "12"]).is_err());
         assert!(config(&["--check", "--allocators"]).is_err());
         let e = config(&["--allocators"]).unwrap_err().to_string();

@@ -209,13 +209,13 @@ pub(crate) fn parse_specs(
         let mut these = events::parse_event_list(list)?;
         if let Some(Some(filter)) = filter_of.get(i) {
             let mut any = false;
-            for spec in these.iter_mut().filter(|s| s.is_tracepoint()) {
+            for spec in these.iter_mut().filter(|s| s.takes_filter()) {
                 spec.filter = Some(filter.clone());
                 any = true;
             }
             if !any {
                 bail!(
-                    "--filter `{filter}` follows `-e {list}`, which names no tracepoint: filters apply to tracepoints only"
+                    "--filter `{filter}` follows `-e {list}`, which names no tracepoint: filters apply to tracepoints and user probes only"
                 );
             }
         }

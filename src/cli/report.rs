@@ -217,6 +217,12 @@ pub struct ReportArgs {
     #[arg(long, value_enum, default_value = "count")]
     pub weight: Weight,
 
+    /// Weigh each sample by the value of its tracepoint or probe field NAME (a probe's
+    /// argument, e.g. `size` of `u:libc:malloc(size=%di)`), for the events that have one;
+    /// the others are weighed as `--weight bytes` weighs them. Implies `--weight bytes`.
+    #[arg(long, value_name = "NAME")]
+    pub weight_field: Option<String>,
+
     /// Write a pprof profile (gzip-compressed profile.proto) to FILE (`-` for standard
     /// output): one sample type per event, with bytes beside the count where the event has a
     /// size; read it with `go tool pprof`.
@@ -398,6 +404,8 @@ pub struct ReportConfig {
     pub top: usize,
     pub quiet: bool,
     pub weight: Weight,
+    /// `--weight-field`: the payload field each sample weighs, where its event has it.
+    pub weight_field: Option<String>,
 }
 
 impl ReportConfig {
@@ -429,6 +437,7 @@ impl ReportConfig {
             top: 0,
             quiet: true,
             weight: Weight::Count,
+            weight_field: None,
         }
     }
 }
@@ -544,7 +553,12 @@ impl ReportArgs {
             kernel_annotate: self.kernel_annotate,
             top: self.top,
             quiet: self.quiet,
-            weight: self.weight,
+            weight: if self.weight_field.is_some() {
+                Weight::Bytes
+            } else {
+                self.weight
+            },
+            weight_field: self.weight_field,
         })
     }
 }

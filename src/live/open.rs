@@ -58,11 +58,14 @@ pub struct ResolvedEvent {
     /// The attr as finally opened (after any fallback), for the file header.
     pub attr: Option<perf_event_attr>,
     pub ids: Vec<u64>,
+    /// The user probe this event is opened on (`live::probes`), removed when the last event
+    /// holding it is dropped.
+    pub probe: Option<std::sync::Arc<super::probes::Placed>>,
 }
 
-/// Everything opened for one recording.
+/// Everything opened for one recording. (`events` is the last field: fields drop in order,
+/// and a user probe can be removed only once the fds opened on it are closed.)
 pub struct Opened {
-    pub events: Vec<ResolvedEvent>,
     pub rings: Vec<RingBuffer>,
     /// For each ring, the one event whose samples it holds, when it holds one only.
     pub ring_events: Vec<Option<usize>>,
@@ -77,15 +80,41 @@ pub struct Opened {
     pub clock_monotonic: bool,
     /// Whether the events carry PERF_FORMAT_LOST (kernel 6.0+).
     pub format_lost: bool,
+    pub events: Vec<ResolvedEvent>,
 }
 
 /// Resolves tracepoints through tracefs (mounting it when needed), expands tracepoint globs
 /// (`kmem:mm_page_*`) into the events tracefs lists, and names each event by its `name=`
 /// label where it has one.
 pub fn resolve_events(specs: &[EventSpec]) -> Result<(Vec<ResolvedEvent>, Option<Tracefs>)> {
+    resolve_events_in(specs, &Target::SystemWide)
+}
+
+/// `resolve_events`, placing user probes (`u:`, `r:`, `sdt:`, see `live::probes`) with
+/// library names looked up first in what `target`'s processes map.
+pub fn resolve_events_in(
+    specs: &[EventSpec],
+    target: &Target,
+) -> Result<(Vec<ResolvedEvent>, Option<Tracefs>)> {
     let mut tracefs: Option<Tracefs> = None;
     let mut out = Vec::new();
     for spec in specs {
+        if let EventKind::Probe(probe) = &spec.kind {
+            let pids: Vec<u32> = match target {
+                Target::Pids(p) => p.clone(),
+                Target::Tids(t) => t.iter().filter_map(|&t| procfs::tgid(t).ok()).collect(),
+                _ => Vec::new(),
+            };
+            for (one, placed) in super::probes::place(spec, probe, &pids, &mut tracefs)? {
+                let mut ev = resolve_one(&one, &mut tracefs)?;
+                ev.probe = Some(placed);
+                if let Some(label) = &spec.terms.label {
+                    ev.spec.name = label.clone();
+                }
+                out.push(ev);
+            }
+            continue;
+        }
         let expanded;
         let (from, each): (Option<String>, &[EventSpec]) = match spec.glob() {
             Some((system, name)) => {
@@ -197,6 +226,7 @@ fn resolve_one(spec: &EventSpec, tracefs: &mut Option<Tracefs>) -> Result<Resolv
             (config1, config2) = (*c1, *c2);
             (*type_, *config)
         }
+        EventKind::Probe(_) => bail!("probe `{}` was not placed", spec.name),
         EventKind::Software { config } => (PERF_TYPE_SOFTWARE, *config),
         EventKind::Hardware { config } => (PERF_TYPE_HARDWARE, *config),
         EventKind::Raw { config } => (PERF_TYPE_RAW, *config),
@@ -248,6 +278,7 @@ fn resolve_one(spec: &EventSpec, tracefs: &mut Option<Tracefs>) -> Result<Resolv
         glob: None,
         attr: None,
         ids: Vec::new(),
+        probe: None,
     })
 }
 
@@ -394,7 +425,8 @@ pub fn attr_config(
         // PERF_SAMPLE_PERIOD, whatever sample_period says (perf_swevent_event).
         sample_type |= PERF_SAMPLE_PERIOD;
     }
-    let inherit = matches!(cfg.target, Target::Pids(_) | Target::Command);
+    let inherit =
+        matches!(cfg.target, Target::Pids(_) | Target::Command) && can_inherit(&ev.spec.kind);
     AttrConfig {
         type_: ev.type_,
         config: ev.config,
@@ -472,10 +504,8 @@ fn sampled_attr_config(
         exclude_kernel: ev.spec.modifiers.exclude_kernel,
         exclude_hv: ev.spec.modifiers.exclude_kernel,
         precise_ip: 0,
-        // The kernel cannot inherit a uprobe PMU event: it would read the probe's path
-        // (config1) from the new task's memory, and fork fails with EFAULT.
         inherit: matches!(cfg.target, Target::Pids(_) | Target::Command)
-            && !matches!(ev.spec.kind, EventKind::Uprobe { .. }),
+            && can_inherit(&ev.spec.kind),
         disabled: true,
         enable_on_exec: cfg.target == Target::Command,
         tracking,
@@ -488,10 +518,20 @@ fn sampled_attr_config(
     }
 }
 
+/// The kernel cannot inherit a uprobe PMU event: it would read the probe's path (config1)
+/// from the new task's memory, and fork fails with EFAULT.
+pub fn can_inherit(kind: &EventKind) -> bool {
+    !matches!(kind, EventKind::Uprobe { .. })
+}
+
 pub fn event_class(ev: &ResolvedEvent) -> EventClass {
+    if ev.probe.is_some() {
+        return EventClass::Uprobe;
+    }
     match ev.spec.kind {
         EventKind::Software { .. } => EventClass::Software,
         EventKind::Tracepoint { .. } => EventClass::Tracepoint,
+        EventKind::Probe(_) => EventClass::Uprobe,
         EventKind::Hardware { .. } | EventKind::Raw { .. } => EventClass::Hardware,
         EventKind::Uprobe { .. } => EventClass::Uprobe,
     }

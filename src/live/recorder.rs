@@ -118,7 +118,7 @@ pub(crate) fn record<H: Live>(run: Run<'_>, tool: &mut H) -> Result<Recorded> {
     let facts = SystemFacts::read();
     let (events, tracefs) = match run.events {
         Some(e) => e,
-        None => open::resolve_events(&cfg.events)?,
+        None => open::resolve_events_in(&cfg.events, &cfg.target)?,
     };
     driver::check_attach(&cfg.target)?;
     let out_file = run.write.then(|| prepare_output(&cfg.output)).transpose()?;

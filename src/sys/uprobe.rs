@@ -114,6 +114,20 @@ impl UprobeGroup {
             })
     }
 
+    /// Creates probe `name` from a whole definition line (`p:GROUP/NAME PATH:0xOFF(0xREF)
+    /// ARGS`, as built by `ProbeDef::line` and extended) and returns its tracepoint id.
+    pub fn add_line(&mut self, name: &str, line: &str) -> Result<u64, UprobeError> {
+        append_line(&self.events_file(), line)?;
+        self.created.push(name.to_string());
+        self.tracefs
+            .event_id(&self.group, name)
+            .map_err(|cause| UprobeError::Id {
+                group: self.group.clone(),
+                name: name.to_string(),
+                cause,
+            })
+    }
+
     /// Removes every probe this group created; returns the first failure, after trying all.
     pub fn remove_all(&mut self) -> Result<(), UprobeError> {
         let path = self.events_file();

@@ -4,6 +4,7 @@
 
 mod check;
 mod probe;
+mod user_probes;
 
 use std::collections::BTreeSet;
 use std::io::{self, Write};
@@ -95,6 +96,10 @@ pub fn run(cfg: ListConfig) -> Result<i32> {
             for (path, why) in &unreadable {
                 writeln!(out, "  (not searched: {}: {why})", path.display())?;
             }
+            0
+        }
+        ListConfig::ProbesIn { file, filter } => {
+            user_probes::write(&mut out, &file, &filter)?;
             0
         }
         ListConfig::AllocatorsIn { files } => {

@@ -100,7 +100,7 @@ fn write(w: &Written<'_>, mut resolved: output::Resolved) -> Result<()> {
     let mut out = std::io::BufWriter::new(stdout.lock());
     match &cfg.output {
         ReportOutput::Pprof(path) => {
-            let weighers = weighers(w.file, names);
+            let weighers = weighers(w.file, names, cfg.weight_field.as_deref());
             let sample_time = w.file.features.sample_time;
             let mut profile = pprof::build(cfg, sample_time, names, &weighers, agg, &resolved);
             // When and where the file was recorded, beside what it lost.
@@ -219,7 +219,27 @@ fn check_weights(
     if cfg.weight != Weight::Bytes {
         return Ok(());
     }
-    let w = weighers(file, names);
+    let w = weighers(file, names, cfg.weight_field.as_deref());
+    if let Some(field) = &cfg.weight_field {
+        let formats = crate::aggregate::weigh::event_formats(file);
+        if !formats.iter().any(|f| f.field(field).is_some()) {
+            let mut known: Vec<String> = formats
+                .iter()
+                .flat_map(|f| f.fields.iter().map(|x| x.name.clone()))
+                .filter(|n| !n.starts_with("common_"))
+                .collect();
+            known.sort();
+            known.dedup();
+            anyhow::bail!(
+                "--weight-field {field}: no event of this recording has a field `{field}`; its fields: {}",
+                if known.is_empty() {
+                    "none".to_string()
+                } else {
+                    known.join(", ")
+                }
+            );
+        }
+    }
     let no_size: Vec<&str> = (0..names.len())
         .filter(|&i| event_filter.is_none_or(|e| e == i))
         .filter(|&i| matches!(w[i], Weigher::None))

@@ -103,7 +103,8 @@ pub fn open(
             exclude_kernel: ev.spec.modifiers.exclude_kernel,
             exclude_hv: ev.spec.modifiers.exclude_kernel,
             precise_ip: ev.spec.modifiers.precise,
-            inherit: matches!(target, Target::Pids(_) | Target::Command),
+            inherit: matches!(target, Target::Pids(_) | Target::Command)
+                && crate::live::open::can_inherit(&ev.spec.kind),
             // Enabled only once its filter is set (a command's at its exec): a filter set
             // on a running counter lets through what it should not, the hits of its own
             // parsing included.

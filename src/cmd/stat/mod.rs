@@ -346,7 +346,7 @@ fn diff_readings(now: &[Vec<Reading>], before: &[Vec<Reading>]) -> Vec<Vec<Readi
 }
 
 fn run_once(cfg: &StatConfig, layout: &Layout, out: &mut Box<dyn Write>) -> Result<RunResult> {
-    let (mut counted, mut tracefs) = open::resolve_events(&cfg.events)?;
+    let (mut counted, mut tracefs) = open::resolve_events_in(&cfg.events, &cfg.target)?;
     if cfg.target == Target::SystemWide && !cfg.include_self {
         open::exclude_self(&mut counted)?;
     }
