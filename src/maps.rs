@@ -86,6 +86,17 @@ impl ProcessMaps {
         &self.modules[id as usize]
     }
 
+    /// The jitdump file process `pid` mapped, as a JIT announces one (perf's jitdump: it
+    /// maps its `jit-PID.dump` executable); the latest such module when there are several.
+    pub fn jitdump_path(&self, pid: u32) -> Option<Vec<u8>> {
+        let name = format!("jit-{pid}.dump");
+        self.modules
+            .iter()
+            .rev()
+            .find(|m| m.path.rsplit(|&b| b == b'/').next() == Some(name.as_bytes()))
+            .map(|m| m.path.clone())
+    }
+
     /// The first process that mapped module `id`.
     pub fn module_pid(&self, id: u32) -> u32 {
         self.module_pids[id as usize]

@@ -14,7 +14,7 @@ use crate::cli::{ByKey, FlameConfig, ReportConfig};
 use crate::perfdata::PerfDataFile;
 use crate::stacks::{FrameId, FrameTable};
 use crate::symbolize::{
-    Frame, Kallsyms, ModuleKey, SymbolizeOptions, SymbolizeStats, Symbolized, Symbolizer,
+    Frame, JitSource, Kallsyms, ModuleKey, SymbolizeOptions, SymbolizeStats, Symbolized, Symbolizer,
 };
 
 use crate::aggregate::{Aggregate, ByRow, FrameKey};
@@ -169,6 +169,7 @@ impl Resolver {
 
     fn name(&mut self, key: &FrameKey, maps: &ProcessMaps) {
         let (cfg, res) = (&self.cfg, &mut self.res);
+        let mut jit_source = None;
         let (symbolized, fallback, suffix) = match *key {
             FrameKey::Kernel { addr } => {
                 let fallback = if cfg.addrs {
@@ -217,11 +218,14 @@ impl Resolver {
                 } else {
                     "[unknown]".to_string()
                 };
-                let s = match self.sym.symbolize_jit(pid, addr) {
-                    Some(f) => Symbolized {
-                        frames: vec![f],
-                        unknown: None,
-                    },
+                let s = match self.sym.symbolize_jit(pid, addr, || maps.jitdump_path(pid)) {
+                    Some((f, source)) => {
+                        jit_source = Some(source);
+                        Symbolized {
+                            frames: vec![f],
+                            unknown: None,
+                        }
+                    }
                     None => Symbolized {
                         frames: Vec::new(),
                         unknown: Some(crate::symbolize::Unknown::NoSymbol),
@@ -269,10 +273,12 @@ impl Resolver {
             ),
             FrameKey::Jit { pid, addr } => (
                 addr,
-                if symbolized.unknown.is_none() {
-                    format!("/tmp/perf-{pid}.map")
-                } else {
-                    "[unknown]".to_string()
+                match jit_source {
+                    Some(JitSource::PerfMap) => format!("/tmp/perf-{pid}.map"),
+                    Some(JitSource::JitDump) => maps
+                        .jitdump_path(pid)
+                        .map_or_else(String::new, |p| String::from_utf8_lossy(&p).into_owned()),
+                    None => "[unknown]".to_string(),
                 },
             ),
         };

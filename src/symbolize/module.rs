@@ -92,7 +92,8 @@ impl Module {
     ) -> Module {
         let mut symbols = SymbolTable::from_object(obj, Table::Symtab);
         let bin_dwarf = elf::has_dwarf(obj);
-        let need_debug = symbols.is_empty() || (req.want_dwarf && !bin_dwarf);
+        let names_need_dwarf = symbols.has_versioned();
+        let need_debug = symbols.is_empty() || ((req.want_dwarf || names_need_dwarf) && !bin_dwarf);
         let debug = if need_debug {
             file_id.and_then(|id| locator.by_build_id(id)).or_else(|| {
                 let (name, crc) = elf::debuglink(obj)?;
@@ -113,7 +114,9 @@ impl Module {
             symbols = SymbolTable::from_object(obj, Table::Dynsym);
         }
         let mut dwarf = None;
-        if req.want_dwarf {
+        // Versioned aliases are named by DWARF (see `Module::names_from_dwarf`): load it
+        // for them even when no lines or inline frames are asked for.
+        if req.want_dwarf || symbols.has_versioned() {
             let source = if bin_dwarf {
                 Some(obj)
             } else {
@@ -137,7 +140,8 @@ impl Module {
         let Ok(obj) = object::File::parse(&*debug.data) else {
             return Module::unusable(Unknown::NotElf);
         };
-        let dwarf = if want_dwarf && elf::has_dwarf(&obj) {
+        let symbols = SymbolTable::from_object(&obj, Table::Symtab);
+        let dwarf = if (want_dwarf || symbols.has_versioned()) && elf::has_dwarf(&obj) {
             load_dwarf(&obj, report)
         } else {
             None
@@ -145,7 +149,7 @@ impl Module {
         let module = Module {
             segments: elf::load_segments(&obj),
             exact_segments: false,
-            symbols: SymbolTable::from_object(&obj, Table::Symtab),
+            symbols,
             dwarf,
             unknown: None,
         };
