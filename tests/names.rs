@@ -327,3 +327,111 @@ fn node_perf_basic_prof_js_frames_reach_node_start() {
             .collect::<Vec<_>>()
     );
 }
+
+/// Records `jitdump N DIR` (the fixture writes `DIR/jit-PID.dump`) and returns the
+/// recording's path and the dump's.
+fn record_jitdump(dir: &Path, variant: Variant, n: u32) -> (PathBuf, PathBuf) {
+    let out = dir.join(format!("jit-{variant:?}.data"));
+    let prog = fixture("jitdump", variant);
+    let d = dir.to_str().unwrap();
+    record(
+        &out,
+        &["-q", "-e", "page-faults", "-c", "1"],
+        &prog,
+        &[&n.to_string(), d],
+    );
+    let dumps: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "dump"))
+        .collect();
+    assert_eq!(dumps.len(), 1, "{dumps:?}");
+    let dump = dumps[0].clone();
+    (out, dump)
+}
+
+/// The stacks through `main;jd_level1` and the JIT frame, as (frames after the comm, count).
+fn jit_stacks(stacks: &BTreeMap<String, u64>) -> Vec<(String, u64)> {
+    stacks
+        .iter()
+        .filter_map(|(s, n)| {
+            let (_, frames) = s.split_once(';')?;
+            frames
+                .contains(";main;jd_level1;")
+                .then(|| (frames.to_string(), *n))
+        })
+        .collect()
+}
+
+/// A JIT that writes a jitdump file (as perf inject --jit reads it) has its code named from
+/// the JIT_CODE_LOAD record, its line from JIT_CODE_DEBUG_INFO, and the stacks of faults
+/// inside that code reach `main`, with or without frame pointers in the rest.
+#[test]
+fn jitdump_names_jit_code_and_its_stacks_reach_main() {
+    if !require_perf("jitdump") {
+        return;
+    }
+    const N: u32 = 200;
+    for variant in Variant::ALL {
+        let dir = scratch();
+        let (out, _) = record_jitdump(dir.path(), variant, N);
+        let file = out.to_str().unwrap();
+        let stacks = report_folded(&["-i", file]);
+        let want =
+            "_start;__libc_start_main_impl;__libc_start_call_main;main;jd_level1;jit_touch_pages";
+        let jit = jit_stacks(&stacks);
+        assert_eq!(
+            jit,
+            vec![(want.to_string(), u64::from(N))],
+            "{variant:?}: {stacks:#?}"
+        );
+        let lines = report_folded(&["--lines", "-i", file]);
+        assert!(
+            lines
+                .iter()
+                .any(|(s, &n)| s.ends_with(";jit_touch_pages (jitted.js:7)") && n == u64::from(N)),
+            "{variant:?}: {lines:#?}"
+        );
+    }
+}
+
+/// A jitdump cut inside its JIT_CODE_LOAD record, or swapped for a FIFO, leaves the JIT
+/// frame unnamed and says why in the report's header; nothing panics or blocks.
+#[test]
+fn damaged_jitdump_is_a_counted_problem_not_a_wrong_name() {
+    if !require_perf("damaged jitdump") {
+        return;
+    }
+    const N: u32 = 50;
+    let dir = scratch();
+    let (out, dump) = record_jitdump(dir.path(), Variant::Fp, N);
+    let file = out.to_str().unwrap();
+    let whole = std::fs::read(&dump).unwrap();
+    // Header (40 bytes), JIT_CODE_DEBUG_INFO, then the load: cut 20 bytes into the load.
+    let debug_size = u32::from_ne_bytes(whole[44..48].try_into().unwrap()) as usize;
+    std::fs::write(&dump, &whole[..40 + debug_size + 20]).unwrap();
+    let text = run_memperf(&["report", "-i", file]);
+    assert!(text.status.success(), "{}", stderr(&text));
+    let text = String::from_utf8(text.stdout).unwrap();
+    let problem = text
+        .lines()
+        .find(|l| l.contains("problems while reading symbols"))
+        .unwrap_or_else(|| panic!("no problem reported: {text}"));
+    assert!(
+        problem.contains("jitdump") && problem.contains("truncated"),
+        "{problem}"
+    );
+    let stacks = report_folded(&["-i", file]);
+    let jit = jit_stacks(&stacks);
+    assert!(
+        jit.iter().all(|(s, _)| s.ends_with(";jd_level1;[unknown]")),
+        "{jit:#?}"
+    );
+    assert_eq!(jit.iter().map(|(_, n)| n).sum::<u64>(), u64::from(N));
+    // A FIFO where the dump was: refused at once, never waited on.
+    std::fs::remove_file(&dump).unwrap();
+    let status = Command::new("mkfifo").arg(&dump).status().unwrap();
+    assert!(status.success());
+    let stacks = report_folded(&["-i", file]);
+    assert_eq!(jit_stacks(&stacks).len(), 1, "{stacks:#?}");
+}
