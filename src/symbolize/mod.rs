@@ -17,8 +17,8 @@
 //!   names first), and never carry a symbol version (`@@GLIBC_2.34`); where DWARF is loaded
 //!   the function's DWARF name is used, as perf does: always for a versioned alias
 //!   (`__libc_start_main_impl`), and with lines or inline frames for every function;
-//! - DWARF is loaded when inline frames or lines are asked for, or when the symbol table
-//!   has versioned names.
+//! - DWARF is loaded when inline frames or lines are asked for, else on the first lookup
+//!   of a versioned name (only the binary's, or the debug file already read for symbols).
 //!
 //! Modules are cached by recorded build-id, else by (dev, inode, size, mtime); nothing is
 //! invalidated during one symbolizer's life.
