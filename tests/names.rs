@@ -188,11 +188,34 @@ fn python_with_perf_support() -> Option<PathBuf> {
     })
 }
 
-/// Runs `PROGRAM ARGS` under `memperf record -e page-faults -c 1` and returns the folded
-/// stacks. The program prints its pid on its first line, whose perf map is removed after.
+/// Runs `PROGRAM ARGS` under `memperf record -e page-faults -c 1` in `dir` (where Node
+/// leaves its `isolate-*-v8.log`) and returns the folded stacks. The program prints its pid
+/// on its first line, whose perf map is removed after.
 fn record_interpreter(dir: &Path, program: &Path, args: &[&str]) -> BTreeMap<String, u64> {
     let out = dir.join("interp.data");
-    let o = record(&out, &["-q", "-e", "page-faults", "-c", "1"], program, args);
+    let o = {
+        let _turn = recording_turn();
+        memperf()
+            .args([
+                "record",
+                "-q",
+                "-m",
+                TEST_RING_PAGES,
+                "-e",
+                "page-faults",
+                "-c",
+                "1",
+            ])
+            .arg("-o")
+            .arg(&out)
+            .arg("--")
+            .arg(program)
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .expect("run memperf record")
+    };
+    assert!(o.status.success(), "memperf record: {}", stderr(&o));
     let stdout = String::from_utf8_lossy(&o.stdout).into_owned();
     let stacks = report_folded(&["-i", out.to_str().unwrap()]);
     if let Some(pid) = stdout
