@@ -297,15 +297,18 @@ fn is_js_frame(frame: &str, name: &str, loc: &str) -> bool {
     ["JS", "LazyCompile", "Function"].contains(&kind) && rest == format!("{name} {loc}")
 }
 
-/// Node's `--perf-basic-prof` names JIT-compiled and (with
-/// `--interpreted-frames-native-stack`) interpreted JS functions in `/tmp/perf-PID.map`;
-/// V8 keeps frame pointers in its code, so the stacks run from the faulting builtin through
-/// the JS frames to `node::Start`.
-#[test]
-fn node_perf_basic_prof_js_frames_reach_node_start() {
-    let what = "node --perf-basic-prof";
-    if !require_perf(what) {
-        return;
+const JS_FAULTS: &str = "console.log(process.pid);\n\
+function jsTouch(n) {\n  const bufs = [];\n  for (let i = 0; i < n; i++) {\n    const b = new Uint8Array(4096 * 16);\n    for (let j = 0; j < b.length; j += 4096) b[j] = 1;\n    bufs.push(b);\n  }\n  return bufs.length;\n}\n\
+function jsLevel1(n) { let s = 0; for (let k = 0; k < 20; k++) s += jsTouch(n); return s; }\n\
+console.log(jsLevel1(200));\n";
+
+/// Runs `JS_FAULTS` under node with `flag` in a scratch directory and checks that some
+/// stack runs from `node::Start` through `jsLevel1` to `jsTouch`, named. Returns the
+/// directory (the jitdump of `--perf-prof` is there) and the recording.
+fn node_js_stacks(flag: &str) -> Option<(tempfile::TempDir, PathBuf)> {
+    let what = format!("node {flag}");
+    if !require_perf(&what) {
+        return None;
     }
     let have_node = Command::new("node")
         .arg("--version")
@@ -313,21 +316,14 @@ fn node_perf_basic_prof_js_frames_reach_node_start() {
         .is_ok_and(|o| o.status.success());
     if !have_node {
         eprintln!("skipping {what}: node is not installed (scripts/test.sh installs nodejs)");
-        return;
+        return None;
     }
     let dir = scratch();
     let script = dir.path().join("jsfaults.js");
-    std::fs::write(
-        &script,
-        "console.log(process.pid);\n\
-         function jsTouch(n) {\n  const bufs = [];\n  for (let i = 0; i < n; i++) {\n    const b = new Uint8Array(4096 * 16);\n    for (let j = 0; j < b.length; j += 4096) b[j] = 1;\n    bufs.push(b);\n  }\n  return bufs.length;\n}\n\
-         function jsLevel1(n) { let s = 0; for (let k = 0; k < 20; k++) s += jsTouch(n); return s; }\n\
-         console.log(jsLevel1(200));\n",
-    )
-    .unwrap();
+    std::fs::write(&script, JS_FAULTS).unwrap();
     let s = script.to_str().unwrap();
     let node = PathBuf::from("node");
-    let args = ["--perf-basic-prof", "--interpreted-frames-native-stack", s];
+    let args = [flag, "--interpreted-frames-native-stack", s];
     let stacks = record_interpreter(dir.path(), &node, &args);
     let (touch_loc, level1_loc) = (format!("{s}:2:17"), format!("{s}:11:18"));
     let whole = stacks.keys().find(|stack| {
@@ -343,11 +339,50 @@ fn node_perf_basic_prof_js_frames_reach_node_start() {
     });
     assert!(
         whole.is_some(),
-        "no stack runs node::Start … jsLevel1 → jsTouch: {:#?}",
+        "{what}: no stack runs node::Start … jsLevel1 → jsTouch: {:#?}",
         stacks
             .keys()
             .filter(|k| k.contains("jsTouch"))
             .collect::<Vec<_>>()
+    );
+    let out = dir.path().join("interp.data");
+    Some((dir, out))
+}
+
+/// Node's `--perf-basic-prof` names JIT-compiled and (with
+/// `--interpreted-frames-native-stack`) interpreted JS functions in `/tmp/perf-PID.map`;
+/// V8 keeps frame pointers in its code, so the stacks run from the faulting builtin through
+/// the JS frames to `node::Start`.
+#[test]
+fn node_perf_basic_prof_js_frames_reach_node_start() {
+    node_js_stacks("--perf-basic-prof");
+}
+
+/// Node's `--perf-prof` writes a jitdump (`jit-PID.dump` in its directory) and no perf map:
+/// the JS frames are named from the dump, in the report and in `memperf script`, whose dso
+/// for them is the dump. Regression: `memperf script` named JIT frames before the process
+/// had mapped its dump and never looked again.
+#[test]
+fn node_perf_prof_jitdump_names_js_frames() {
+    let Some((dir, out)) = node_js_stacks("--perf-prof") else {
+        return;
+    };
+    let dump = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|e| e == "dump"))
+        .expect("node --perf-prof wrote no jitdump");
+    let name = dump.file_name().unwrap().to_str().unwrap();
+    let pid = &name["jit-".len()..name.len() - ".dump".len()];
+    assert!(!Path::new(&format!("/tmp/perf-{pid}.map")).exists());
+    let o = run_memperf(&["script", "-q", "-i", out.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = String::from_utf8_lossy(&o.stdout);
+    let line = format!("({})", dump.display());
+    assert!(
+        text.lines()
+            .any(|l| l.contains(" JS:") && l.contains("jsTouch") && l.ends_with(&line)),
+        "no jsTouch frame from {line} in memperf script"
     );
 }
 

@@ -218,7 +218,7 @@ impl Resolver {
                 } else {
                     "[unknown]".to_string()
                 };
-                let s = match self.sym.symbolize_jit(pid, addr, || maps.jitdump_path(pid)) {
+                let s = match self.sym.symbolize_jit(pid, addr, maps.jitdump_path(pid)) {
                     Some((f, source)) => {
                         jit_source = Some(source);
                         Symbolized {
@@ -277,7 +277,7 @@ impl Resolver {
                     Some(JitSource::PerfMap) => format!("/tmp/perf-{pid}.map"),
                     Some(JitSource::JitDump) => maps
                         .jitdump_path(pid)
-                        .map_or_else(String::new, |p| String::from_utf8_lossy(&p).into_owned()),
+                        .map_or_else(String::new, |p| String::from_utf8_lossy(p).into_owned()),
                     None => "[unknown]".to_string(),
                 },
             ),

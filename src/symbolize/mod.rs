@@ -178,8 +178,8 @@ pub struct Symbolizer {
     kallsyms: Option<Arc<Kallsyms>>,
     kallsyms_unreadable: bool,
     perf_maps: FxHashMap<u32, Option<PerfMap>>,
-    /// jitdump files by the pid that wrote them (`None`: none, or unreadable).
-    jit_dumps: FxHashMap<u32, Option<jitdump::JitDump>>,
+    /// jitdump files by the pid that wrote them, with their path (`None`: unreadable).
+    jit_dumps: FxHashMap<u32, (Vec<u8>, Option<jitdump::JitDump>)>,
     stats: SymbolizeStats,
 }
 
@@ -499,25 +499,27 @@ impl Symbolizer {
     }
 
     /// Symbolizes a JIT address of `pid`: through its jitdump file when it mapped one
-    /// (`dump`, the path it mapped, asked for once per pid), else `/tmp/perf-PID.map`.
+    /// (`dump`: the one it mapped so far, if any; a streaming output names JIT frames as
+    /// they come, maybe before the process maps its dump), else `/tmp/perf-PID.map`.
     pub fn symbolize_jit(
         &mut self,
         pid: u32,
         addr: u64,
-        dump: impl FnOnce() -> Option<Vec<u8>>,
+        dump: Option<&[u8]>,
     ) -> Option<(Frame, JitSource)> {
         self.stats.lookups += 1;
-        if self.jit_dumps.contains_key(&pid) {
-            self.stats.cache_hits += 1;
-        } else {
-            let loaded = dump().and_then(|path| self.load_jit_dump(pid, &path));
-            self.jit_dumps.insert(pid, loaded);
+        if let Some(path) = dump {
+            if self.jit_dumps.get(&pid).is_some_and(|(p, _)| p == path) {
+                self.stats.cache_hits += 1;
+            } else {
+                let loaded = self.load_jit_dump(pid, path);
+                self.jit_dumps.insert(pid, (path.to_vec(), loaded));
+            }
         }
-        if let Some(found) = self
-            .jit_dumps
-            .get(&pid)
-            .and_then(|d| d.as_ref()?.lookup(addr))
-        {
+        let found = dump
+            .and_then(|_| self.jit_dumps.get(&pid))
+            .and_then(|(_, d)| d.as_ref()?.lookup(addr));
+        if let Some(found) = found {
             let lines = self.opts.lines;
             let frame = Frame {
                 name: Some(found.name.to_owned()),

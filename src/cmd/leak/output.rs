@@ -79,7 +79,7 @@ impl Names {
                 }
             }
             Some(&FrameKey::Jit { pid, addr }) => {
-                match self.sym.symbolize_jit(pid, addr, || maps.jitdump_path(pid)) {
+                match self.sym.symbolize_jit(pid, addr, maps.jitdump_path(pid)) {
                     Some((f, _)) => with_offset(Some(&f), "[jit]"),
                     None => "[unknown]".to_string(),
                 }
