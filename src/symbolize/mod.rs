@@ -560,7 +560,9 @@ impl Symbolizer {
 
     /// Symbolizes a JIT address through `/tmp/perf-PID.map`.
     fn perf_map_frame(&mut self, pid: u32, addr: u64) -> Option<Frame> {
-        if !self.perf_maps.contains_key(&pid) {
+        if self.perf_maps.contains_key(&pid) {
+            self.stats.cache_hits += 1;
+        } else {
             let path = format!("/tmp/perf-{pid}.map");
             let map = std::fs::read_to_string(&path)
                 .ok()
