@@ -11,6 +11,9 @@ command -v cc >/dev/null 2>&1 && [ "$(cc -print-file-name=libc.a)" = libc.a ] &&
 command -v perf >/dev/null 2>&1 || need+=(linux-perf)
 command -v go >/dev/null 2>&1 || need+=(golang-go)
 command -v python3 >/dev/null 2>&1 || need+=(python3)
+# Node, for the --perf-basic-prof test (tests/names.rs). CPython 3.12+ (-X perf) is not a
+# Debian 12 package: that test finds python3.12 on PATH or under ~/.pyenv, else skips.
+command -v node >/dev/null 2>&1 || need+=(nodejs)
 # Another package's debug files can create /usr/lib/debug/.build-id: ask dpkg for glibc's.
 dpkg -s libc6-dbg >/dev/null 2>&1 || need+=(libc6-dbg)
 # <sys/sdt.h>, for the USDT probes of fixtures/probes.c.

@@ -14,7 +14,7 @@ use crate::cli::{ByKey, FlameConfig, ReportConfig};
 use crate::perfdata::PerfDataFile;
 use crate::stacks::{FrameId, FrameTable};
 use crate::symbolize::{
-    Frame, Kallsyms, ModuleKey, SymbolizeOptions, SymbolizeStats, Symbolized, Symbolizer,
+    Frame, JitSource, Kallsyms, ModuleKey, SymbolizeOptions, SymbolizeStats, Symbolized, Symbolizer,
 };
 
 use crate::aggregate::{Aggregate, ByRow, FrameKey};
@@ -189,6 +189,7 @@ impl Resolver {
             res.recovered_mark = Some(res.names.len() as u32 - 1);
             return;
         }
+        let mut jit_source = None;
         let (symbolized, fallback, suffix) = match *key {
             FrameKey::Kernel { addr } => {
                 let fallback = if cfg.addrs {
@@ -246,11 +247,14 @@ impl Resolver {
                 } else {
                     "[unknown]".to_string()
                 };
-                let s = match self.sym.symbolize_jit(pid, addr) {
-                    Some(f) => Symbolized {
-                        frames: vec![f],
-                        unknown: None,
-                    },
+                let s = match self.sym.symbolize_jit(pid, addr, maps.jitdump_path(pid)) {
+                    Some((f, source)) => {
+                        jit_source = Some(source);
+                        Symbolized {
+                            frames: vec![f],
+                            unknown: None,
+                        }
+                    }
                     None => Symbolized {
                         frames: Vec::new(),
                         unknown: Some(crate::symbolize::Unknown::NoSymbol),
@@ -299,10 +303,12 @@ impl Resolver {
             FrameKey::Recovered => (0, String::new()),
             FrameKey::Jit { pid, addr } => (
                 addr,
-                if symbolized.unknown.is_none() {
-                    format!("/tmp/perf-{pid}.map")
-                } else {
-                    "[unknown]".to_string()
+                match jit_source {
+                    Some(JitSource::PerfMap) => format!("/tmp/perf-{pid}.map"),
+                    Some(JitSource::JitDump) => maps
+                        .jitdump_path(pid)
+                        .map_or_else(String::new, |p| String::from_utf8_lossy(p).into_owned()),
+                    None => "[unknown]".to_string(),
                 },
             ),
         };

@@ -82,7 +82,11 @@ pub(crate) fn has_dwarf(obj: &object::File<'_>) -> bool {
 pub(crate) struct Sym {
     pub start: u64,
     pub end: u64,
+    /// Without a symbol version: `__libc_start_main`, never `__libc_start_main@@GLIBC_2.34`.
     pub name: Box<str>,
+    /// The name carried a version in the table (`name@VERSION` or `name@@VERSION`): it is
+    /// the exported alias of a function whose own name debug information may give.
+    pub versioned: bool,
 }
 
 /// Function symbols sorted by start address, one per address.
@@ -91,13 +95,64 @@ pub(crate) struct SymbolTable {
     syms: Vec<Sym>,
 }
 
+/// ELF symbol binding, in perf's order of preference among aliases.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Binding {
+    Global,
+    Local,
+    Weak,
+}
+
 /// A candidate before aliases at one address are merged.
 struct Candidate {
     start: u64,
     size: u64,
     section_end: Option<u64>,
-    rank: u8,
+    binding: Binding,
+    /// A NOTYPE label in code rather than a FUNC/IFUNC symbol.
+    label: bool,
+    versioned: bool,
     name: Box<str>,
+}
+
+impl Candidate {
+    /// The sort key that puts the alias perf keeps first (`choose_best_symbol` in perf's
+    /// `util/symbol.c`): sized over zero-sized, a function over a NOTYPE label, anything
+    /// over a weak symbol, a global over a local one, fewer leading underscores, the longer
+    /// name; then by name, so that the choice does not depend on table order. One rule of
+    /// memperf's own, after the binding: an unversioned name over a versioned one (`free`
+    /// over `cfree@GLIBC_2.2.5`, which perf keeps for being longer).
+    fn preference(&self) -> impl Ord + '_ {
+        let underscores = self.name.bytes().take_while(|&b| b == b'_').count();
+        (
+            self.size == 0,
+            self.label,
+            self.binding == Binding::Weak,
+            self.binding != Binding::Global,
+            self.versioned,
+            underscores,
+            std::cmp::Reverse(self.name.len()),
+            &self.name,
+        )
+    }
+}
+
+/// Splits a symbol version off a `.symtab` name: `__libc_start_main@@GLIBC_2.34` and
+/// `__default_morecore@GLIBC_2.2.5` name `__libc_start_main` and `__default_morecore`
+/// (the linker writes versioned definitions so; `.dynsym` keeps versions apart). perf
+/// never prints the version either.
+pub(crate) fn strip_version(name: &str) -> (&str, bool) {
+    match name.find('@') {
+        Some(at) if at > 0 => {
+            let version = name[at + 1..].trim_start_matches('@');
+            if version.is_empty() {
+                (name, false)
+            } else {
+                (&name[..at], true)
+            }
+        }
+        _ => (name, false),
+    }
 }
 
 /// An executable section. By flags, not kind: in a separate debug file `.text` is NOBITS.
@@ -138,6 +193,7 @@ impl SymbolTable {
                 continue;
             }
             let Ok(name) = sym.name() else { continue };
+            let (name, versioned) = strip_version(name);
             if name.is_empty() {
                 continue;
             }
@@ -148,20 +204,20 @@ impl SymbolTable {
                     .map(|s| s.address().saturating_add(s.size())),
                 _ => None,
             };
-            // Prefer global names, then weak, then local; then sized symbols.
-            let rank = if sym.is_global() {
-                0
-            } else if sym.is_weak() {
-                1
+            let binding = if sym.is_weak() {
+                Binding::Weak
+            } else if sym.is_global() {
+                Binding::Global
             } else {
-                2
-            } + u8::from(sym.size() == 0) * 3
-                + u8::from(notype_in_code) * 6;
+                Binding::Local
+            };
             cands.push(Candidate {
                 start: sym.address(),
                 size: sym.size(),
                 section_end,
-                rank,
+                binding,
+                label: notype_in_code,
+                versioned,
                 name: name.into(),
             });
         }
@@ -169,9 +225,7 @@ impl SymbolTable {
     }
 
     fn from_candidates(mut cands: Vec<Candidate>) -> SymbolTable {
-        cands.sort_by(|a, b| {
-            (a.start, a.rank, a.name.len(), &a.name).cmp(&(b.start, b.rank, b.name.len(), &b.name))
-        });
+        cands.sort_by(|a, b| (a.start, a.preference()).cmp(&(b.start, b.preference())));
         cands.dedup_by(|later, first| later.start == first.start);
         let mut syms = Vec::with_capacity(cands.len());
         for (i, c) in cands.iter().enumerate() {
@@ -190,9 +244,16 @@ impl SymbolTable {
                 start: c.start,
                 end: end.max(c.start.saturating_add(1)),
                 name: c.name.clone(),
+                versioned: c.versioned,
             });
         }
         SymbolTable { syms }
+    }
+
+    /// Whether any symbol kept carries a version: the module's debug information then
+    /// names those functions (see `Module::symbol_name`).
+    pub(crate) fn has_versioned(&self) -> bool {
+        self.syms.iter().any(|s| s.versioned)
     }
 
     pub(crate) fn is_empty(&self) -> bool {
@@ -219,45 +280,137 @@ impl SymbolTable {
 mod tests {
     use super::*;
 
-    fn cand(start: u64, size: u64, rank: u8, name: &str) -> Candidate {
+    fn cand(start: u64, size: u64, binding: Binding, name: &str) -> Candidate {
+        let (name, versioned) = strip_version(name);
         Candidate {
             start,
             size,
             section_end: Some(0x1000),
-            rank,
+            binding,
+            label: false,
+            versioned,
             name: name.into(),
         }
+    }
+
+    fn name_at(t: &SymbolTable, svma: u64) -> Option<&str> {
+        t.lookup(svma).map(|s| &*s.name)
     }
 
     #[test]
     fn sized_symbols_do_not_cover_gaps() {
         let t = SymbolTable::from_candidates(vec![
-            cand(0x100, 0x10, 0, "a"),
-            cand(0x200, 0x10, 0, "b"),
+            cand(0x100, 0x10, Binding::Global, "a"),
+            cand(0x200, 0x10, Binding::Global, "b"),
         ]);
-        assert_eq!(t.lookup(0x105).map(|s| &*s.name), Some("a"));
+        assert_eq!(name_at(&t, 0x105), Some("a"));
         assert_eq!(t.lookup(0x110), None);
         assert_eq!(t.lookup(0xff), None);
-        assert_eq!(t.lookup(0x20f).map(|s| &*s.name), Some("b"));
+        assert_eq!(name_at(&t, 0x20f), Some("b"));
     }
 
     #[test]
     fn zero_size_symbols_end_at_the_next_symbol_or_section_end() {
-        let t = SymbolTable::from_candidates(vec![cand(0x100, 0, 0, "a"), cand(0x200, 0, 0, "b")]);
-        assert_eq!(t.lookup(0x1ff).map(|s| &*s.name), Some("a"));
-        assert_eq!(t.lookup(0xfff).map(|s| &*s.name), Some("b"));
+        let t = SymbolTable::from_candidates(vec![
+            cand(0x100, 0, Binding::Global, "a"),
+            cand(0x200, 0, Binding::Global, "b"),
+        ]);
+        assert_eq!(name_at(&t, 0x1ff), Some("a"));
+        assert_eq!(name_at(&t, 0xfff), Some("b"));
         assert_eq!(t.lookup(0x1000), None);
     }
 
     #[test]
-    fn aliases_prefer_global_sized_names() {
-        let t = SymbolTable::from_candidates(vec![
-            cand(0x100, 0x10, 2, "local_alias"),
-            cand(0x100, 0x10, 0, "malloc"),
-            cand(0x100, 0x10, 1, "weak_alias"),
+    fn aliases_are_chosen_as_perf_chooses_them() {
+        let pick = |cands: Vec<Candidate>| {
+            let t = SymbolTable::from_candidates(cands);
+            assert_eq!(t.len(), 1);
+            name_at(&t, 0x100).map(str::to_owned)
+        };
+        // Global over local, local over weak (perf: non-weak first, then global).
+        let t = pick(vec![
+            cand(0x100, 0x10, Binding::Weak, "weak_alias"),
+            cand(0x100, 0x10, Binding::Local, "local_alias"),
         ]);
-        assert_eq!(t.len(), 1);
-        assert_eq!(t.lookup(0x100).map(|s| &*s.name), Some("malloc"));
+        assert_eq!(t.as_deref(), Some("local_alias"));
+        let t = pick(vec![
+            cand(0x100, 0x10, Binding::Local, "local_alias"),
+            cand(0x100, 0x10, Binding::Global, "malloc"),
+            cand(0x100, 0x10, Binding::Weak, "weak_alias"),
+        ]);
+        assert_eq!(t.as_deref(), Some("malloc"));
+        // Fewer leading underscores, then the longer name.
+        let t = pick(vec![
+            cand(0x100, 0x10, Binding::Global, "__libc_malloc"),
+            cand(0x100, 0x10, Binding::Global, "malloc"),
+        ]);
+        assert_eq!(t.as_deref(), Some("malloc"));
+        let t = pick(vec![
+            cand(0x100, 0x10, Binding::Global, "cfree@GLIBC_2.2.5"),
+            cand(0x100, 0x10, Binding::Global, "__libc_free"),
+            cand(0x100, 0x10, Binding::Local, "__GI___libc_free"),
+            cand(0x100, 0x10, Binding::Global, "free"),
+        ]);
+        assert_eq!(t.as_deref(), Some("free"));
+        let t = pick(vec![
+            cand(0x100, 0x10, Binding::Global, "memcpy"),
+            cand(0x100, 0x10, Binding::Global, "memmove"),
+        ]);
+        assert_eq!(t.as_deref(), Some("memmove"));
+        // A sized symbol over a zero-sized one, whatever the binding.
+        let t = pick(vec![
+            cand(0x100, 0, Binding::Global, "label"),
+            cand(0x100, 0x10, Binding::Weak, "func"),
+        ]);
+        assert_eq!(t.as_deref(), Some("func"));
+    }
+
+    #[test]
+    fn symbol_versions_are_never_part_of_a_name() {
+        assert_eq!(
+            strip_version("__libc_start_main@@GLIBC_2.34"),
+            ("__libc_start_main", true)
+        );
+        assert_eq!(
+            strip_version("__default_morecore@GLIBC_2.2.5"),
+            ("__default_morecore", true)
+        );
+        assert_eq!(strip_version("malloc"), ("malloc", false));
+        // Not a version: nothing after the `@`, or nothing before it.
+        assert_eq!(strip_version("odd@"), ("odd@", false));
+        assert_eq!(strip_version("@@x"), ("@@x", false));
+        // glibc's libc.so.6 .symtab: the real function is local, the versioned aliases
+        // global; the global alias wins as in perf, named without its version, and is
+        // marked so that debug information may name it `__libc_start_main_impl`.
+        let t = SymbolTable::from_candidates(vec![
+            cand(0x100, 0x10, Binding::Local, "__libc_start_main_alias_2"),
+            cand(0x100, 0x10, Binding::Local, "__libc_start_main_impl"),
+            cand(
+                0x100,
+                0x10,
+                Binding::Global,
+                "__libc_start_main@@GLIBC_2.34",
+            ),
+            cand(
+                0x100,
+                0x10,
+                Binding::Global,
+                "__libc_start_main@GLIBC_2.2.5",
+            ),
+            cand(
+                0x200,
+                0x10,
+                Binding::Global,
+                "__default_morecore@GLIBC_2.2.5",
+            ),
+        ]);
+        let s = t.lookup(0x104);
+        assert_eq!(
+            s.map(|s| (&*s.name, s.versioned)),
+            Some(("__libc_start_main", true))
+        );
+        assert_eq!(name_at(&t, 0x200), Some("__default_morecore"));
+        assert!(t.has_versioned());
     }
 
     #[test]

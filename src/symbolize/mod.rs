@@ -13,7 +13,12 @@
 //! - symbols come from `.symtab` of the binary, else of its debug file, else `.dynsym`;
 //! - debug files: `/usr/lib/debug/.build-id/NN/REST.debug`, then `.gnu_debuglink` (CRC32
 //!   checked) next to the binary, in `.debug/`, and in `/usr/lib/debug/<dir>/`;
-//! - DWARF is loaded only when inline frames or lines are asked for.
+//! - names are chosen among the aliases at an address as perf chooses them (unversioned
+//!   names first), and never carry a symbol version (`@@GLIBC_2.34`); where DWARF is loaded
+//!   the function's DWARF name is used, as perf does: always for a versioned alias
+//!   (`__libc_start_main_impl`), and with lines or inline frames for every function;
+//! - DWARF is loaded when inline frames or lines are asked for, else on the first lookup
+//!   of a versioned name (only the binary's, or the debug file already read for symbols).
 //!
 //! Modules are cached by recorded build-id, else by (dev, inode, size, mtime); nothing is
 //! invalidated during one symbolizer's life.
@@ -22,6 +27,7 @@ mod data;
 mod demangle;
 mod dwarf;
 mod elf;
+mod jitdump;
 mod kallsyms;
 mod locate;
 pub(crate) use locate::hex;
@@ -174,7 +180,18 @@ pub struct Symbolizer {
     kallsyms: Option<Arc<Kallsyms>>,
     kallsyms_unreadable: bool,
     perf_maps: FxHashMap<u32, Option<PerfMap>>,
+    /// jitdump files by the pid that wrote them, with their path (`None`: unreadable).
+    jit_dumps: FxHashMap<u32, (Vec<u8>, Option<jitdump::JitDump>)>,
     stats: SymbolizeStats,
+}
+
+/// Where a JIT frame's name came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum JitSource {
+    /// The process's `jit-PID.dump`.
+    JitDump,
+    /// `/tmp/perf-PID.map`.
+    PerfMap,
 }
 
 /// The path to read for `key`: under `/proc/PID/root` when that exists.
@@ -219,6 +236,7 @@ impl Symbolizer {
             kallsyms: None,
             kallsyms_unreadable: false,
             perf_maps: FxHashMap::default(),
+            jit_dumps: FxHashMap::default(),
             stats: SymbolizeStats::default(),
         }
     }
@@ -369,18 +387,28 @@ impl Symbolizer {
         };
         let reported = probe.wrapping_add(u64::from(is_ret && file_offset > 0));
         let sym = m.symbol(probe);
-        let outer = Frame {
+        let mut outer = Frame {
             name: sym.map(|s| maybe_demangle(&s.name, self.opts.demangle)),
             file: None,
             line: None,
             inlined: false,
             sym_offset: sym.map(|s| reported.wrapping_sub(s.start)),
         };
+        let versioned = sym.is_some_and(|s| s.versioned);
+        if !(self.opts.inline || self.opts.lines || versioned) {
+            return (self.combine(outer, Vec::new()), None);
+        }
         let (dwarf_frames, status) = match m.dwarf_frames(probe, self.opts.demangle) {
             Some(Ok(f)) => (f, Some(Ok(()))),
             Some(Err(e)) => (Vec::new(), Some(Err(e))),
             None => (Vec::new(), None),
         };
+        // With DWARF, the function's name is DWARF's, as perf names it (through addr2line):
+        // a versioned symbol is an exported alias (`__libc_start_main@@GLIBC_2.34`) of
+        // `__libc_start_main_impl`.
+        if let Some(name) = dwarf_frames.last().and_then(|f| f.name.clone()) {
+            outer.name = Some(name);
+        }
         (self.combine(outer, dwarf_frames), status)
     }
 
@@ -472,9 +500,68 @@ impl Symbolizer {
         result
     }
 
-    /// Symbolizes a JIT address through `/tmp/perf-PID.map`.
-    pub fn symbolize_jit(&mut self, pid: u32, addr: u64) -> Option<Frame> {
+    /// Symbolizes a JIT address of `pid`: through its jitdump file when it mapped one
+    /// (`dump`: the one it mapped so far, if any; a streaming output names JIT frames as
+    /// they come, maybe before the process maps its dump), else `/tmp/perf-PID.map`.
+    pub fn symbolize_jit(
+        &mut self,
+        pid: u32,
+        addr: u64,
+        dump: Option<&[u8]>,
+    ) -> Option<(Frame, JitSource)> {
         self.stats.lookups += 1;
+        if let Some(path) = dump {
+            if self.jit_dumps.get(&pid).is_some_and(|(p, _)| p == path) {
+                self.stats.cache_hits += 1;
+            } else {
+                let loaded = self.load_jit_dump(pid, path);
+                self.jit_dumps.insert(pid, (path.to_vec(), loaded));
+            }
+        }
+        let found = dump
+            .and_then(|_| self.jit_dumps.get(&pid))
+            .and_then(|(_, d)| d.as_ref()?.lookup(addr));
+        if let Some(found) = found {
+            let lines = self.opts.lines;
+            let frame = Frame {
+                name: Some(found.name.to_owned()),
+                file: found.file.filter(|_| lines).map(str::to_owned),
+                line: found.line.filter(|_| lines),
+                inlined: false,
+                sym_offset: Some(found.offset),
+            };
+            return Some((frame, JitSource::JitDump));
+        }
+        self.perf_map_frame(pid, addr)
+            .map(|f| (f, JitSource::PerfMap))
+    }
+
+    /// Reads the jitdump at `path` (as recorded; under `/proc/PID/root` while the process
+    /// lives), counting a failure or damage.
+    fn load_jit_dump(&mut self, pid: u32, path: &[u8]) -> Option<jitdump::JitDump> {
+        let key = ModuleKey {
+            path,
+            build_id: None,
+            pid: Some(pid),
+        };
+        let (opened, recorded) = resolve_path(&key);
+        match jitdump::JitDump::read(&opened) {
+            Ok(dump) => {
+                if let Some(why) = &dump.damage {
+                    let msg = format!("jitdump {}: {why}", recorded.display());
+                    self.note_failure(msg);
+                }
+                Some(dump)
+            }
+            Err(e) => {
+                self.note_failure(format!("jitdump {}: {e}", recorded.display()));
+                None
+            }
+        }
+    }
+
+    /// Symbolizes a JIT address through `/tmp/perf-PID.map`.
+    fn perf_map_frame(&mut self, pid: u32, addr: u64) -> Option<Frame> {
         if self.perf_maps.contains_key(&pid) {
             self.stats.cache_hits += 1;
         } else {

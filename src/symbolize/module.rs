@@ -37,7 +37,43 @@ pub(crate) struct Module {
     exact_segments: bool,
     symbols: SymbolTable,
     dwarf: Option<Dwarf>,
+    /// Without lines or inline frames asked for: the DWARF that names versioned aliases
+    /// (`Symbolizer::resolve`), read on the first lookup of one, so that a report reads a
+    /// large library's debug information only when a frame needs it.
+    names_dwarf: Option<LazyDwarf>,
     pub unknown: Option<Unknown>,
+}
+
+/// DWARF read from `path` on first use (the binary, or its debug file found at load).
+#[derive(Debug)]
+struct LazyDwarf {
+    path: PathBuf,
+    loaded: std::cell::OnceCell<Result<Dwarf, String>>,
+}
+
+impl LazyDwarf {
+    fn new(path: &Path) -> LazyDwarf {
+        LazyDwarf {
+            path: path.to_path_buf(),
+            loaded: std::cell::OnceCell::new(),
+        }
+    }
+
+    /// The DWARF, and on the call that read it and failed, why.
+    fn get(&self) -> (Option<&Dwarf>, Option<String>) {
+        let fresh = self.loaded.get().is_none();
+        let loaded = self.loaded.get_or_init(|| {
+            let data = crate::mapped::read_regular(&self.path).map_err(|e| e.to_string())?;
+            let obj = object::File::parse(&*data).map_err(|e| e.to_string())?;
+            Dwarf::load(&obj)
+                .map(|(d, _)| d)
+                .map_err(|e| format!("failed to load DWARF: {e}"))
+        });
+        match loaded {
+            Ok(d) => (Some(d), None),
+            Err(e) => (None, fresh.then(|| format!("{}: {e}", self.path.display()))),
+        }
+    }
 }
 
 impl Module {
@@ -47,6 +83,7 @@ impl Module {
             exact_segments: true,
             symbols: SymbolTable::default(),
             dwarf: None,
+            names_dwarf: None,
             unknown: Some(reason),
         }
     }
@@ -113,13 +150,19 @@ impl Module {
             symbols = SymbolTable::from_object(obj, Table::Dynsym);
         }
         let mut dwarf = None;
+        let mut names_dwarf = None;
+        let source = if bin_dwarf {
+            Some((obj, req.opened))
+        } else {
+            debug_obj
+                .as_ref()
+                .filter(|d| elf::has_dwarf(d))
+                .zip(debug.as_ref().map(|d| d.path.as_path()))
+        };
         if req.want_dwarf {
-            let source = if bin_dwarf {
-                Some(obj)
-            } else {
-                debug_obj.as_ref().filter(|d| elf::has_dwarf(d))
-            };
-            dwarf = source.and_then(|o| load_dwarf(o, report));
+            dwarf = source.and_then(|(o, _)| load_dwarf(o, report));
+        } else if symbols.has_versioned() {
+            names_dwarf = source.map(|(_, path)| LazyDwarf::new(path));
         }
         if debug_obj.is_some() {
             report.debug_file = debug.map(|d| d.path);
@@ -129,6 +172,7 @@ impl Module {
             exact_segments: true,
             symbols,
             dwarf,
+            names_dwarf,
             unknown: None,
         }
     }
@@ -137,16 +181,21 @@ impl Module {
         let Ok(obj) = object::File::parse(&*debug.data) else {
             return Module::unusable(Unknown::NotElf);
         };
-        let dwarf = if want_dwarf && elf::has_dwarf(&obj) {
+        let symbols = SymbolTable::from_object(&obj, Table::Symtab);
+        let has_dwarf = elf::has_dwarf(&obj);
+        let dwarf = if want_dwarf && has_dwarf {
             load_dwarf(&obj, report)
         } else {
             None
         };
+        let names_dwarf = (!want_dwarf && has_dwarf && symbols.has_versioned())
+            .then(|| LazyDwarf::new(&debug.path));
         let module = Module {
             segments: elf::load_segments(&obj),
             exact_segments: false,
-            symbols: SymbolTable::from_object(&obj, Table::Symtab),
+            symbols,
             dwarf,
+            names_dwarf,
             unknown: None,
         };
         report.debug_file = Some(debug.path);
@@ -173,7 +222,15 @@ impl Module {
         svma: u64,
         demangle: bool,
     ) -> Option<Result<Vec<DwarfFrame>, String>> {
-        let dwarf = self.dwarf.as_ref()?;
+        let dwarf = match (&self.dwarf, &self.names_dwarf) {
+            (Some(d), _) => d,
+            (None, Some(lazy)) => match lazy.get() {
+                (Some(d), _) => d,
+                (None, Some(why)) => return Some(Err(why)),
+                (None, None) => return None,
+            },
+            (None, None) => return None,
+        };
         Some(dwarf.frames(svma, demangle).map_err(|e| e.to_string()))
     }
 }

@@ -93,6 +93,59 @@ fn outer_name(s: &Symbolized) -> Option<&str> {
     outer(s).and_then(|f| f.name.as_deref())
 }
 
+/// The function name `addr2line -f` (binutils, which perf runs) gives for `svma`.
+fn addr2line_name(path: &Path, svma: u64) -> Result<String, Box<dyn Error>> {
+    let out = Command::new("addr2line")
+        .arg("-f")
+        .arg("-e")
+        .arg(path)
+        .arg(format!("{svma:#x}"))
+        .output()?;
+    let text = String::from_utf8(out.stdout)?;
+    let name = text.lines().next().ok_or("addr2line printed nothing")?;
+    if !out.status.success() || name == "??" {
+        return Err(format!("addr2line has no name for {svma:#x} in {}", path.display()).into());
+    }
+    Ok(name.to_owned())
+}
+
+/// Issue: memperf printed `__libc_start_main@@GLIBC_2.34` and `__default_morecore@GLIBC_2.2.5`
+/// where perf prints the function's DWARF name.
+#[test]
+fn libc_names_carry_no_symbol_version_and_are_perfs() -> TestResult {
+    let libc = Path::new(LIBC);
+    let mut s = Symbolizer::new(opts(false, false, false));
+    let mut name_of = |svma: u64| -> Result<Option<String>, Box<dyn Error>> {
+        let at = crate::stacks::CodeAddr::new(svma_to_offset(libc, svma)?, false);
+        Ok(outer_name(&s.symbolize(&key(libc), at)).map(str::to_owned))
+    };
+    // Exported only under versions: named as DWARF names the function.
+    for exported in ["__libc_start_main", "__default_morecore"] {
+        let svma = symbol_svma(libc, |n| n == exported)?;
+        let name = name_of(svma + 1)?;
+        assert_eq!(name, Some(addr2line_name(libc, svma + 1)?), "{exported}");
+        assert!(name.is_some_and(|n| !n.contains('@')));
+    }
+    // An unversioned global alias beats a versioned one (`cfree@GLIBC_2.2.5`), without DWARF.
+    let free = symbol_svma(libc, |n| n == "free")?;
+    assert_eq!(name_of(free)?.as_deref(), Some("free"));
+    // No name of any exported function carries a version.
+    let data = std::fs::read(libc)?;
+    let obj = object::File::parse(&*data)?;
+    let mut named = 0;
+    for sym in obj.dynamic_symbols() {
+        if sym.kind() != object::SymbolKind::Text || sym.is_undefined() {
+            continue;
+        }
+        if let Some(name) = name_of(sym.address())? {
+            assert!(!name.contains('@'), "{name} at {:#x}", sym.address());
+            named += 1;
+        }
+    }
+    assert!(named > 1000, "only {named} functions named");
+    Ok(())
+}
+
 fn build_id_of(path: &Path) -> Result<Vec<u8>, Box<dyn Error>> {
     let data = std::fs::read(path)?;
     let obj = object::File::parse(&*data)?;
@@ -112,10 +165,9 @@ fn libc_malloc_is_named_from_the_build_id_debug_file() -> TestResult {
     let mut s = Symbolizer::new(opts(false, true, true));
     let r = s.symbolize(&key(libc), crate::stacks::CodeAddr::new(off, false));
     let f = outer(&r).ok_or("no frame")?;
-    assert!(
-        matches!(f.name.as_deref(), Some("malloc" | "__libc_malloc")),
-        "{r:?}"
-    );
+    // With DWARF loaded, the name is DWARF's, as perf and `addr2line -f` print it.
+    let svma = symbol_svma(libc, |n| n == "malloc")?;
+    assert_eq!(f.name, Some(addr2line_name(libc, svma + 4)?), "{r:?}");
     assert_eq!(f.sym_offset, Some(4));
     assert_eq!(r.unknown, None);
     let file = f.file.as_deref().ok_or("no file")?;
@@ -348,9 +400,11 @@ fn jit_map_names_and_malformed_lines() -> TestResult {
         "7f00a000 100 jitted_fn\nthis line is bad\n0x7f00b000 0x20 Interpreter::stub\n",
     )?;
     let mut s = Symbolizer::new(SymbolizeOptions::default());
-    let a = s.symbolize_jit(pid, 0x7f00a010);
-    let b = s.symbolize_jit(pid, 0x7f00b01f);
-    let c = s.symbolize_jit(pid, 0x7f00b020);
+    let mut jit = |pid, addr| s.symbolize_jit(pid, addr, None).map(|(f, _)| f);
+    let a = jit(pid, 0x7f00a010);
+    let b = jit(pid, 0x7f00b01f);
+    let c = jit(pid, 0x7f00b020);
+    let d = jit(pid + 1, 0x7f00a010);
     std::fs::remove_file(&path)?;
     assert_eq!(
         a.as_ref().and_then(|f| f.name.as_deref()),
@@ -359,7 +413,7 @@ fn jit_map_names_and_malformed_lines() -> TestResult {
     assert_eq!(a.and_then(|f| f.sym_offset), Some(0x10));
     assert_eq!(b.and_then(|f| f.name), Some("Interpreter::stub".to_owned()));
     assert_eq!(c, None);
-    assert_eq!(s.symbolize_jit(pid + 1, 0x7f00a010), None);
+    assert_eq!(d, None);
     assert_eq!(s.stats().failures, 1);
     Ok(())
 }

@@ -10,6 +10,7 @@ mod elf;
 #[cfg(test)]
 mod fixture;
 mod fp;
+mod jit;
 mod live;
 #[cfg(test)]
 mod mutations;
@@ -817,7 +818,13 @@ fn dwarf_walk(
             }
             Ok(None) => return UnwindOutcome::Complete,
             Err(_) if in_entry_function(p, out) => return UnwindOutcome::Complete,
-            Err(e) => return UnwindOutcome::Truncated(classify(p, out, stack, e)),
+            Err(e) => {
+                let walk = jit::Walk { p, cache, stack };
+                if let Some(outcome) = jit::walk_past_stubs(walk, regs, out) {
+                    return outcome;
+                }
+                return UnwindOutcome::Truncated(classify(p, out, stack, e));
+            }
         }
     }
 }

@@ -78,10 +78,12 @@ impl Names {
                     _ => format!("{} {tag}", String::from_utf8_lossy(&m.path)),
                 }
             }
-            Some(&FrameKey::Jit { pid, addr }) => match self.sym.symbolize_jit(pid, addr) {
-                Some(f) => with_offset(Some(&f), "[jit]"),
-                None => "[unknown]".to_string(),
-            },
+            Some(&FrameKey::Jit { pid, addr }) => {
+                match self.sym.symbolize_jit(pid, addr, maps.jitdump_path(pid)) {
+                    Some((f, _)) => with_offset(Some(&f), "[jit]"),
+                    None => "[unknown]".to_string(),
+                }
+            }
             // leak's stacks carry no recovered marks (`StackBook::mark_recovered`).
             Some(&FrameKey::Recovered) | None => "[unknown]".to_string(),
         };

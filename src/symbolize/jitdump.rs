@@ -1,0 +1,428 @@
+//! jitdump files (`jit-PID.dump`), read as `perf inject --jit` reads them: a JIT writes one
+//! per process, names every function it emits with a `JIT_CODE_LOAD` record (address, size,
+//! name, the code bytes), and maps the file executable so that the recording sees an MMAP of
+//! it. The layout is perf's `tools/perf/util/jitdump.h` (version 1): a header, then records
+//! that each start with `(id: u32, total_size: u32, timestamp: u64)`, all in the writer's
+//! byte order (the header's magic tells which).
+//!
+//! Kept per code range: its name, when it was loaded, its `JIT_CODE_DEBUG_INFO` lines (the
+//! record that precedes the load of the same address). `JIT_CODE_MOVE` places an earlier
+//! load's code (by `code_index`) at a new address. Unwinding info is skipped. A truncated or
+//! corrupt file keeps what was read before the damage and says where it stopped.
+
+use std::io::Read;
+use std::path::Path;
+
+use rustc_hash::FxHashMap;
+
+/// `JiTD` as the writer's u32.
+const MAGIC: u32 = 0x4A69_5444;
+const HEADER_MIN: usize = 40;
+const PREFIX: usize = 16;
+const JIT_CODE_LOAD: u32 = 0;
+const JIT_CODE_MOVE: u32 = 1;
+const JIT_CODE_DEBUG_INFO: u32 = 2;
+const JIT_CODE_CLOSE: u32 = 3;
+/// The most of a dump that is read: code bytes make dumps large, names come first.
+pub(crate) const MAX_DUMP_BYTES: u64 = 1 << 30;
+/// How many loads starting at or below an address a lookup considers.
+const OVERLAP_SCAN: usize = 64;
+/// Debug entries kept per load, at most.
+const MAX_LINES_PER_LOAD: usize = 1 << 16;
+
+/// One line-table entry of a `JIT_CODE_DEBUG_INFO` record.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct LineEntry {
+    addr: u64,
+    line: u32,
+    file: std::sync::Arc<str>,
+}
+
+/// One function's code, valid from `timestamp` on.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct JitCode {
+    start: u64,
+    size: u64,
+    timestamp: u64,
+    name: std::sync::Arc<str>,
+    lines: std::sync::Arc<[LineEntry]>,
+}
+
+/// What a lookup finds.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct JitName<'a> {
+    pub name: &'a str,
+    pub offset: u64,
+    pub file: Option<&'a str>,
+    pub line: Option<u32>,
+}
+
+/// The code loads of one jitdump file.
+#[derive(Debug, Default)]
+pub(crate) struct JitDump {
+    /// Sorted by start, then timestamp.
+    code: Vec<JitCode>,
+    /// Why reading stopped before the end, if it did.
+    pub damage: Option<String>,
+}
+
+/// A little reader over the writer's byte order.
+struct Bytes<'a> {
+    data: &'a [u8],
+    big: bool,
+}
+
+impl Bytes<'_> {
+    fn u32(&self, at: usize) -> Option<u32> {
+        let b: [u8; 4] = self.data.get(at..at.checked_add(4)?)?.try_into().ok()?;
+        Some(if self.big {
+            u32::from_be_bytes(b)
+        } else {
+            u32::from_le_bytes(b)
+        })
+    }
+
+    fn u64(&self, at: usize) -> Option<u64> {
+        let b: [u8; 8] = self.data.get(at..at.checked_add(8)?)?.try_into().ok()?;
+        Some(if self.big {
+            u64::from_be_bytes(b)
+        } else {
+            u64::from_le_bytes(b)
+        })
+    }
+
+    /// A NUL-terminated string at `at` within `end`: the text and the offset after the NUL.
+    fn cstr(&self, at: usize, end: usize) -> Option<(&str, usize)> {
+        let bytes = self.data.get(at..end)?;
+        let len = bytes.iter().position(|&b| b == 0)?;
+        let text = std::str::from_utf8(&bytes[..len]).unwrap_or("[invalid UTF-8]");
+        Some((text, at + len + 1))
+    }
+}
+
+impl JitDump {
+    /// Reads the dump at `path`, a path taken from a recording: a regular file only, never
+    /// a FIFO or a device, at most [`MAX_DUMP_BYTES`].
+    pub(crate) fn read(path: &Path) -> std::io::Result<JitDump> {
+        let file = crate::mapped::open_regular(path, None)?;
+        let mut data = Vec::new();
+        file.take(MAX_DUMP_BYTES).read_to_end(&mut data)?;
+        Ok(JitDump::parse(&data))
+    }
+
+    /// Parses a whole dump. Never fails: damage stops the parse and is described.
+    pub(crate) fn parse(data: &[u8]) -> JitDump {
+        let mut dump = JitDump::default();
+        if let Err(why) = dump.parse_records(data) {
+            dump.damage = Some(why);
+        }
+        dump.code.sort_by_key(|c| (c.start, c.timestamp));
+        dump
+    }
+
+    fn parse_records(&mut self, data: &[u8]) -> Result<(), String> {
+        let magic = |big| Bytes { data, big }.u32(0);
+        let big = match (magic(false), magic(true)) {
+            (Some(MAGIC), _) => false,
+            (_, Some(MAGIC)) => true,
+            (None, _) => return Err("shorter than a jitdump header".into()),
+            _ => return Err("not a jitdump file (bad magic)".into()),
+        };
+        let r = Bytes { data, big };
+        let version = r.u32(4).unwrap_or(0);
+        if version != 1 {
+            return Err(format!("jitdump version {version}, not 1"));
+        }
+        let header = r.u32(8).map_or(0, |n| n as usize);
+        if header < HEADER_MIN || header > data.len() {
+            return Err(format!("bad header size {header}"));
+        }
+        let mut at = header;
+        // code_index → (name, lines) of its load, for moves.
+        let mut by_index: FxHashMap<u64, (std::sync::Arc<str>, std::sync::Arc<[LineEntry]>)> =
+            FxHashMap::default();
+        let mut pending_lines: Option<(u64, std::sync::Arc<[LineEntry]>)> = None;
+        while at < data.len() {
+            let (Some(id), Some(size), Some(timestamp)) = (r.u32(at), r.u32(at + 4), r.u64(at + 8))
+            else {
+                return Err(format!("truncated record header at offset {at}"));
+            };
+            let size = size as usize;
+            let end = at
+                .checked_add(size)
+                .filter(|&e| size >= PREFIX && e <= data.len());
+            let Some(end) = end else {
+                return Err(format!(
+                    "truncated or bad record of {size} bytes at offset {at}"
+                ));
+            };
+            let body = at + PREFIX;
+            let bad = || format!("malformed record {id} at offset {at}");
+            match id {
+                JIT_CODE_LOAD => {
+                    // pid, tid, vma, code_addr, code_size, code_index, name, code.
+                    let (start, code_size, index) =
+                        match (r.u64(body + 16), r.u64(body + 24), r.u64(body + 32)) {
+                            (Some(a), Some(s), Some(i)) => (a, s, i),
+                            _ => return Err(bad()),
+                        };
+                    let (name, _) = r.cstr(body + 40, end).ok_or_else(bad)?;
+                    let name: std::sync::Arc<str> = name.into();
+                    let lines = match pending_lines.take() {
+                        Some((addr, lines)) if addr == start => lines,
+                        _ => std::sync::Arc::from(Vec::new()),
+                    };
+                    by_index.insert(index, (name.clone(), lines.clone()));
+                    self.push(start, code_size, timestamp, name, lines);
+                }
+                JIT_CODE_MOVE => {
+                    // pid, tid, vma, old_code_addr, new_code_addr, code_size, code_index.
+                    let (start, code_size, index) =
+                        match (r.u64(body + 24), r.u64(body + 32), r.u64(body + 40)) {
+                            (Some(a), Some(s), Some(i)) => (a, s, i),
+                            _ => return Err(bad()),
+                        };
+                    if let Some((name, lines)) = by_index.get(&index).cloned() {
+                        self.push(start, code_size, timestamp, name, lines);
+                    }
+                }
+                JIT_CODE_DEBUG_INFO => {
+                    pending_lines = Some(parse_debug_info(&r, body, end).ok_or_else(bad)?);
+                }
+                JIT_CODE_CLOSE => return Ok(()),
+                // JIT_CODE_UNWINDING_INFO and ids of later versions: skipped, as perf does.
+                _ => {}
+            }
+            at = end;
+        }
+        Ok(())
+    }
+
+    fn push(
+        &mut self,
+        start: u64,
+        size: u64,
+        timestamp: u64,
+        name: std::sync::Arc<str>,
+        lines: std::sync::Arc<[LineEntry]>,
+    ) {
+        if size == 0 || start.checked_add(size).is_none() {
+            return;
+        }
+        self.code.push(JitCode {
+            start,
+            size,
+            timestamp,
+            name,
+            lines,
+        });
+    }
+
+    /// Functions loaded.
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        self.code.len()
+    }
+
+    /// The function whose code covers `addr`: of several (the JIT reused the memory), the
+    /// one loaded last. Samples carry no time to the symbolizer, which names each unique
+    /// address once, so earlier code at a reused address takes the later name, as a perf
+    /// map's later line replaces an earlier one.
+    pub(crate) fn lookup(&self, addr: u64) -> Option<JitName<'_>> {
+        let end = self.code.partition_point(|c| c.start <= addr);
+        let code = self.code[..end]
+            .iter()
+            .rev()
+            .take(OVERLAP_SCAN)
+            .filter(|c| addr - c.start < c.size)
+            .max_by_key(|c| c.timestamp)?;
+        let entry = code
+            .lines
+            .iter()
+            .take_while(|l| l.addr <= addr)
+            .last()
+            .or_else(|| code.lines.first());
+        Some(JitName {
+            name: &code.name,
+            offset: addr - code.start,
+            file: entry.map(|l| &*l.file),
+            line: entry.map(|l| l.line),
+        })
+    }
+}
+
+/// `code_addr: u64, nr_entry: u64`, then entries of `addr: u64, lineno: i32, discrim: i32,
+/// name: NUL-terminated` (a name of `"\xff"` repeats the previous entry's file).
+fn parse_debug_info(
+    r: &Bytes<'_>,
+    body: usize,
+    end: usize,
+) -> Option<(u64, std::sync::Arc<[LineEntry]>)> {
+    let code_addr = r.u64(body)?;
+    let count = r.u64(body + 8)?;
+    let mut at = body + 16;
+    let mut lines: Vec<LineEntry> = Vec::new();
+    let mut last_file: std::sync::Arc<str> = "".into();
+    for _ in 0..count {
+        if lines.len() >= MAX_LINES_PER_LOAD {
+            break;
+        }
+        let addr = r.u64(at)?;
+        let line = r.u32(at + 8)?;
+        let raw = r.data.get(at + 16..end)?;
+        let file = if raw.first() == Some(&0xff) && raw.get(1) == Some(&0) {
+            at += 18;
+            last_file.clone()
+        } else {
+            let (text, next) = r.cstr(at + 16, end)?;
+            at = next;
+            last_file = text.into();
+            last_file.clone()
+        };
+        lines.push(LineEntry { addr, line, file });
+    }
+    lines.sort_by_key(|l| l.addr);
+    Some((code_addr, lines.into()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A dump writer for the tests, in the machine's byte order.
+    pub(crate) struct Writer(pub Vec<u8>);
+
+    impl Writer {
+        pub(crate) fn new() -> Writer {
+            let mut w = Writer(Vec::new());
+            for v in [MAGIC, 1, 40, 62, 0, 1234] {
+                w.0.extend(v.to_ne_bytes());
+            }
+            w.0.extend(7u64.to_ne_bytes());
+            w.0.extend(0u64.to_ne_bytes());
+            w
+        }
+
+        fn record(&mut self, id: u32, timestamp: u64, body: &[u8]) {
+            self.0.extend(id.to_ne_bytes());
+            self.0.extend(((PREFIX + body.len()) as u32).to_ne_bytes());
+            self.0.extend(timestamp.to_ne_bytes());
+            self.0.extend(body);
+        }
+
+        pub(crate) fn load(&mut self, t: u64, (addr, size, index): (u64, u64, u64), name: &str) {
+            let mut b = Vec::new();
+            b.extend(1234u32.to_ne_bytes());
+            b.extend(1234u32.to_ne_bytes());
+            for v in [addr, addr, size, index] {
+                b.extend(v.to_ne_bytes());
+            }
+            b.extend(name.as_bytes());
+            b.push(0);
+            b.extend(std::iter::repeat_n(0xc3u8, size as usize));
+            self.record(JIT_CODE_LOAD, t, &b);
+        }
+
+        fn moved(&mut self, t: u64, (old, new, size, index): (u64, u64, u64, u64)) {
+            let mut b = Vec::new();
+            b.extend(1234u32.to_ne_bytes());
+            b.extend(1234u32.to_ne_bytes());
+            for v in [new, old, new, size, index] {
+                b.extend(v.to_ne_bytes());
+            }
+            self.record(JIT_CODE_MOVE, t, &b);
+        }
+
+        fn debug(&mut self, t: u64, code_addr: u64, entries: &[(u64, u32, &[u8])]) {
+            let mut b = Vec::new();
+            b.extend(code_addr.to_ne_bytes());
+            b.extend((entries.len() as u64).to_ne_bytes());
+            for (addr, line, file) in entries {
+                b.extend(addr.to_ne_bytes());
+                b.extend(line.to_ne_bytes());
+                b.extend(0u32.to_ne_bytes());
+                b.extend(*file);
+                b.push(0);
+            }
+            self.record(JIT_CODE_DEBUG_INFO, t, &b);
+        }
+    }
+
+    #[test]
+    fn loads_moves_and_lines_name_code() {
+        let mut w = Writer::new();
+        // A file name of 0xff repeats the previous entry's.
+        w.debug(9, 0x1000, &[(0x1000, 10, b"a.js"), (0x1008, 11, b"\xff")]);
+        w.load(10, (0x1000, 0x20, 1), "LazyCompile:*fib a.js:10");
+        w.load(11, (0x2000, 0x10, 2), "stub");
+        // Code reuse: the later load at the same place names it.
+        w.load(20, (0x2000, 0x8, 3), "newer");
+        w.moved(30, (0x1000, 0x3000, 0x20, 1));
+        let d = JitDump::parse(&w.0);
+        assert_eq!(d.damage, None);
+        assert_eq!(d.len(), 4);
+        let fib = d.lookup(0x1010).unwrap();
+        assert_eq!((fib.name, fib.offset), ("LazyCompile:*fib a.js:10", 0x10));
+        assert_eq!((fib.file, fib.line), (Some("a.js"), Some(11)));
+        assert_eq!(d.lookup(0x2004).map(|n| n.name), Some("newer"));
+        assert_eq!(d.lookup(0x2009).map(|n| n.name), Some("stub"));
+        let moved = d.lookup(0x3001).unwrap();
+        assert_eq!((moved.name, moved.offset), ("LazyCompile:*fib a.js:10", 1));
+        assert_eq!(d.lookup(0x1020), None);
+        assert_eq!(d.lookup(0xfff), None);
+    }
+
+    #[test]
+    fn truncated_and_corrupt_dumps_keep_what_came_before() {
+        let mut w = Writer::new();
+        w.load(10, (0x1000, 0x20, 1), "first");
+        let whole = w.0.len();
+        w.load(11, (0x2000, 0x20, 2), "second");
+        // Cut anywhere inside the second record: the first is kept, the damage said.
+        for cut in whole + 1..w.0.len() {
+            let d = JitDump::parse(&w.0[..cut]);
+            assert_eq!(d.len(), 1, "cut at {cut}");
+            assert!(
+                d.damage.as_deref().is_some_and(|m| m.contains("offset")),
+                "{d:?}"
+            );
+        }
+        // A record size smaller than its prefix, or past the end.
+        let mut bad = w.0.clone();
+        bad[whole + 4..whole + 8].copy_from_slice(&3u32.to_ne_bytes());
+        assert!(JitDump::parse(&bad).damage.is_some());
+        bad[whole + 4..whole + 8].copy_from_slice(&u32::MAX.to_ne_bytes());
+        assert!(JitDump::parse(&bad).damage.is_some());
+        // Every prefix and every single-byte corruption parses without a panic.
+        for cut in 0..w.0.len() {
+            let _ = JitDump::parse(&w.0[..cut]);
+        }
+        for i in 0..w.0.len() {
+            let mut m = w.0.clone();
+            m[i] ^= 0xff;
+            let _ = JitDump::parse(&m).lookup(0x1000);
+        }
+        assert!(JitDump::parse(b"").damage.is_some());
+        assert!(
+            JitDump::parse(b"ELF\x7fnot a dump at all, no no no no no no")
+                .damage
+                .is_some()
+        );
+    }
+
+    #[test]
+    fn a_big_endian_writer_is_read() {
+        let w = Writer::new();
+        // Swap every field of the header: the magic reads swapped, the version too.
+        let mut be = Vec::new();
+        for chunk in w.0[..24].chunks(4) {
+            be.extend(chunk.iter().rev());
+        }
+        for chunk in w.0[24..40].chunks(8) {
+            be.extend(chunk.iter().rev());
+        }
+        let d = JitDump::parse(&be);
+        assert_eq!(d.damage, None);
+        assert_eq!(d.len(), 0);
+    }
+}

@@ -1,0 +1,495 @@
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+//! Frame names as perf prints them, where users merge memperf's stacks with perf's: the
+//! same `perf record --call-graph dwarf` file folded by memperf and by `perf script |
+//! inferno-collapse-perf`; and interpreters' and JITs' frames for real (CPython's `-X perf`,
+//! Node's `--perf-basic-prof`, a jitdump written by a fixture).
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use common::*;
+
+fn report_folded(args: &[&str]) -> BTreeMap<String, u64> {
+    let o = run_memperf(&[&["report", "-q", "--folded"], args].concat());
+    assert!(
+        o.status.success(),
+        "memperf report {args:?}: {}",
+        stderr(&o)
+    );
+    assert!(!stderr(&o).contains("panicked"), "{}", stderr(&o));
+    folded(&String::from_utf8(o.stdout).unwrap())
+}
+
+/// `stack count` lines, merged by stack.
+fn folded(text: &str) -> BTreeMap<String, u64> {
+    let mut out = BTreeMap::new();
+    for line in text.lines() {
+        let (stack, n) = line.rsplit_once(' ').expect("`stack count`");
+        *out.entry(stack.to_string()).or_insert(0) += n.parse::<u64>().expect("a count");
+    }
+    out
+}
+
+/// Whether inferno's collapser is here; required under MEMPERF_REQUIRE_PERF=1, where
+/// scripts/test.sh installs it.
+fn have_inferno() -> bool {
+    let ok = Command::new("inferno-collapse-perf")
+        .arg("--help")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        assert!(
+            std::env::var("MEMPERF_REQUIRE_PERF").as_deref() != Ok("1"),
+            "inferno-collapse-perf is required (scripts/test.sh installs it with cargo)"
+        );
+        eprintln!("skipping: inferno-collapse-perf is not installed");
+    }
+    ok
+}
+
+/// `perf script -i FILE | inferno-collapse-perf`.
+fn perf_folded(file: &Path) -> BTreeMap<String, u64> {
+    let script = Command::new("perf")
+        .args(["script", "-i"])
+        .arg(file)
+        .stderr(Stdio::null())
+        .output()
+        .expect("run perf script");
+    assert!(script.status.success(), "perf script failed");
+    let mut child = Command::new("inferno-collapse-perf")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("run inferno-collapse-perf");
+    let mut stdin = child.stdin.take().unwrap();
+    let text = script.stdout;
+    let feeder = std::thread::spawn(move || {
+        use std::io::Write;
+        stdin.write_all(&text).unwrap();
+    });
+    let out = child.wait_with_output().unwrap();
+    feeder.join().unwrap();
+    assert!(out.status.success(), "inferno-collapse-perf failed");
+    folded(&String::from_utf8(out.stdout).unwrap())
+}
+
+/// Issue: `memperf report` printed `__libc_start_main@@GLIBC_2.34` where perf prints
+/// `__libc_start_main_impl`, so flame graphs of the two did not merge. On one perf.data,
+/// memperf's folded stacks of the workload are perf's, frame for frame, or extend them at
+/// the root where memperf recovered more frames.
+#[test]
+fn perf_dwarf_recording_folds_with_the_names_perf_script_prints() {
+    let what = "names as perf prints them";
+    if !require_perf(what) || !require_perf_tool(what) || !have_inferno() {
+        return;
+    }
+    let dir = scratch();
+    let out = dir.path().join("perf-libc.data");
+    let prog = fixture("libcnames", Variant::NoFp);
+    {
+        let _turn = recording_turn();
+        let o = Command::new("perf")
+            .args([
+                "record",
+                "-q",
+                "-e",
+                "page-faults:u",
+                "-c",
+                "1",
+                "-m",
+                "4096",
+            ])
+            .args(["--call-graph", "dwarf", "-o"])
+            .arg(&out)
+            .arg("--")
+            .arg(&prog)
+            .arg("300")
+            .output()
+            .expect("run perf record");
+        assert!(o.status.success(), "perf record: {}", stderr(&o));
+    }
+    let file = out.to_str().unwrap();
+    // perf script shows inline frames and names functions by DWARF: --inline does too.
+    let ours = report_folded(&["--inline", "-i", file]);
+    let perfs = perf_folded(&out);
+    let workload = |stacks: &BTreeMap<String, u64>| -> BTreeMap<String, u64> {
+        stacks
+            .iter()
+            .filter(|(s, _)| s.contains(";main;lc_"))
+            .map(|(s, n)| (s.clone(), *n))
+            .collect()
+    };
+    let (mut ours_w, perfs_w) = (workload(&ours), workload(&perfs));
+    assert!(
+        !perfs_w.is_empty(),
+        "perf script has no stack of the workload"
+    );
+    let total = |m: &BTreeMap<String, u64>| m.values().sum::<u64>();
+    assert_eq!(
+        total(&ours_w),
+        total(&perfs_w),
+        "ours {ours_w:#?}\nperf's {perfs_w:#?}"
+    );
+    for (stack, n) in &perfs_w {
+        let (comm, frames) = stack.split_once(';').unwrap();
+        let mut left = *n;
+        for (mine, have) in ours_w.iter_mut() {
+            let (my_comm, my_frames) = mine.split_once(';').unwrap();
+            let same = my_comm == comm
+                && (my_frames == frames || my_frames.ends_with(&format!(";{frames}")));
+            if same {
+                let take = left.min(*have);
+                *have -= take;
+                left -= take;
+            }
+        }
+        assert_eq!(
+            left, 0,
+            "perf's `{stack} {n}` is not in memperf's {ours:#?}"
+        );
+    }
+    for stack in ours.keys() {
+        assert!(!stack.contains('@'), "a symbol version in {stack}");
+    }
+    // The issue's frames, by the names perf gives them, in the default report too.
+    let plain = report_folded(&["-i", file]);
+    for stacks in [&ours, &plain] {
+        let chain = "_start;__libc_start_main_impl;__libc_start_call_main;main;lc_allocate;";
+        assert!(
+            stacks.keys().any(|s| s.contains(chain)),
+            "{chain} in {stacks:#?}"
+        );
+        assert!(stacks.keys().all(|s| !s.contains('@')), "{stacks:#?}");
+    }
+}
+
+/// The first CPython 3.12 or later: `python3.1N` on PATH, else under pyenv's versions.
+fn python_with_perf_support() -> Option<PathBuf> {
+    let mut candidates: Vec<PathBuf> = (12..=20)
+        .rev()
+        .map(|minor| PathBuf::from(format!("python3.{minor}")))
+        .collect();
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    if let Some(Ok(versions)) = home.map(|h| std::fs::read_dir(h.join(".pyenv/versions"))) {
+        for v in versions.flatten() {
+            for minor in 12..=20 {
+                candidates.push(v.path().join(format!("bin/python3.{minor}")));
+            }
+        }
+    }
+    candidates.into_iter().find(|p| {
+        Command::new(p)
+            .args(["-c", "import sys; sys.exit(sys.version_info < (3, 12))"])
+            .output()
+            .is_ok_and(|o| o.status.success())
+    })
+}
+
+/// Runs `PROGRAM ARGS` under `memperf record -e page-faults -c 1` in `dir` (where Node
+/// leaves its `isolate-*-v8.log`) and returns the folded stacks. The program prints its pid
+/// on its first line, whose perf map is removed after.
+fn record_interpreter(dir: &Path, program: &Path, args: &[&str]) -> BTreeMap<String, u64> {
+    let out = dir.join("interp.data");
+    let o = {
+        let _turn = recording_turn();
+        memperf()
+            .args([
+                "record",
+                "-q",
+                "-m",
+                TEST_RING_PAGES,
+                "-e",
+                "page-faults",
+                "-c",
+                "1",
+            ])
+            .arg("-o")
+            .arg(&out)
+            .arg("--")
+            .arg(program)
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .expect("run memperf record")
+    };
+    assert!(o.status.success(), "memperf record: {}", stderr(&o));
+    let stdout = String::from_utf8_lossy(&o.stdout).into_owned();
+    let stacks = report_folded(&["-i", out.to_str().unwrap()]);
+    if let Some(pid) = stdout
+        .lines()
+        .next()
+        .and_then(|l| l.trim().parse::<u32>().ok())
+    {
+        let _ = std::fs::remove_file(format!("/tmp/perf-{pid}.map"));
+    }
+    stacks
+}
+
+/// Whether `stack` (root first, `;`-separated) holds `chain` in that order, not
+/// necessarily adjacent.
+fn in_order(stack: &str, chain: &[&str]) -> bool {
+    let mut frames = stack.split(';');
+    chain.iter().all(|want| frames.any(|f| f == *want))
+}
+
+/// CPython 3.12's `-X perf` names each Python function's trampoline in
+/// `/tmp/perf-PID.map`; the trampolines have no unwind info and no frame pointer, and the
+/// stacks stopped at the first `py::` frame (as perf's own do). They reach `Py_RunMain`.
+#[test]
+fn python_perf_trampolines_are_named_and_reach_py_runmain() {
+    let what = "python -X perf";
+    if !require_perf(what) {
+        return;
+    }
+    let Some(python) = python_with_perf_support() else {
+        eprintln!("skipping {what}: no CPython 3.12 or later (python3.12, ~/.pyenv) here");
+        return;
+    };
+    let dir = scratch();
+    let script = dir.path().join("pyfaults.py");
+    std::fs::write(
+        &script,
+        "import os\nprint(os.getpid(), flush=True)\n\
+         def py_touch(n):\n    buf = bytearray(n * 4096)\n    return len(buf)\n\
+         def py_level1(n):\n    return py_touch(n)\n\
+         print(py_level1(2000))\n",
+    )
+    .unwrap();
+    let s = script.to_str().unwrap();
+    let stacks = record_interpreter(dir.path(), &python, &["-X", "perf", s]);
+    let touch = format!("py::py_touch:{s}");
+    let chain = [
+        "Py_RunMain",
+        &format!("py::<module>:{s}"),
+        "_PyEval_EvalFrameDefault",
+        &format!("py::py_level1:{s}"),
+        "_PyEval_EvalFrameDefault",
+        &touch,
+        "_PyEval_EvalFrameDefault",
+    ];
+    let (mut all, mut whole) = (0, 0);
+    for (stack, n) in &stacks {
+        if stack.split(';').any(|f| f == touch) {
+            all += n;
+            if in_order(stack, &chain) {
+                whole += n;
+            }
+        }
+    }
+    assert!(all > 0, "no sample in {touch}: {stacks:#?}");
+    // A fault on a new stack page inside a trampoline itself may still stop there.
+    assert!(
+        whole * 100 >= all * 95,
+        "{whole} of {all} reach Py_RunMain: {stacks:#?}"
+    );
+}
+
+/// Whether `frame` is V8's perf-map name of JS function `name` at `loc`: `JS:~name loc`
+/// (Node 20), `LazyCompile:*name loc` (Node 18), with any tier mark.
+fn is_js_frame(frame: &str, name: &str, loc: &str) -> bool {
+    let Some((kind, rest)) = frame.split_once(':') else {
+        return false;
+    };
+    let rest = rest.trim_start_matches(['~', '*', '^', '+']);
+    ["JS", "LazyCompile", "Function"].contains(&kind) && rest == format!("{name} {loc}")
+}
+
+const JS_FAULTS: &str = "console.log(process.pid);\n\
+function jsTouch(n) {\n  const bufs = [];\n  for (let i = 0; i < n; i++) {\n    const b = new Uint8Array(4096 * 16);\n    for (let j = 0; j < b.length; j += 4096) b[j] = 1;\n    bufs.push(b);\n  }\n  return bufs.length;\n}\n\
+function jsLevel1(n) { let s = 0; for (let k = 0; k < 20; k++) s += jsTouch(n); return s; }\n\
+console.log(jsLevel1(200));\n";
+
+/// Runs `JS_FAULTS` under node with `flag` in a scratch directory and checks that some
+/// stack runs from `node::Start` through `jsLevel1` to `jsTouch`, named. Returns the
+/// directory (the jitdump of `--perf-prof` is there) and the recording.
+fn node_js_stacks(flag: &str) -> Option<(tempfile::TempDir, PathBuf)> {
+    let what = format!("node {flag}");
+    if !require_perf(&what) {
+        return None;
+    }
+    let have_node = Command::new("node")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !have_node {
+        eprintln!("skipping {what}: node is not installed (scripts/test.sh installs nodejs)");
+        return None;
+    }
+    let dir = scratch();
+    let script = dir.path().join("jsfaults.js");
+    std::fs::write(&script, JS_FAULTS).unwrap();
+    let s = script.to_str().unwrap();
+    let node = PathBuf::from("node");
+    let args = [flag, "--interpreted-frames-native-stack", s];
+    let stacks = record_interpreter(dir.path(), &node, &args);
+    let (touch_loc, level1_loc) = (format!("{s}:2:17"), format!("{s}:11:18"));
+    let whole = stacks.keys().find(|stack| {
+        let frames: Vec<&str> = stack.split(';').collect();
+        let start = frames.iter().position(|f| *f == "node::Start(int, char**)");
+        let level1 = frames
+            .iter()
+            .position(|f| is_js_frame(f, "jsLevel1", &level1_loc));
+        let touch = frames
+            .iter()
+            .position(|f| is_js_frame(f, "jsTouch", &touch_loc));
+        matches!((start, level1, touch), (Some(a), Some(b), Some(c)) if a < b && b < c)
+    });
+    assert!(
+        whole.is_some(),
+        "{what}: no stack runs node::Start … jsLevel1 → jsTouch: {:#?}",
+        stacks
+            .keys()
+            .filter(|k| k.contains("jsTouch"))
+            .collect::<Vec<_>>()
+    );
+    let out = dir.path().join("interp.data");
+    Some((dir, out))
+}
+
+/// Node's `--perf-basic-prof` names JIT-compiled and (with
+/// `--interpreted-frames-native-stack`) interpreted JS functions in `/tmp/perf-PID.map`;
+/// V8 keeps frame pointers in its code, so the stacks run from the faulting builtin through
+/// the JS frames to `node::Start`.
+#[test]
+fn node_perf_basic_prof_js_frames_reach_node_start() {
+    node_js_stacks("--perf-basic-prof");
+}
+
+/// Node's `--perf-prof` writes a jitdump (`jit-PID.dump` in its directory) and no perf map:
+/// the JS frames are named from the dump, in the report and in `memperf script`, whose dso
+/// for them is the dump. Regression: `memperf script` named JIT frames before the process
+/// had mapped its dump and never looked again.
+#[test]
+fn node_perf_prof_jitdump_names_js_frames() {
+    let Some((dir, out)) = node_js_stacks("--perf-prof") else {
+        return;
+    };
+    let dump = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|e| e == "dump"))
+        .expect("node --perf-prof wrote no jitdump");
+    let name = dump.file_name().unwrap().to_str().unwrap();
+    let pid = &name["jit-".len()..name.len() - ".dump".len()];
+    assert!(!Path::new(&format!("/tmp/perf-{pid}.map")).exists());
+    let o = run_memperf(&["script", "-q", "-i", out.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = String::from_utf8_lossy(&o.stdout);
+    let line = format!("({})", dump.display());
+    assert!(
+        text.lines()
+            .any(|l| l.contains(" JS:") && l.contains("jsTouch") && l.ends_with(&line)),
+        "no jsTouch frame from {line} in memperf script"
+    );
+}
+
+/// Records `jitdump N DIR` (the fixture writes `DIR/jit-PID.dump`) and returns the
+/// recording's path and the dump's.
+fn record_jitdump(dir: &Path, variant: Variant, n: u32) -> (PathBuf, PathBuf) {
+    let out = dir.join(format!("jit-{variant:?}.data"));
+    let prog = fixture("jitdump", variant);
+    let d = dir.to_str().unwrap();
+    record(
+        &out,
+        &["-q", "-e", "page-faults", "-c", "1"],
+        &prog,
+        &[&n.to_string(), d],
+    );
+    let dumps: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "dump"))
+        .collect();
+    assert_eq!(dumps.len(), 1, "{dumps:?}");
+    let dump = dumps[0].clone();
+    (out, dump)
+}
+
+/// The stacks through `main;jd_level1` and the JIT frame, as (frames after the comm, count).
+fn jit_stacks(stacks: &BTreeMap<String, u64>) -> Vec<(String, u64)> {
+    stacks
+        .iter()
+        .filter_map(|(s, n)| {
+            let (_, frames) = s.split_once(';')?;
+            frames
+                .contains(";main;jd_level1;")
+                .then(|| (frames.to_string(), *n))
+        })
+        .collect()
+}
+
+/// A JIT that writes a jitdump file (as perf inject --jit reads it) has its code named from
+/// the JIT_CODE_LOAD record, its line from JIT_CODE_DEBUG_INFO, and the stacks of faults
+/// inside that code reach `main`, with or without frame pointers in the rest.
+#[test]
+fn jitdump_names_jit_code_and_its_stacks_reach_main() {
+    if !require_perf("jitdump") {
+        return;
+    }
+    const N: u32 = 200;
+    for variant in Variant::ALL {
+        let dir = scratch();
+        let (out, _) = record_jitdump(dir.path(), variant, N);
+        let file = out.to_str().unwrap();
+        let stacks = report_folded(&["-i", file]);
+        let want =
+            "_start;__libc_start_main_impl;__libc_start_call_main;main;jd_level1;jit_touch_pages";
+        let jit = jit_stacks(&stacks);
+        assert_eq!(
+            jit,
+            vec![(want.to_string(), u64::from(N))],
+            "{variant:?}: {stacks:#?}"
+        );
+        let lines = report_folded(&["--lines", "-i", file]);
+        assert!(
+            lines
+                .iter()
+                .any(|(s, &n)| s.ends_with(";jit_touch_pages (jitted.js:7)") && n == u64::from(N)),
+            "{variant:?}: {lines:#?}"
+        );
+    }
+}
+
+/// A jitdump cut inside its JIT_CODE_LOAD record, or swapped for a FIFO, leaves the JIT
+/// frame unnamed and says why in the report's header; nothing panics or blocks.
+#[test]
+fn damaged_jitdump_is_a_counted_problem_not_a_wrong_name() {
+    if !require_perf("damaged jitdump") {
+        return;
+    }
+    const N: u32 = 50;
+    let dir = scratch();
+    let (out, dump) = record_jitdump(dir.path(), Variant::Fp, N);
+    let file = out.to_str().unwrap();
+    let whole = std::fs::read(&dump).unwrap();
+    // Header (40 bytes), JIT_CODE_DEBUG_INFO, then the load: cut 20 bytes into the load.
+    let debug_size = u32::from_ne_bytes(whole[44..48].try_into().unwrap()) as usize;
+    std::fs::write(&dump, &whole[..40 + debug_size + 20]).unwrap();
+    let text = run_memperf(&["report", "-i", file]);
+    assert!(text.status.success(), "{}", stderr(&text));
+    let text = String::from_utf8(text.stdout).unwrap();
+    let problem = text
+        .lines()
+        .find(|l| l.contains("problems while reading symbols"))
+        .unwrap_or_else(|| panic!("no problem reported: {text}"));
+    assert!(
+        problem.contains("jitdump") && problem.contains("truncated"),
+        "{problem}"
+    );
+    let stacks = report_folded(&["-i", file]);
+    let jit = jit_stacks(&stacks);
+    assert!(
+        jit.iter().all(|(s, _)| s.ends_with(";jd_level1;[unknown]")),
+        "{jit:#?}"
+    );
+    assert_eq!(jit.iter().map(|(_, n)| n).sum::<u64>(), u64::from(N));
+    // A FIFO where the dump was: refused at once, never waited on.
+    std::fs::remove_file(&dump).unwrap();
+    let status = Command::new("mkfifo").arg(&dump).status().unwrap();
+    assert!(status.success());
+    let stacks = report_folded(&["-i", file]);
+    assert_eq!(jit_stacks(&stacks).len(), 1, "{stacks:#?}");
+}
