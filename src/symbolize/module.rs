@@ -149,6 +149,7 @@ impl Module {
         if symbols.is_empty() {
             symbols = SymbolTable::from_object(obj, Table::Dynsym);
         }
+        symbols.add_unclaimed(elf::plt_symbols(obj));
         let mut dwarf = None;
         let mut names_dwarf = None;
         let source = if bin_dwarf {

@@ -146,6 +146,35 @@ fn libc_names_carry_no_symbol_version_and_are_perfs() -> TestResult {
     Ok(())
 }
 
+/// PLT entries are named `NAME@plt`, as perf names them: the first `.rela.plt` entry's
+/// (per `readelf -r`) is the first entry after the PLT's header.
+#[test]
+fn plt_entries_are_named_as_perf_names_them() -> TestResult {
+    let libc = Path::new(LIBC);
+    let out = Command::new("readelf").args(["-rW"]).arg(libc).output()?;
+    let text = String::from_utf8(out.stdout)?;
+    let first = text
+        .split("'.rela.plt'")
+        .nth(1)
+        .and_then(|t| t.lines().find(|l| l.contains("R_X86_64_")))
+        .ok_or("no relocation in .rela.plt")?;
+    // An IFUNC's R_X86_64_IRELATIVE has no symbol: perf names its entry `@plt`.
+    let name = match first.split_whitespace().collect::<Vec<_>>().as_slice() {
+        [_, _, "R_X86_64_JUMP_SLOT", _, name, ..] => name.split('@').next().unwrap_or(name),
+        _ => "",
+    };
+    let want = format!("{name}@plt");
+    let data = std::fs::read(libc)?;
+    let obj = object::File::parse(&*data)?;
+    let plt = obj.section_by_name(".plt").ok_or("no .plt")?.address();
+    let mut s = Symbolizer::new(opts(false, false, false));
+    let at = crate::stacks::CodeAddr::new(svma_to_offset(libc, plt + 16 + 4)?, false);
+    let r = s.symbolize(&key(libc), at);
+    assert_eq!(outer_name(&r), Some(want.as_str()), "{r:?}");
+    assert_eq!(outer(&r).and_then(|f| f.sym_offset), Some(4));
+    Ok(())
+}
+
 fn build_id_of(path: &Path) -> Result<Vec<u8>, Box<dyn Error>> {
     let data = std::fs::read(path)?;
     let obj = object::File::parse(&*data)?;
