@@ -98,8 +98,8 @@ fn counts_match_perf_stat_and_bytes_are_exact() {
     let pf = csv(&ours, "page-faults");
     assert_eq!(pf[5..], ["", ""], "{pf:?}");
 
-    // Page faults: one per page touched; the loader's and the stack's own vary by a page
-    // or two between runs with where ASLR puts them.
+    // Page faults: one per page touched; the loader's and the stack's own vary by a few
+    // pages between runs with where ASLR puts them (CI once saw 2996 for 3000).
     let pf = fixture("pagefault", Variant::NoFp);
     let n = |pages: &str| {
         count(
@@ -114,7 +114,9 @@ fn counts_match_perf_stat_and_bytes_are_exact() {
             "page-faults",
         )
     };
-    let extra = n("3000") as i64 - n("0") as i64;
+    // The fewest of three runs each: the loader's and the stack's share is the same then.
+    let least = |pages: &str| (0..3).map(|_| n(pages)).min().unwrap_or(0) as i64;
+    let extra = least("3000") - least("0");
     assert!((extra - 3000).abs() <= 3, "{extra} faults for 3000 pages");
 }
 
