@@ -10,16 +10,14 @@ use std::io;
 
 use rustc_hash::FxHashMap;
 
-use crate::abi::{PERF_SAMPLE_REGS_USER, PERF_SAMPLE_STACK_USER};
 use crate::cli::{Prefix, ReportConfig, ReportOutput, StackSpace, Weight};
 use crate::maps::{ModuleKind, ProcessMaps};
 use crate::perfdata::PerfDataFile;
 use crate::perfdata::tracing_data::FieldFormat;
-use crate::records::{ParseInfo, Record, Sample};
+use crate::records::{Record, Sample};
 use crate::session::order::{self, Slack};
-use crate::session::{EventType, Handler, Keep, Processes, SampleCtx, Session, SideBand};
+use crate::session::{Handler, Keep, Processes, SampleCtx, Session, SideBand};
 use crate::stacks::{CodeAddr, FrameTable, StackId};
-use crate::unwind::UnwindMode;
 
 pub use by::ByRow;
 pub use chain::StackBook;
@@ -199,36 +197,8 @@ pub fn read<'c>(
     rows: Option<&'c mut dyn RowSink>,
     progress: &mut dyn FnMut(u64),
 ) -> io::Result<Aggregate> {
-    let infos: Vec<ParseInfo> = (0..file.events.len().max(1))
-        .map(|i| file.parse_info(i))
-        .collect();
-    let raw_stacks = infos.iter().any(|i| {
-        i.sample_type & PERF_SAMPLE_STACK_USER != 0 && i.sample_type & PERF_SAMPLE_REGS_USER != 0
-    });
-    let build_ids: FxHashMap<Vec<u8>, Vec<u8>> = file
-        .features
-        .build_ids
-        .iter()
-        .filter(|e| !e.kernel)
-        .map(|e| (e.filename.as_bytes().to_vec(), e.build_id.clone()))
-        .collect();
-    let keep = Keep {
-        unwind: (raw_stacks && cfg.space != StackSpace::Kernel).then_some(UnwindMode::Dwarf),
-        maps: Some(ProcessMaps::new(build_ids)),
-        comms: true,
-        dsos: false,
-    };
-    let types = file
-        .events
-        .iter()
-        .map(|e| EventType {
-            type_: e.attr.type_,
-            config: e.attr.config,
-        })
-        .collect();
-    let mut session = Session::new(infos, file.id_map().clone(), keep)
-        .with_types(types)
-        .with_recovered_marks(&file.features.recovered_marks);
+    let keep = Keep::replaying(file, cfg.space != StackSpace::Kernel);
+    let mut session = Session::for_file(file, keep);
     let weighers = weighers(file, names, cfg.weight_field.as_deref());
     let mut a = Aggregator {
         cfg,

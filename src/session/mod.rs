@@ -20,6 +20,7 @@ use perf_event_open_sys::bindings::{
 use rustc_hash::FxHashMap;
 
 use crate::maps::ProcessMaps;
+use crate::perfdata::PerfDataFile;
 use crate::records::{self, ParseInfo, Record, Sample, U64Iter};
 use crate::unwind::{UnwindMode, UnwindOutcome, Unwinders, UserRegs};
 
@@ -156,6 +157,31 @@ pub struct Keep {
     pub dsos: bool,
 }
 
+impl Keep {
+    /// What a reader of a recording that names frames keeps: every process's mappings
+    /// (with the file's build-ids) and thread names, and, when `stacks` and the file holds
+    /// raw user stacks (perf's `--call-graph dwarf`), DWARF unwinding.
+    pub fn replaying(file: &PerfDataFile, stacks: bool) -> Keep {
+        use crate::abi::{PERF_SAMPLE_REGS_USER, PERF_SAMPLE_STACK_USER};
+        let raw = PERF_SAMPLE_STACK_USER | PERF_SAMPLE_REGS_USER;
+        let raw_stacks =
+            (0..file.events.len()).any(|i| file.parse_info(i).sample_type & raw == raw);
+        let build_ids: FxHashMap<Vec<u8>, Vec<u8>> = file
+            .features
+            .build_ids
+            .iter()
+            .filter(|e| !e.kernel)
+            .map(|e| (e.filename.as_bytes().to_vec(), e.build_id.clone()))
+            .collect();
+        Keep {
+            unwind: (raw_stacks && stacks).then_some(UnwindMode::Dwarf),
+            maps: Some(ProcessMaps::new(build_ids)),
+            comms: true,
+            dsos: false,
+        }
+    }
+}
+
 /// What an event is, for attributing samples whose id the kernel got wrong.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct EventType {
@@ -239,9 +265,28 @@ impl Session {
 
     /// The recording's marks of samples whose stacks were finished from the live process
     /// (its memperf feature section), handed on with each such sample.
-    pub fn with_recovered_marks(mut self, marks: &[crate::perfdata::RecoveredMark]) -> Self {
+    fn with_recovered_marks(mut self, marks: &[crate::perfdata::RecoveredMark]) -> Self {
         self.recovered_marks = marks.iter().map(|m| ((m.time, m.tid), m.first)).collect();
         self
+    }
+
+    /// A session replaying `file`: each event's layout, ids and kind from the file, and the
+    /// marks of the stacks the recorder finished from the live process.
+    pub fn for_file(file: &PerfDataFile, keep: Keep) -> Self {
+        let infos = (0..file.events.len().max(1))
+            .map(|i| file.parse_info(i))
+            .collect();
+        let types = file
+            .events
+            .iter()
+            .map(|e| EventType {
+                type_: e.attr.type_,
+                config: e.attr.config,
+            })
+            .collect();
+        Session::new(infos, file.id_map().clone(), keep)
+            .with_types(types)
+            .with_recovered_marks(&file.features.recovered_marks)
     }
 
     /// Leaves out (and counts) the samples of process `pid`.

@@ -24,10 +24,9 @@ use crate::perfdata::ClockData;
 use crate::perfdata::tracing_data::{EventFormat, parse_event_formats};
 use crate::records::Sample;
 use crate::session::order::{self, Slack};
-use crate::session::{EventType, Handler, Keep, Processes, SampleCtx, Session, SideBand};
+use crate::session::{Handler, Keep, Processes, SampleCtx, Session, SideBand};
 use crate::stacks::{FrameId, StackId};
 use crate::sys::tracefs::Tracefs;
-use crate::unwind::UnwindMode;
 
 pub(crate) mod calls;
 pub(crate) mod hist;
@@ -635,35 +634,7 @@ fn replay<T: Tool>(
     cx.replay = true;
     cx.clock = file.features.clock_data;
     banner(&mut cx)?;
-    let infos: Vec<_> = (0..file.events.len().max(1))
-        .map(|i| file.parse_info(i))
-        .collect();
-    let raw_stacks = infos.iter().any(|i| {
-        use crate::abi::{PERF_SAMPLE_REGS_USER, PERF_SAMPLE_STACK_USER};
-        i.sample_type & PERF_SAMPLE_STACK_USER != 0 && i.sample_type & PERF_SAMPLE_REGS_USER != 0
-    });
-    let build_ids: FxHashMap<Vec<u8>, Vec<u8>> = file
-        .features
-        .build_ids
-        .iter()
-        .filter(|e| !e.kernel)
-        .map(|e| (e.filename.as_bytes().to_vec(), e.build_id.clone()))
-        .collect();
-    let keep = Keep {
-        unwind: (raw_stacks && cfg.stacks).then_some(UnwindMode::Dwarf),
-        maps: Some(ProcessMaps::new(build_ids)),
-        comms: true,
-        dsos: false,
-    };
-    let types = file
-        .events
-        .iter()
-        .map(|e| EventType {
-            type_: e.attr.type_,
-            config: e.attr.config,
-        })
-        .collect();
-    let mut session = Session::new(infos, file.id_map().clone(), keep).with_types(types);
+    let mut session = Session::for_file(&file, Keep::replaying(&file, cfg.stacks));
     let mut drive = Drive {
         tool,
         banner,

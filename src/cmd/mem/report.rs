@@ -16,7 +16,7 @@ use crate::datasrc::{DataSrc, Weight};
 use crate::maps::ProcessMaps;
 use crate::perfdata::PerfDataFile;
 use crate::session::order::{self, Slack};
-use crate::session::{EventType, Handler, Keep, Processes, SampleCtx, Session};
+use crate::session::{Handler, Keep, Processes, SampleCtx, Session};
 use crate::symbolize::AddrNames;
 
 use super::place::{self, Place};
@@ -144,24 +144,13 @@ pub fn report(file: &PerfDataFile, input: &str, group: Group, out: &mut dyn Writ
 type Collected = (FxHashMap<Seen, u64>, FxHashMap<u32, Vec<u8>>, Vec<u64>);
 
 fn collect(file: &PerfDataFile, place: &mut dyn Place) -> Result<Collected> {
-    let infos = (0..file.events.len().max(1))
-        .map(|i| file.parse_info(i))
-        .collect();
     let keep = Keep {
         unwind: None,
         maps: Some(ProcessMaps::new(FxHashMap::default())),
         comms: false,
         dsos: false,
     };
-    let types = file
-        .events
-        .iter()
-        .map(|e| EventType {
-            type_: e.attr.type_,
-            config: e.attr.config,
-        })
-        .collect();
-    let mut session = Session::new(infos, file.id_map().clone(), keep).with_types(types);
+    let mut session = Session::for_file(file, keep);
     let mut c = Collect {
         weight_struct: file
             .events
