@@ -17,7 +17,7 @@ use crate::stacks::FrameId;
 use crate::symbolize::Kallsyms;
 
 use super::{Resolved, Resolver};
-use crate::aggregate::{Aggregate, FrameKey, RowSink, ScriptRow};
+use crate::aggregate::{Aggregate, RowSink, ScriptRow};
 use crate::maps::ProcessMaps;
 use crate::printfmt::{Kernel, PrintFmt, PrintFmtError};
 use crate::session::Processes;
@@ -150,33 +150,33 @@ impl RowSink for ScriptWriter<'_> {
         };
         self.line.truncate(keep);
         self.line.push(b'\n');
-        if self.layout.want_frames {
-            self.ids.clear();
-            if let Some(stack) = row.stack {
-                agg.book.stacks.frames(stack, &mut self.ids);
-            }
-            // Root first: the frames before the mark were read from the live process. The
-            // sample's lines stay as perf prints them (inferno and stackcollapse-perf.pl
-            // parse them strictly and pass over comments): a comment line before it says
-            // how many of its last frames were recovered.
-            let recovered = self
-                .ids
-                .iter()
-                .position(|&id| agg.book.frames.get(id) == Some(&FrameKey::Recovered));
-            if let Some(n) = recovered {
-                writeln!(
-                    self.out,
-                    "# {} the last {n} frames of the next sample were read from the live process",
-                    super::RECOVERED
-                )?;
-            }
+        if !self.layout.want_frames {
+            self.out.write_all(&self.line)?;
+            return Ok(());
+        }
+        self.ids.clear();
+        if let Some(stack) = row.stack {
+            agg.book.stacks.frames(stack, &mut self.ids);
+        }
+        let maps = procs.maps().unwrap_or(ProcessMaps::empty());
+        let res = self.resolver.catch_up(&agg.book.frames, maps);
+        // Root first: the frames before the mark were read from the live process. The
+        // sample's lines stay as perf prints them (inferno and stackcollapse-perf.pl parse
+        // them strictly and pass over comments): a comment line before it says how many of
+        // its last frames were recovered.
+        if let Some(n) = self
+            .ids
+            .iter()
+            .position(|&id| Some(id) == res.recovered_mark)
+        {
+            writeln!(
+                self.out,
+                "# {} the last {n} frames of the next sample were read from the live process",
+                super::RECOVERED
+            )?;
         }
         self.out.write_all(&self.line)?;
-        if self.layout.want_frames {
-            let maps = procs.maps().unwrap_or(ProcessMaps::empty());
-            let res = self.resolver.catch_up(&agg.book.frames, maps);
-            write_frames(self.input.fields, &self.ids, res, &mut self.out)?;
-        }
+        write_frames(self.input.fields, &self.ids, res, &mut self.out)?;
         Ok(())
     }
 }

@@ -236,51 +236,17 @@ pub struct UnwindStats {
     pub recovery_unreadable: u64,
     pub recovery_rejected: u64,
     /// The largest copy size a stack cut at the copy's end needed (of the copies as long as
-    /// asked): exact for the recovered ones, at least this for the others.
+    /// asked): exact for the recovered ones, at least this for the others; 0 when none was.
     pub copy_needed_max: u64,
-    /// How many cut stacks needed at most 1, 2, 4, ... 64 KiB (by [`needed_bucket`]); the
-    /// last bucket holds the larger ones.
-    pub copy_needed: [u64; NEEDED_BUCKETS],
-}
-
-/// Buckets of [`UnwindStats::copy_needed`]: up to 1 KiB, 2, 4, 8, 16, 32, 64 KiB, more.
-pub const NEEDED_BUCKETS: usize = 8;
-
-/// The bucket of a copy size: 0 for up to 1 KiB, 6 for up to 64 KiB, 7 beyond.
-pub fn needed_bucket(bytes: u64) -> usize {
-    (0..NEEDED_BUCKETS - 1)
-        .find(|&i| bytes <= 1024 << i)
-        .unwrap_or(NEEDED_BUCKETS - 1)
 }
 
 impl UnwindStats {
-    /// A stack copy size that would have held `share` (0..=1) of the stacks cut at the
-    /// copy's end (of those copied as long as asked): for all of them the deepest need
-    /// rounded up to a KiB, else the power of two of its bucket; at most the kernel's
-    /// largest, 65528. `None` when even that would not have.
-    pub fn copy_size_for(&self, share: f64) -> Option<u64> {
-        let total: u64 = self.copy_needed.iter().sum();
-        if total == 0 {
-            return None;
-        }
-        if share >= 1.0 {
-            // All of them: the deepest need, to the next KiB.
-            return (self.copy_needed_max <= 65536).then(|| {
-                self.copy_needed_max
-                    .div_ceil(1024)
-                    .saturating_mul(1024)
-                    .min(65528)
-            });
-        }
-        let want = (total as f64 * share).ceil() as u64;
-        let mut seen = 0;
-        for (i, n) in self.copy_needed.iter().enumerate().take(NEEDED_BUCKETS - 1) {
-            seen += n;
-            if seen >= want {
-                return Some((1024u64 << i).min(65528));
-            }
-        }
-        None
+    /// The stack copy size that would have held every stack cut at the copy's end (of those
+    /// copied as long as asked): the deepest need, rounded up to a KiB and at most the
+    /// kernel's largest copy, 65528. `None` when there was none, or even that is too small.
+    pub fn copy_size_needed(&self) -> Option<u64> {
+        let need = self.copy_needed_max;
+        (need > 0 && need <= 65528).then(|| need.div_ceil(1024).saturating_mul(1024).min(65528))
     }
 }
 
@@ -740,7 +706,6 @@ impl Unwinders {
             st.cut_short_copy += 1;
         } else {
             st.copy_needed_max = st.copy_needed_max.max(c.needed);
-            st.copy_needed[needed_bucket(c.needed)] += 1;
         }
         match c.recovered {
             Some(first) => {

@@ -524,15 +524,13 @@ fn a_process_gone_leaves_the_copy_frames() {
 #[test]
 fn copy_size_suggestions_cover_the_deepest_need() {
     let mut s = UnwindStats::default();
-    assert_eq!(s.copy_size_for(1.0), None);
+    assert_eq!(s.copy_size_needed(), None);
     for need in [9000, 12000, 20500] {
         s.copy_needed_max = s.copy_needed_max.max(need);
-        s.copy_needed[needed_bucket(need)] += 1;
     }
-    assert_eq!(s.copy_size_for(1.0), Some(21504));
-    assert_eq!(s.copy_size_for(0.5), Some(16384));
+    assert_eq!(s.copy_size_needed(), Some(21504));
+    s.copy_needed_max = 65000;
+    assert_eq!(s.copy_size_needed(), Some(65528));
     s.copy_needed_max = 70000;
-    s.copy_needed[needed_bucket(70000)] += 1;
-    assert_eq!(needed_bucket(70000), NEEDED_BUCKETS - 1);
-    assert_eq!(s.copy_size_for(1.0), None);
+    assert_eq!(s.copy_size_needed(), None);
 }
