@@ -384,6 +384,30 @@ mod tests {
         }
     }
 
+    #[test]
+    fn dwarf_auto_starts_at_8_kib_and_needs_online_unwinding() {
+        let c = config(&["--call-graph", "dwarf,auto", "--", "true"]).unwrap();
+        assert!(c.stack_auto);
+        assert_eq!(c.call_graph, CallGraph::Dwarf { stack_bytes: 8192 });
+        let c = config(&["--call-graph", "dwarf,4096", "--", "true"]).unwrap();
+        assert!(!c.stack_auto);
+        let e = config(&[
+            "--call-graph",
+            "dwarf,auto",
+            "--unwind",
+            "offline",
+            "--",
+            "true",
+        ])
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("with --unwind offline give a size"), "{e}");
+        let e = config(&["--call-graph", "fp,auto", "--", "true"])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("--call-graph fp takes no size"), "{e}");
+    }
+
     fn report_config(args: &[&str]) -> Result<ReportConfig> {
         let mut argv = vec!["memperf", "report"];
         argv.extend_from_slice(args);

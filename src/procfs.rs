@@ -172,6 +172,37 @@ pub fn ppid(pid: u32) -> io::Result<u32> {
     status_field(pid, b"PPid")
 }
 
+/// The threads of `roots` and of every process descending from them (what an inherited
+/// event follows), sorted; processes that exit while /proc is read are left out.
+pub fn tree_threads(roots: &[u32]) -> Vec<u32> {
+    let mut tree: std::collections::HashSet<u32> =
+        roots.iter().copied().filter(|&p| exists(p)).collect();
+    let others: Vec<(u32, u32)> = all_pids()
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|p| !tree.contains(p))
+        .filter_map(|p| Some((p, ppid(p).ok()?)))
+        .collect();
+    // Children may be listed before their parents: repeat until no process joins.
+    loop {
+        let before = tree.len();
+        for &(pid, parent) in &others {
+            if tree.contains(&parent) {
+                tree.insert(pid);
+            }
+        }
+        if tree.len() == before {
+            break;
+        }
+    }
+    let mut tids: Vec<u32> = tree
+        .iter()
+        .flat_map(|&p| threads(p).unwrap_or_default())
+        .collect();
+    tids.sort_unstable();
+    tids
+}
+
 /// The devices (`major:minor`) of the hugetlbfs mounts this process sees, from
 /// `/proc/self/mountinfo`: a mapping of a file on one of them is hugetlb memory.
 pub fn hugetlbfs_devs() -> Vec<(u32, u32)> {

@@ -4,7 +4,10 @@
 
 mod common;
 
-use common::{Variant, fixture, record, require_perf, run_memperf, scratch, stderr};
+use common::{
+    TEST_RING_PAGES, Variant, fixture, memperf, perf_script, record, recording_turn, require_perf,
+    run_memperf, scratch, stderr, summary_samples,
+};
 
 const PAGES: u64 = 300;
 
@@ -109,4 +112,153 @@ fn stacks_past_the_copy_are_finished_from_the_live_process() {
             .count();
         assert_eq!((total, with_main), (PAGES, 0), "{mode}: {text}");
     }
+}
+
+/// `memperf record --call-graph dwarf,auto -e page-faults` of `program args` with `env`.
+fn record_auto(
+    out: &std::path::Path,
+    program: &std::path::Path,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> String {
+    let _turn = recording_turn();
+    let o = memperf()
+        .args(["record", "-m", TEST_RING_PAGES, "-e", "page-faults"])
+        .args(["--call-graph", "dwarf,auto", "-o"])
+        .arg(out)
+        .arg("--")
+        .arg(program)
+        .args(args)
+        .envs(env.iter().copied())
+        .output()
+        .expect("run memperf");
+    let err = stderr(&o);
+    assert!(o.status.success(), "{err}");
+    err
+}
+
+/// The copy sizes the summary says `dwarf,auto` gave page-faults, in order.
+fn auto_sizes(err: &str) -> Vec<u32> {
+    let line = err
+        .lines()
+        .find_map(|l| {
+            l.trim()
+                .strip_prefix("note: dwarf,auto: `page-faults` copied ")
+        })
+        .unwrap_or_else(|| panic!("no dwarf,auto line in: {err}"));
+    let sizes = line.split(" (").next().unwrap();
+    sizes
+        .split(", then ")
+        .map(|s| s.split(' ').next().unwrap().parse().unwrap())
+        .collect()
+}
+
+/// Folded stacks' counts by the last `n` frames, joined.
+fn count_ending(folded: &str, tail: &str) -> u64 {
+    folded
+        .lines()
+        .filter_map(|l| l.rsplit_once(' '))
+        .filter(|(stack, _)| stack.ends_with(tail))
+        .map(|(_, n)| n.parse::<u64>().unwrap())
+        .sum()
+}
+
+#[test]
+fn dwarf_auto_shrinks_the_copy_and_follows_every_thread() {
+    if !require_perf("--call-graph dwarf,auto") {
+        return;
+    }
+    // The main thread touches 3000 pages while a worker waits; the events are opened again
+    // with a smaller copy during the fixture's pause; then that worker (a thread from
+    // before) and 3 new ones touch 500 pages each.
+    let prog = fixture("threads", Variant::NoFp);
+    let dir = scratch();
+    let out = dir.path().join("auto.data");
+    let err = record_auto(&out, &prog, &["3", "500"], &[("THREADS_WARMUP", "3000")]);
+    let sizes = auto_sizes(&err);
+    assert!(
+        sizes.len() >= 2 && sizes[0] == 8192 && sizes[1] < 4096,
+        "{sizes:?}: {err}"
+    );
+    let text = folded(&out);
+    assert_eq!(count_ending(&text, ";main;warm_up"), 3000, "{text}");
+    assert_eq!(
+        count_ending(&text, ";early_worker;thread_touch"),
+        500,
+        "{text}"
+    );
+    assert_eq!(
+        count_ending(&text, ";late_worker;thread_touch"),
+        1500,
+        "{text}"
+    );
+    // The file names every sample's event by its first ids: perf reads them all as
+    // page-faults.
+    let samples = perf_script(&out);
+    assert_eq!(samples.len() as u64, summary_samples(&err), "{err}");
+    assert!(samples.iter().all(|s| s.event == "page-faults"));
+}
+
+#[test]
+fn dwarf_auto_keeps_once_what_both_openings_wrote() {
+    if !require_perf("--call-graph dwarf,auto") {
+        return;
+    }
+    // Old and new fds stay enabled together for 20 ms while the fixture faults: every
+    // fault in that time is written twice, and must be counted once.
+    let prog = fixture("pagefault", Variant::NoFp);
+    let dir = scratch();
+    let out = dir.path().join("twins.data");
+    let pages = 100_000u64;
+    let err = record_auto(
+        &out,
+        &prog,
+        &[&pages.to_string()],
+        &[("MEMPERF_RESIZE_OVERLAP_MS", "20")],
+    );
+    let sizes = auto_sizes(&err);
+    assert!(sizes.len() >= 2 && sizes[1] < 8192, "{sizes:?}: {err}");
+    let twins: u64 = err
+        .lines()
+        .find_map(|l| {
+            let rest = l.trim().strip_prefix("note: dwarf,auto: ")?;
+            let (n, tail) = rest.split_once(' ')?;
+            tail.starts_with("records written by")
+                .then(|| n.parse().ok())
+                .flatten()
+        })
+        .unwrap_or(0);
+    assert!(twins > 0, "no record was written twice: {err}");
+    let text = folded(&out);
+    assert_eq!(
+        count_ending(&text, ";main;pf_level1;pf_level2;pf_level3;touch_pages"),
+        pages,
+        "{text}\n{err}"
+    );
+}
+
+#[test]
+fn dwarf_auto_grows_the_copy_when_stacks_go_past_it() {
+    if !require_perf("--call-graph dwarf,auto") {
+        return;
+    }
+    // 40 frames of 512 bytes: about 21 KiB of stack under touch_pages. The first stacks
+    // are finished from the live process, and the copy grows to hold the next ones.
+    let prog = fixture("deepstack", Variant::NoFp);
+    let dir = scratch();
+    let out = dir.path().join("grow.data");
+    let err = record_auto(&out, &prog, &["deep", &PAGES.to_string(), "300"], &[]);
+    let sizes = auto_sizes(&err);
+    assert!(
+        sizes.len() >= 2 && sizes[0] == 8192 && sizes[1] >= 20480,
+        "{sizes:?}: {err}"
+    );
+    let text = folded(&out);
+    let touched = stacks_ending_in(&text, "touch_pages");
+    let whole: u64 = touched
+        .iter()
+        .filter(|(_, f)| f.ends_with(&expected_chain("deep")))
+        .map(|(n, _)| n)
+        .sum();
+    assert_eq!(whole, PAGES, "{text}\n{err}");
 }

@@ -139,6 +139,7 @@ pub(crate) fn record_config(
         cmdline: std::env::args().collect(),
         include_self: false,
         side_band: true,
+        stack_auto: false,
     })
 }
 

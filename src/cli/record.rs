@@ -109,7 +109,9 @@ pub struct RecordArgs {
 
     /// How to record user stacks: `dwarf[,STACK_BYTES]` (copy the stack and unwind it with
     /// DWARF CFI, falling back to frame pointers where no CFI covers an address; default,
-    /// 8192 bytes), `fp` (frame pointers, walked by the kernel) or `none`.
+    /// 8192 bytes), `dwarf,auto` (start at 8192 bytes, learn from the unwinds how much of
+    /// the copy the stacks need, and re-open the events with that size, growing again at
+    /// once when stacks go past it), `fp` (frame pointers, walked by the kernel) or `none`.
     #[arg(long = "call-graph", value_name = "MODE", default_value = "dwarf")]
     pub call_graph: String,
 
@@ -339,6 +341,9 @@ pub struct RecordConfig {
     /// MMAP, COMM and FORK records, and the processes that existed before: what stacks,
     /// files and names need (`memperf stat` sums tracepoint fields and needs none).
     pub side_band: bool,
+    /// `--call-graph dwarf,auto`: the DWARF events' stack copy size is learnt while
+    /// recording (`live::resize`), starting from `call_graph`'s.
+    pub stack_auto: bool,
 }
 
 impl RecordConfig {
@@ -364,6 +369,24 @@ impl RecordConfig {
 
 /// The largest user stack copy the kernel accepts (perf: round_down(USHRT_MAX, 8)).
 pub const MAX_STACK_BYTES: u32 = 65528;
+
+/// The copy size `--call-graph dwarf,auto` starts from, before the unwinds tell how much
+/// the stacks need.
+pub const AUTO_START_BYTES: u32 = 8192;
+
+/// Parses `--call-graph` as `record` takes it: [`parse_call_graph`]'s modes, or
+/// `dwarf,auto` (the DWARF mode at [`AUTO_START_BYTES`], and true).
+pub fn parse_record_call_graph(s: &str) -> Result<(CallGraph, bool)> {
+    match s.split_once(',') {
+        Some(("dwarf", size)) if size.trim() == "auto" => Ok((
+            CallGraph::Dwarf {
+                stack_bytes: AUTO_START_BYTES,
+            },
+            true,
+        )),
+        _ => Ok((parse_call_graph(s)?, false)),
+    }
+}
 
 /// Parses `fp`, `none`, `dwarf` or `dwarf,SIZE`.
 pub fn parse_call_graph(s: &str) -> Result<CallGraph> {
@@ -406,9 +429,15 @@ impl RecordArgs {
             (None, Some(f)) => Some(Period::Frequency(f)),
             (None, None) => None,
         };
-        let call_graph = parse_call_graph(&self.call_graph)?;
+        let (call_graph, stack_auto) = parse_record_call_graph(&self.call_graph)?;
         if self.unwind == UnwindWhen::Offline && !matches!(call_graph, CallGraph::Dwarf { .. }) {
             bail!("--unwind offline only applies to --call-graph dwarf");
+        }
+        if stack_auto && self.unwind == UnwindWhen::Offline {
+            bail!(
+                "--call-graph dwarf,auto learns the copy size from the unwinds made while \
+                 recording; with --unwind offline give a size (dwarf,SIZE)"
+            );
         }
         if let Some(m) = self.mmap_pages
             && (m == 0 || !m.is_power_of_two())
@@ -441,6 +470,7 @@ impl RecordArgs {
             cmdline: std::env::args().collect(),
             include_self: self.include_self,
             side_band: true,
+            stack_auto,
         })
     }
 }

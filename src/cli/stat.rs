@@ -230,6 +230,7 @@ impl StatConfig {
             cmdline: std::env::args().collect(),
             include_self: self.include_self,
             side_band: false,
+            stack_auto: false,
         }
     }
 }

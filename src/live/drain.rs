@@ -74,7 +74,7 @@ pub fn round(
         let rd = &mut readers[i];
         if let Some(rec) = rd.peek() {
             let sole = ring_events.get(i).copied().flatten();
-            session.handle_in_ring(sole, rec.ty, rec.misc, rec.bytes, sink)?;
+            session.handle_from_ring(i, sole, rec.ty, rec.misc, rec.bytes, sink)?;
         }
         rd.consume();
         stats.records += 1;

@@ -14,6 +14,7 @@ use anyhow::{Context, Result};
 
 use super::drain::{self, DrainStats};
 use super::open::Opened;
+use super::resize::StackSizer;
 use crate::cli::Target;
 use crate::procfs;
 use crate::session::{Handler, Session};
@@ -206,6 +207,8 @@ pub(crate) struct Driver {
     stats: DrainStats,
     reason: StopReason,
     exit: Option<ExitStatusInfo>,
+    /// `--call-graph dwarf,auto`'s sizing, told after each drain round.
+    sizer: Option<StackSizer>,
 }
 
 impl Driver {
@@ -227,7 +230,14 @@ impl Driver {
             stats: DrainStats::default(),
             reason: StopReason::Requested,
             exit: None,
+            sizer: None,
         }
+    }
+
+    /// Sizes the DWARF events' stack copy while recording (`--call-graph dwarf,auto`).
+    pub(crate) fn with_sizer(mut self, sizer: Option<StackSizer>) -> Driver {
+        self.sizer = sizer;
+        self
     }
 
     /// Advances the rings without reading the records (a benchmark aid); losses are then
@@ -307,6 +317,9 @@ impl Driver {
             let now = self.opened.clock.now();
             let limit = now.map(|t| t.saturating_sub(drain::HOLD_BACK_NS));
             self.drain(session, sink, limit)?;
+            if let Some(sizer) = &mut self.sizer {
+                sizer.round(&mut self.opened, session);
+            }
             let tick = next_tick.is_some_and(|t| Instant::now() >= t);
             if tick {
                 next_tick = until.tick.map(|t| Instant::now() + t);
@@ -451,6 +464,10 @@ impl Driver {
             None
         };
         let now = self.opened.clock.now();
+        if let Some(sizer) = &self.sizer {
+            let notes = sizer.notes(&self.opened, session);
+            self.opened.notes.extend(notes);
+        }
         Ok(Finished {
             now,
             reason: self.reason,

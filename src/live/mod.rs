@@ -7,5 +7,6 @@ pub mod driver;
 pub mod open;
 pub mod probes;
 pub mod recorder;
+pub mod resize;
 pub mod synth;
 pub mod writer;

@@ -80,7 +80,42 @@ pub struct Opened {
     pub clock_monotonic: bool,
     /// Whether the events carry PERF_FORMAT_LOST (kernel 6.0+).
     pub format_lost: bool,
+    /// Where each event fd was opened and which ring it writes to (`live::resize` opens an
+    /// event again in the same places).
+    pub placements: Vec<Placement>,
     pub events: Vec<ResolvedEvent>,
+}
+
+/// One opened event fd: its event, CPU and pid as perf_event_open took them, its ring,
+/// and where the fd is kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Placement {
+    pub ev: usize,
+    pub cpu: u32,
+    pub pid: i32,
+    pub ring: usize,
+    pub fd: FdSlot,
+    /// Whether the fd is in use (`live::resize` disables the fds it replaces).
+    pub enabled: bool,
+}
+
+/// Where an event fd is kept in [`Opened`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FdSlot {
+    /// It owns ring number N (`Opened::rings`).
+    Ring(usize),
+    /// `Opened::fds[N]`.
+    Fd(usize),
+}
+
+impl Opened {
+    /// The fd a placement names.
+    pub fn fd_of(&self, slot: FdSlot) -> Option<std::os::fd::BorrowedFd<'_>> {
+        match slot {
+            FdSlot::Ring(r) => self.rings.get(r).map(|r| r.fd()),
+            FdSlot::Fd(i) => self.fds.get(i).map(|f| f.as_fd()),
+        }
+    }
 }
 
 /// Resolves tracepoints through tracefs (mounting it when needed), expands tracepoint globs
@@ -632,6 +667,7 @@ pub fn open_all(
         .count();
     let own_ring = |e: &ResolvedEvent| software >= 2 && e.type_ == PERF_TYPE_SOFTWARE;
     let mut ring_events: Vec<Option<usize>> = Vec::new();
+    let mut placements = Vec::new();
     for &cpu in &cfg.cpus {
         let mut ring_of: FxHashMap<usize, usize> = FxHashMap::default();
         for &pid in &targets {
@@ -688,6 +724,14 @@ pub fn open_all(
                                 ev.spec.name
                             )
                         })?;
+                        placements.push(Placement {
+                            ev: i,
+                            cpu,
+                            pid,
+                            ring: r,
+                            fd: FdSlot::Fd(fds.len()),
+                            enabled: true,
+                        });
                         fds.push(fd);
                     }
                     None => {
@@ -698,6 +742,14 @@ pub fn open_all(
                                 explain_mmap_error(errno, pages, facts)
                             )
                         })?;
+                        placements.push(Placement {
+                            ev: i,
+                            cpu,
+                            pid,
+                            ring: rings.len(),
+                            fd: FdSlot::Ring(rings.len()),
+                            enabled: true,
+                        });
                         rings.push(ring);
                         ring_events.push((group != usize::MAX).then_some(i));
                         ring_of.insert(group, rings.len() - 1);
@@ -740,6 +792,7 @@ pub fn open_all(
         format_lost: !features.no_format_lost,
         notes,
         tracefs,
+        placements,
     })
 }
 

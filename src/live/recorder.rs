@@ -170,7 +170,11 @@ pub(crate) fn record<H: Live>(run: Run<'_>, tool: &mut H) -> Result<Recorded> {
     }
 
     let first_id = opened.events[0].ids.first().copied().unwrap_or(0);
+    let sizer = online
+        .then(|| super::resize::StackSizer::new(cfg, &opened, child_pid))
+        .flatten();
     let mut driver = Driver::new(opened, signals, gated, &cfg.target)
+        .with_sizer(sizer)
         .discard(cfg.consume == Consume::None)
         .sink_context(write_failed.clone());
     // Processes attached to (-p, -t) are enabled before they are described: describing

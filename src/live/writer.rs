@@ -73,6 +73,24 @@ impl Handler for RecordWriter {
     }
 
     fn side_band(&mut self, r: &SideBand<'_>) -> io::Result<()> {
-        self.writer.write_record(r.bytes)
+        let Some(id) = r.canonical_id else {
+            return self.writer.write_record(r.bytes);
+        };
+        // A record of an event opened again during the run: the file names the event by
+        // its first ids only, so the record's id becomes one of them. The id is the last
+        // word of the sample_id trailer (PERF_SAMPLE_IDENTIFIER), and a LOST record names
+        // its event in its first word too.
+        self.buf.clear();
+        self.buf.extend_from_slice(r.bytes);
+        let n = self.buf.len();
+        if n >= 16 {
+            self.buf[n - 8..].copy_from_slice(&id.to_ne_bytes());
+            if u32::from_ne_bytes([r.bytes[0], r.bytes[1], r.bytes[2], r.bytes[3]])
+                == perf_event_open_sys::bindings::PERF_RECORD_LOST
+            {
+                self.buf[8..16].copy_from_slice(&id.to_ne_bytes());
+            }
+        }
+        self.writer.write_record(&self.buf)
     }
 }

@@ -82,6 +82,10 @@ pub struct SideBand<'a> {
     /// of types memperf does not decode.
     pub rec: Option<&'a Record<'a>>,
     pub procs: &'a Processes,
+    /// When the record came from an event re-opened during the run (`Session::add_ids`):
+    /// the id its event had first, for a writer to put in its place (the file names each
+    /// event's first ids only).
+    pub canonical_id: Option<u64>,
 }
 
 /// What a tool does with the records the session hands it.
@@ -108,6 +112,9 @@ pub const MAX_CHAIN_FRAMES: usize = 4096;
 pub struct SessionStats {
     /// Samples of memperf itself left out of a system-wide recording.
     pub excluded_self: u64,
+    /// Records written twice while an event's old and new fds were both enabled (the
+    /// stack copy size changed during the run), handed on once.
+    pub twins: u64,
     pub samples: Vec<u64>,
     /// Events the kernel dropped because a ring buffer was full (PERF_RECORD_LOST).
     pub lost: u64,
@@ -211,6 +218,107 @@ pub struct Session {
     /// A recording's samples whose stacks were finished from the live process: (time,
     /// tid) → the index of the first recovered user frame.
     recovered_marks: FxHashMap<(u64, u32), u32>,
+    /// How much stack copy each event's unwinds needed since `take_depth` last asked.
+    depths: Vec<StackDepth>,
+    /// The ids of events re-opened during the run, by the opening they came from (1 and
+    /// up; the first opening's ids are not here).
+    generation: FxHashMap<u64, u32>,
+    /// The ring of the record being handled, and the last record of each ring, while
+    /// events are re-opened: see [`Session::twin`].
+    ring: Option<usize>,
+    last_in_ring: Vec<Option<Twin>>,
+}
+
+/// The stack copy each event's unwinds needed: what `--call-graph dwarf,auto` sizes the
+/// copy from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StackDepth {
+    /// The copy size the stacks were asked with (a window starts over when it changes:
+    /// stacks of a former size may still be in the rings after an event is re-opened).
+    pub size: u64,
+    /// Stacks unwound from a copy.
+    pub samples: u64,
+    /// The largest copy one of them needed (see `unwind::StackNeed`).
+    pub need_max: u64,
+    /// Stacks that went past the end of a copy as long as asked, and the largest need
+    /// among them (exact when the live process finished the stack, else a lower bound).
+    pub cut: u64,
+    pub cut_need_max: u64,
+    /// How many stacks needed each size, in steps of [`NEED_STEP`] bytes (the last holds
+    /// every need beyond): `needs[k]` counts needs in `((k-1)*STEP, k*STEP]`.
+    pub needs: [u32; NEED_STEPS],
+}
+
+/// The step of [`StackDepth::needs`], and its length (steps up to 64 KiB, the kernel's
+/// largest copy).
+pub const NEED_STEP: u64 = 512;
+pub const NEED_STEPS: usize = 129;
+
+impl Default for StackDepth {
+    fn default() -> Self {
+        StackDepth {
+            size: 0,
+            samples: 0,
+            need_max: 0,
+            cut: 0,
+            cut_need_max: 0,
+            needs: [0; NEED_STEPS],
+        }
+    }
+}
+
+impl StackDepth {
+    /// Counts one stack that needed `bytes` of the copy (`cut`: it went past its end).
+    pub fn add(&mut self, bytes: u64, cut: bool) {
+        self.samples += 1;
+        self.need_max = self.need_max.max(bytes);
+        if cut {
+            self.cut += 1;
+            self.cut_need_max = self.cut_need_max.max(bytes);
+        }
+        let step = usize::try_from(bytes.div_ceil(NEED_STEP)).unwrap_or(usize::MAX);
+        if let Some(n) = self.needs.get_mut(step.min(NEED_STEPS - 1)) {
+            *n = n.saturating_add(1);
+        }
+    }
+
+    /// Adds another window's counts (of the same copy size).
+    pub fn merge(&mut self, o: &StackDepth) {
+        self.size = o.size;
+        self.samples += o.samples;
+        self.need_max = self.need_max.max(o.need_max);
+        self.cut += o.cut;
+        self.cut_need_max = self.cut_need_max.max(o.cut_need_max);
+        for (a, b) in self.needs.iter_mut().zip(o.needs.iter()) {
+            *a = a.saturating_add(*b);
+        }
+    }
+
+    /// The need that all but `1/per` of the stacks stay within (a step's upper end).
+    pub fn need_within(&self, per: u64) -> u64 {
+        let allowed = self.samples / per;
+        let mut above = self.samples;
+        for (k, &n) in self.needs.iter().enumerate() {
+            above = above.saturating_sub(u64::from(n));
+            if above <= allowed {
+                return (k as u64 * NEED_STEP).min(self.need_max);
+            }
+        }
+        self.need_max
+    }
+}
+
+/// A record as its twin from the other opening of the same event would be: while an event
+/// is re-opened, the old and the new fds are both enabled for a moment, and each event
+/// they both see is written twice, one record after the other in the same ring.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Twin {
+    key: u64,
+    generation: u32,
+    /// A sample's time (side-band records: `None`).
+    time: Option<u64>,
+    /// Already matched: a third record is not a twin of this pair.
+    paired: bool,
 }
 
 impl Session {
@@ -250,7 +358,30 @@ impl Session {
             frames: Vec::with_capacity(128),
             chain: Vec::with_capacity(256),
             recovered_marks: FxHashMap::default(),
+            depths: vec![StackDepth::default(); n],
+            generation: FxHashMap::default(),
+            ring: None,
+            last_in_ring: Vec::new(),
         }
+    }
+
+    /// Event `ev` was opened again (its new fds have `ids`), as opening number
+    /// `generation` (1 and up). Its records are handed on with the event's first id (see
+    /// `SampleCtx::corrected_id`, `SideBand::canonical_id`); a record written twice while
+    /// both openings were enabled is handed on once (see [`Session::twin`]).
+    pub fn add_ids(&mut self, ev: usize, ids: &[u64], generation: u32) {
+        for &id in ids {
+            self.ids.insert(id, ev);
+            self.generation.insert(id, generation);
+        }
+    }
+
+    /// How much stack copy event `ev`'s unwinds needed since the last call; starts over.
+    pub fn take_depth(&mut self, ev: usize) -> StackDepth {
+        self.depths
+            .get_mut(ev)
+            .map(std::mem::take)
+            .unwrap_or_default()
     }
 
     /// Finishes stacks cut at the copy's end from the live process, and reads a process's
@@ -369,6 +500,79 @@ impl Session {
         r
     }
 
+    /// [`Session::handle_in_ring`] for a record of ring number `ring` of a live run.
+    pub fn handle_from_ring(
+        &mut self,
+        ring: usize,
+        sole_event: Option<usize>,
+        ty: u32,
+        misc: u16,
+        bytes: &[u8],
+        handler: &mut dyn Handler,
+    ) -> io::Result<()> {
+        self.ring = Some(ring);
+        let r = self.handle_in_ring(sole_event, ty, misc, bytes, handler);
+        self.ring = None;
+        r
+    }
+
+    /// The opening a record's id came from (0: the first, or an id not re-opened).
+    fn generation_of(&self, ty: u32, body: &[u8]) -> u32 {
+        if self.generation.is_empty() {
+            return 0;
+        }
+        records::record_identifier(ty, body, self.side_info())
+            .and_then(|id| self.generation.get(&id).copied())
+            .unwrap_or(0)
+    }
+
+    /// Whether the record keyed `key`, of opening `generation`, is the second of a twin
+    /// pair: the record before it in its ring has the same key and came from another
+    /// opening of the same event, or is a sample stamped with the same time. The kernel
+    /// writes both of a pair at once (the event's fds, old and new, are called one after
+    /// the other for the same fault, tracepoint hit or mmap), so the pair is adjacent in
+    /// the ring. Since 6.2 the two samples of one fault also share what the kernel computed
+    /// for the first (`perf_prepare_sample` skips what `data->sample_flags` already holds):
+    /// the same time and the first fd's id, so only the time tells them from two faults. A
+    /// record of the same opening with the same key and another time (a read then a write
+    /// fault at one address) is never matched.
+    fn twin(&mut self, key: u64, generation: u32, time: Option<u64>) -> bool {
+        let Some(ring) = self.ring else {
+            return false;
+        };
+        if self.last_in_ring.len() <= ring {
+            self.last_in_ring.resize(ring + 1, None);
+        }
+        let last = &mut self.last_in_ring[ring];
+        if let Some(prev) = last
+            && !prev.paired
+            && prev.key == key
+            && (prev.generation != generation || (time.is_some() && prev.time == time))
+        {
+            prev.paired = true;
+            self.stats.twins += 1;
+            return true;
+        }
+        *last = Some(Twin {
+            key,
+            generation,
+            time,
+            paired: false,
+        });
+        false
+    }
+
+    /// The id of event `ev`'s first opening, for a record whose id came from a later one.
+    fn canonical_id(&self, ty: u32, body: &[u8]) -> Option<u64> {
+        if self.generation.is_empty() {
+            return None;
+        }
+        let id = records::record_identifier(ty, body, self.side_info())?;
+        self.generation.get(&id)?;
+        let ev = *self.ids.get(&id)?;
+        self.event_ids.get(ev).copied().flatten()
+    }
+
     /// Handles one complete record (header included).
     pub fn handle(
         &mut self,
@@ -393,16 +597,30 @@ impl Session {
         } else {
             None
         };
+        if !self.generation.is_empty()
+            && self.ring.is_some()
+            && is_kernel_side_band(ty)
+            && ty != PERF_RECORD_LOST
+        {
+            // The fixed part of the record: its trailer holds the fd's id and time.
+            let head = body.len().saturating_sub(info.id_trailer_len());
+            let key = twin_key(&[&ty.to_ne_bytes(), &misc.to_ne_bytes(), &body[..head]]);
+            if self.twin(key, self.generation_of(ty, body), None) {
+                return Ok(());
+            }
+        }
         if let Some(rec) = &parsed {
             self.handle_side_band(misc, rec);
         } else if is_kernel_side_band(ty) {
             self.stats.malformed += 1;
             return Ok(());
         }
+        let canonical_id = self.canonical_id(ty, body);
         handler.side_band(&SideBand {
             bytes,
             rec: parsed.as_ref(),
             procs: &self.procs,
+            canonical_id,
         })
     }
 
@@ -535,6 +753,19 @@ impl Session {
             self.stats.excluded_self += 1;
             return Ok(());
         }
+        let generation = self.generation_of(PERF_RECORD_SAMPLE, body);
+        if !self.generation.is_empty() && self.ring.is_some() {
+            let key = twin_key(&[
+                &ev.to_ne_bytes(),
+                &sample.tid.unwrap_or(0).to_ne_bytes(),
+                &sample.ip.unwrap_or(0).to_ne_bytes(),
+                &sample.addr.unwrap_or(0).to_ne_bytes(),
+                sample.raw.unwrap_or(&[]),
+            ]);
+            if self.twin(key, generation, sample.time) {
+                return Ok(());
+            }
+        }
         if let Some(n) = self.stats.samples.get_mut(ev) {
             *n += 1;
         }
@@ -550,7 +781,7 @@ impl Session {
             && handler.wants_unwind(ev, &sample, &self.procs);
         let mut recovered = None;
         if unwound {
-            recovered = self.unwind_sample(&sample);
+            recovered = self.unwind_sample(ev, &sample);
             if let Some(&Some(max)) = self.max_stack.get(ev) {
                 cut_chain(&mut self.chain, usize::from(max));
             }
@@ -559,7 +790,7 @@ impl Session {
         {
             recovered = self.recovered_marks.get(&(time, tid)).copied();
         }
-        let corrected_id = (by_id != Some(ev))
+        let corrected_id = (by_id != Some(ev) || generation != 0)
             .then(|| self.event_ids.get(ev).copied().flatten())
             .flatten();
         handler.sample(&SampleCtx {
@@ -577,7 +808,7 @@ impl Session {
     /// Builds `self.chain`: the kernel part of the sample's callchain, then the user frames
     /// unwound from the copied stack. Returns the index among the user frames of the first
     /// one read from the live process, if any was.
-    fn unwind_sample(&mut self, sample: &Sample<'_>) -> Option<u32> {
+    fn unwind_sample(&mut self, ev: usize, sample: &Sample<'_>) -> Option<u32> {
         self.chain.clear();
         if let Some(cc) = &sample.callchain {
             self.chain.extend(cc.iter());
@@ -603,6 +834,15 @@ impl Session {
         let recovered = unwinders
             .last_recovered()
             .and_then(|i| u32::try_from(i).ok());
+        if let (Some(need), Some(d)) = (unwinders.last_need(), self.depths.get_mut(ev)) {
+            if d.size != stack.size {
+                *d = StackDepth {
+                    size: stack.size,
+                    ..StackDepth::default()
+                };
+            }
+            d.add(need.bytes, need.cut);
+        }
         self.stats.unwound += 1;
         if matches!(outcome, UnwindOutcome::Truncated(_)) {
             self.stats.truncated += 1;
@@ -636,6 +876,17 @@ fn cut_chain(chain: &mut Vec<u64>, max: usize) {
     if chain.last().is_some_and(|&ip| ip >= PERF_CONTEXT_MAX) {
         chain.pop();
     }
+}
+
+/// A hash of a record's parts, for [`Session::twin`].
+fn twin_key(parts: &[&[u8]]) -> u64 {
+    use std::hash::Hasher;
+    let mut h = rustc_hash::FxHasher::default();
+    for p in parts {
+        h.write_usize(p.len());
+        h.write(p);
+    }
+    h.finish()
 }
 
 fn is_kernel_side_band(ty: u32) -> bool {
@@ -673,7 +924,96 @@ pub fn lost_once(lost: u64, lost_samples: u64) -> u64 {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
+    use perf_event_open_sys::bindings::{self as b, perf_event_attr};
+
     use super::*;
+    use crate::records::encode_sample;
+
+    /// The ids and addresses of the samples it is handed, with the id the file gets.
+    #[derive(Default)]
+    struct Seen(Vec<(u64, u64, Option<u64>)>);
+
+    impl Handler for Seen {
+        fn sample(&mut self, s: &SampleCtx<'_>) -> io::Result<()> {
+            let id = s.sample.identifier.unwrap_or(0);
+            self.0
+                .push((id, s.sample.addr.unwrap_or(0), s.corrected_id));
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_record_both_openings_wrote_is_handed_on_once_with_the_first_id() {
+        let mut attr = perf_event_attr {
+            type_: b::PERF_TYPE_SOFTWARE,
+            config: b::PERF_COUNT_SW_PAGE_FAULTS.into(),
+            sample_type: u64::from(
+                b::PERF_SAMPLE_IDENTIFIER
+                    | b::PERF_SAMPLE_TID
+                    | b::PERF_SAMPLE_TIME
+                    | b::PERF_SAMPLE_ADDR,
+            ),
+            ..perf_event_attr::default()
+        };
+        attr.set_sample_id_all(1);
+        let info = ParseInfo::from_attr(&attr);
+        let ids: FxHashMap<u64, usize> = [(7, 0)].into_iter().collect();
+        let mut session = Session::new(vec![info], ids, Keep::default());
+        // Event 0 opened again (a new stack copy size): its new fd has id 9.
+        session.add_ids(0, &[9], 1);
+        let mut seen = Seen::default();
+        let mut feed = |session: &mut Session, ring: usize, id: u64, addr: u64, time: u64| {
+            let s = Sample {
+                identifier: Some(id),
+                pid: Some(1),
+                tid: Some(1),
+                time: Some(time),
+                addr: Some(addr),
+                ..Sample::default()
+            };
+            let mut buf = Vec::new();
+            encode_sample(&mut buf, 0, &s, &info, None).unwrap();
+            session
+                .handle_from_ring(ring, None, PERF_RECORD_SAMPLE, 0, &buf, &mut seen)
+                .unwrap();
+        };
+        // One fault seen by both fds, the new one first (the kernel adds an event at the
+        // head of its list): one sample.
+        feed(&mut session, 0, 9, 0x1000, 10);
+        feed(&mut session, 0, 7, 0x1000, 11);
+        // The same address again, by the new fd only (the old one is disabled): a fault of
+        // its own, not a twin.
+        feed(&mut session, 0, 9, 0x1000, 20);
+        // Different addresses are never twins.
+        feed(&mut session, 0, 7, 0x2000, 30);
+        feed(&mut session, 0, 9, 0x3000, 31);
+        // Nor are records of two rings.
+        feed(&mut session, 0, 7, 0x4000, 40);
+        feed(&mut session, 1, 9, 0x4000, 41);
+        // Nor two records of one opening at two times.
+        feed(&mut session, 1, 9, 0x5000, 50);
+        feed(&mut session, 1, 9, 0x5000, 51);
+        // Since 6.2 both samples of one fault carry the first fd's id and its time.
+        feed(&mut session, 1, 9, 0x6000, 60);
+        feed(&mut session, 1, 9, 0x6000, 60);
+        assert_eq!(
+            seen.0,
+            [
+                (9, 0x1000, Some(7)),
+                (9, 0x1000, Some(7)),
+                (7, 0x2000, None),
+                (9, 0x3000, Some(7)),
+                (7, 0x4000, None),
+                (9, 0x4000, Some(7)),
+                (9, 0x5000, Some(7)),
+                (9, 0x5000, Some(7)),
+                (9, 0x6000, Some(7)),
+            ]
+        );
+        assert_eq!(session.stats().twins, 2);
+        assert_eq!(session.stats().samples, [9]);
+    }
 
     #[test]
     fn max_stack_cuts_frames_not_markers() {

@@ -519,6 +519,7 @@ fn live<T: Tool>(
         cmdline: std::env::args().collect(),
         include_self: false,
         side_band: true,
+        stack_auto: false,
     };
     let mut cx = Cx::new(out, formats, cfg.stacks);
     cx.present = present;

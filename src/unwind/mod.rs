@@ -250,6 +250,17 @@ impl UnwindStats {
     }
 }
 
+/// How much of a stack copy one unwind needed: the bytes from the stack pointer to the end
+/// of the highest word it read, in the copy or (when the copy ended first) past it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StackNeed {
+    pub bytes: u64,
+    /// The unwind went past the end of a copy as long as asked: a larger copy would have
+    /// held more of it (`bytes` is then exact when the live process finished the stack, a
+    /// lower bound otherwise).
+    pub cut: bool,
+}
+
 type NativeUnwinder = UnwinderNative<SectionData, MayAllocateDuringUnwind>;
 
 /// One executable mapping of a process.
@@ -335,6 +346,8 @@ pub struct Unwinders {
     live: Option<Box<dyn LiveMemory>>,
     /// Of the last stack unwound: the index of its first frame found in the live process.
     last_recovered: Option<usize>,
+    /// Of the last stack unwound: the copy size it needed (see [`StackNeed`]).
+    last_need: Option<StackNeed>,
     /// Load a mapping's file when a sample of its process is first unwound, not when the
     /// mapping is met.
     lazy: bool,
@@ -349,18 +362,30 @@ const CACHE_RESET_CHANGES: u32 = 30_000;
 pub(crate) struct StackCopy<'a> {
     sp: u64,
     bytes: &'a [u8],
+    /// The end of the highest word read so far: how much of the copy the unwind used.
+    used_to: std::cell::Cell<u64>,
 }
 
 impl<'a> StackCopy<'a> {
     pub(crate) fn new(sp: u64, bytes: &'a [u8]) -> StackCopy<'a> {
-        StackCopy { sp, bytes }
+        StackCopy {
+            sp,
+            bytes,
+            used_to: std::cell::Cell::new(sp),
+        }
     }
 
     /// The native-endian word at `addr`, if all 8 bytes are inside the copy.
     pub(crate) fn read(&self, addr: u64) -> Option<u64> {
         let off = usize::try_from(addr.checked_sub(self.sp)?).ok()?;
         let word = self.bytes.get(off..off.checked_add(8)?)?;
+        self.used_to.set(self.used_to.get().max(addr + 8));
         Some(u64::from_ne_bytes(word.try_into().ok()?))
+    }
+
+    /// The bytes of the copy the unwind read, from `sp` to the end of its highest word.
+    fn used(&self) -> u64 {
+        self.used_to.get() - self.sp
     }
 
     fn end(&self) -> u64 {
@@ -408,6 +433,7 @@ impl Unwinders {
             module_changes: 0,
             live: None,
             last_recovered: None,
+            last_need: None,
             lazy: false,
         }
     }
@@ -429,6 +455,11 @@ impl Unwinders {
     /// when [`Self::set_live`] finished it.
     pub fn last_recovered(&self) -> Option<usize> {
         self.last_recovered
+    }
+
+    /// How much stack copy the last stack unwound needed (`None` in frame-pointer mode).
+    pub fn last_need(&self) -> Option<StackNeed> {
+        self.last_need
     }
 
     pub fn mode(&self) -> UnwindMode {
@@ -658,6 +689,7 @@ impl Unwinders {
     ) -> UnwindOutcome {
         out.clear();
         self.last_recovered = None;
+        self.last_need = None;
         self.load_pending(pid);
         let copy = StackCopy::new(regs.sp, stack);
         let mut cut = None;
@@ -686,7 +718,19 @@ impl Unwinders {
             }),
             _ => None,
         }) {
-            self.count_cut(&c, out.len(), (stack.len() as u64) < requested);
+            let short = (stack.len() as u64) < requested;
+            self.count_cut(&c, out.len(), short);
+            // A short copy ended at a stack page the thread never touched: no copy size
+            // holds more, so only what it read counts.
+            self.last_need = Some(StackNeed {
+                bytes: if short { copy.used() } else { c.needed },
+                cut: !short,
+            });
+        } else if self.mode == UnwindMode::Dwarf {
+            self.last_need = Some(StackNeed {
+                bytes: copy.used(),
+                cut: false,
+            });
         }
         self.stats.samples += 1;
         self.stats.frames += out.len() as u64;

@@ -171,8 +171,13 @@ fn copy_end_lines(s: &UnwindStats, unwound: u64, cfg: &RecordConfig) -> Vec<Stri
         CallGraph::Dwarf { stack_bytes } => stack_bytes,
         _ => 0,
     };
+    let copy_words = if cfg.stack_auto {
+        "their stack copy".to_string()
+    } else {
+        format!("the {copy}-byte stack copy")
+    };
     lines.push(format!(
-        "    {} stacks went past the {copy}-byte stack copy: {} finished from the live process \
+        "    {} stacks went past {copy_words}: {} finished from the live process \
          ({} frames, marked {} in the report and script), {} could not be read (the thread had \
          exited), {} rejected by validation",
         s.cut_at_copy_end,
@@ -194,7 +199,7 @@ fn copy_end_lines(s: &UnwindStats, unwound: u64, cfg: &RecordConfig) -> Vec<Stri
         }
         if short < s.cut_at_copy_end {
             match s.copy_size_needed() {
-                Some(size) if size > u64::from(copy) => lines.push(format!(
+                Some(size) if size > u64::from(copy) && !cfg.stack_auto => lines.push(format!(
                     "    {pct:.1}% of stacks went past the copy: --call-graph dwarf,{size} would \
                      have held them all"
                 )),

@@ -1,0 +1,502 @@
+//! `--call-graph dwarf,auto`: the size of the user stack copy, learnt while recording.
+//!
+//! The kernel copies the whole requested size into the ring on every sample (up to the first
+//! stack page the thread never touched), and that copy is most of a DWARF recording's cost.
+//! The session measures how much of each copy the unwinds read (`session::StackDepth`).
+//! After [`LEARN_SAMPLES`] stacks, an event is opened again with the size that held all but
+//! one in [`TAIL`] of them, and headroom ([`fit`]); the deepest few (the dynamic loader's at
+//! start-up) are finished from the live process (`unwind::live`). When [`GROW_CUTS`] stacks
+//! of a window go past the copy it is opened again larger at once. It never shrinks below
+//! a size it had to grow to, and is opened again at most [`MAX_REOPENS`] times.
+//!
+//! Opening again: the new fds write into the same rings (`SET_OUTPUT`) and are enabled before
+//! the old ones are disabled, so no event goes unseen; a record both wrote meanwhile is handed
+//! on once, with the event's first id (`Session::add_ids`). Where the event is inherited (a
+//! command, `-p`), the new one is opened on every thread of the target's process tree, and
+//! the tree is read again once the old ones are disabled, for threads that started between.
+
+use std::os::fd::{AsFd, OwnedFd};
+
+use anyhow::{Context, Result, anyhow, bail};
+use perf_event_open_sys::bindings::{
+    PERF_TYPE_HARDWARE, PERF_TYPE_HW_CACHE, PERF_TYPE_RAW, PERF_TYPE_SOFTWARE,
+    PERF_TYPE_TRACEPOINT, perf_event_attr,
+};
+
+use super::open::{FdSlot, Opened, Placement, ResolvedEvent, set_filter};
+use crate::cli::{MAX_STACK_BYTES, RecordConfig, Target};
+use crate::procfs;
+use crate::session::{Session, StackDepth};
+use crate::sys::open::{
+    FeatureState, SysOpener, ioc_disable, ioc_enable, ioc_id, ioc_set_output, open_event,
+};
+
+/// Stacks measured before an event's copy is made smaller.
+pub(crate) const LEARN_SAMPLES: u64 = 2000;
+/// The copy is sized for all but one stack in this many (the deepest few, such as the
+/// dynamic loader's at start-up, are finished from the live process).
+pub(crate) const TAIL: u64 = 200;
+/// Stacks past the copy in one window that make it grow at once.
+pub(crate) const GROW_CUTS: u64 = LEARN_SAMPLES / TAIL;
+/// The smallest copy `auto` gives.
+pub(crate) const MIN_BYTES: u32 = 1024;
+/// How often one event is opened again, at most.
+pub(crate) const MAX_REOPENS: u32 = 8;
+
+/// The copy size for stacks whose unwinds read `need` bytes of it: half again (at least 512
+/// bytes more), in 512-byte steps, within [`MIN_BYTES`] and the kernel's largest.
+pub(crate) fn fit(need: u64) -> u32 {
+    let want = need
+        .saturating_add((need / 2).max(512))
+        .div_ceil(512)
+        .saturating_mul(512);
+    u32::try_from(want)
+        .unwrap_or(u32::MAX)
+        .clamp(MIN_BYTES, MAX_STACK_BYTES)
+}
+
+/// What an event's copy size should become after `w`, the stacks unwound at `size`;
+/// `floor` is the largest size it had to grow to.
+pub(crate) fn decide(size: u32, floor: u32, w: &StackDepth) -> Option<u32> {
+    if w.cut >= GROW_CUTS {
+        // `cut_need_max` is exact when the live process finished the stack, else a lower
+        // bound: at least double.
+        let grown = fit(w.cut_need_max)
+            .max(size.saturating_mul(2))
+            .min(MAX_STACK_BYTES);
+        return (grown > size).then_some(grown);
+    }
+    if w.samples < LEARN_SAMPLES {
+        return None;
+    }
+    let want = fit(w.need_within(TAIL)).max(floor);
+    (want <= size / 4 * 3).then_some(want)
+}
+
+/// One event whose copy size is learnt.
+struct Auto {
+    ev: usize,
+    size: u32,
+    floor: u32,
+    /// The stacks unwound at `size` since the last decision.
+    window: StackDepth,
+    reopens: u32,
+    /// Each size the event had, from how many stacks on.
+    history: Vec<(u32, u64)>,
+    /// Stacks unwound so far.
+    seen: u64,
+    need_max: u64,
+}
+
+/// The `dwarf,auto` sizing of one recording.
+pub(crate) struct StackSizer {
+    autos: Vec<Auto>,
+    /// The processes whose trees inherited events follow; `None`: open again where the
+    /// first fds were (system-wide, per CPU; or the given threads).
+    tree: Option<Vec<u32>>,
+    generation: u32,
+    /// Why sizing stopped, if it did.
+    stopped: Option<String>,
+}
+
+impl StackSizer {
+    /// The sizer for a recording with `--call-graph dwarf,auto`, else `None`. Events with
+    /// their own stack size (`/stack-size=N/`) and uprobe PMU events (their attr points at
+    /// the probe's path) keep theirs.
+    pub(crate) fn new(cfg: &RecordConfig, opened: &Opened, child: Option<i32>) -> Option<Self> {
+        if !cfg.stack_auto {
+            return None;
+        }
+        let autos: Vec<Auto> = opened
+            .events
+            .iter()
+            .enumerate()
+            .filter(|(_, e)| e.spec.terms.call_graph.is_none() && resizable(e))
+            .filter_map(|(ev, e)| {
+                let size = e.attr.as_ref()?.sample_stack_user;
+                (size > 0).then(|| Auto {
+                    ev,
+                    size,
+                    floor: 0,
+                    window: StackDepth::default(),
+                    reopens: 0,
+                    history: vec![(size, 0)],
+                    seen: 0,
+                    need_max: 0,
+                })
+            })
+            .collect();
+        if autos.is_empty() {
+            return None;
+        }
+        let tree = match &cfg.target {
+            Target::Command => Some(vec![u32::try_from(child?).ok()?]),
+            Target::Pids(p) => Some(p.clone()),
+            Target::SystemWide | Target::Tids(_) => None,
+        };
+        Some(StackSizer {
+            autos,
+            tree,
+            generation: 0,
+            stopped: None,
+        })
+    }
+
+    /// After a drain round: takes what the unwinds needed and opens events again where the
+    /// copy size should change. A failure to open stops sizing (the events stay as they
+    /// are) and is said in the summary.
+    pub(crate) fn round(&mut self, opened: &mut Opened, session: &mut Session) {
+        if self.stopped.is_some() {
+            return;
+        }
+        for i in 0..self.autos.len() {
+            let a = &mut self.autos[i];
+            let d = session.take_depth(a.ev);
+            if d.samples == 0 || d.size != u64::from(a.size) {
+                continue;
+            }
+            a.window.merge(&d);
+            a.need_max = a.need_max.max(d.need_max).max(d.cut_need_max);
+            a.seen += d.samples;
+            let decided = decide(a.size, a.floor, &a.window);
+            if a.window.samples >= LEARN_SAMPLES {
+                a.window = StackDepth::default();
+            }
+            let Some(new) = decided else { continue };
+            if a.reopens >= MAX_REOPENS {
+                continue;
+            }
+            self.generation += 1;
+            let (ev, generation) = (a.ev, self.generation);
+            match reopen(opened, ev, new, self.tree.as_deref()) {
+                Ok(None) => return,
+                Ok(Some(ids)) => {
+                    session.add_ids(ev, &ids, generation);
+                    let a = &mut self.autos[i];
+                    if new > a.size {
+                        a.floor = new;
+                    }
+                    a.size = new;
+                    a.window = StackDepth::default();
+                    a.reopens += 1;
+                    a.history.push((new, a.seen));
+                }
+                Err(e) => {
+                    let name = &opened.events[ev].spec.name;
+                    self.stopped = Some(format!(
+                        "dwarf,auto: could not open `{name}` again with a {new}-byte stack copy \
+                         ({e:#}); it kept its size"
+                    ));
+                    return;
+                }
+            }
+        }
+    }
+
+    /// The summary's lines: each event's sizes, and why sizing stopped.
+    pub(crate) fn notes(&self, opened: &Opened, session: &Session) -> Vec<String> {
+        let mut notes = Vec::new();
+        for a in &self.autos {
+            let name = opened
+                .events
+                .get(a.ev)
+                .map_or("?", |e| e.spec.name.as_str());
+            let sizes: Vec<String> = a
+                .history
+                .iter()
+                .map(|&(size, from)| match from {
+                    0 => format!("{size} bytes"),
+                    n => format!("{size} from stack {n} on"),
+                })
+                .collect();
+            notes.push(format!(
+                "dwarf,auto: `{name}` copied {} ({} stacks; the deepest read {} bytes of its copy)",
+                sizes.join(", then "),
+                a.seen,
+                a.need_max
+            ));
+        }
+        let twins = session.stats().twins;
+        if twins > 0 {
+            notes.push(format!(
+                "dwarf,auto: {twins} records written by an event's old and new fds while both \
+                 were enabled were kept once"
+            ));
+        }
+        notes.extend(self.stopped.clone());
+        notes
+    }
+}
+
+/// Event types whose attr holds no pointer into memperf's memory.
+fn resizable(e: &ResolvedEvent) -> bool {
+    matches!(
+        e.type_,
+        PERF_TYPE_SOFTWARE
+            | PERF_TYPE_TRACEPOINT
+            | PERF_TYPE_HARDWARE
+            | PERF_TYPE_HW_CACHE
+            | PERF_TYPE_RAW
+    )
+}
+
+/// Fds opened for a new copy size, not yet part of `Opened`.
+#[derive(Default)]
+struct Fresh {
+    fds: Vec<(OwnedFd, Placement)>,
+    ids: Vec<u64>,
+}
+
+/// Opens event `ev` again with a `stack`-byte copy, in the rings it writes to, enables it,
+/// then disables its fds in use until now. Returns the new fds' ids, or `None` when no
+/// target thread is left.
+fn reopen(
+    opened: &mut Opened,
+    ev: usize,
+    stack: u32,
+    tree: Option<&[u32]>,
+) -> Result<Option<Vec<u64>>> {
+    let event = opened.events.get(ev).context("no such event")?;
+    let mut attr = event
+        .attr
+        .ok_or_else(|| anyhow!("the event was never opened"))?;
+    attr.sample_stack_user = stack;
+    attr.set_disabled(1);
+    attr.set_enable_on_exec(0);
+    let old: Vec<usize> = (0..opened.placements.len())
+        .filter(|&i| opened.placements[i].ev == ev && opened.placements[i].enabled)
+        .collect();
+    let mut rings: Vec<(u32, usize)> = old
+        .iter()
+        .map(|&i| (opened.placements[i].cpu, opened.placements[i].ring))
+        .collect();
+    rings.sort_unstable();
+    rings.dedup_by_key(|r| r.0);
+    let pids: Vec<i32> = match tree {
+        Some(roots) => procfs::tree_threads(roots)
+            .into_iter()
+            .filter_map(|t| i32::try_from(t).ok())
+            .collect(),
+        None => {
+            let mut p: Vec<i32> = old.iter().map(|&i| opened.placements[i].pid).collect();
+            p.sort_unstable();
+            p.dedup();
+            p
+        }
+    };
+    let mut fresh = Fresh::default();
+    open_on(opened, ev, &attr, (&rings, &pids), &mut fresh)?;
+    if fresh.fds.is_empty() {
+        // Every target thread has exited: the run is ending, nothing is left to size.
+        return Ok(None);
+    }
+    for (fd, _) in &fresh.fds {
+        ioc_enable(fd.as_fd()).context("failed to enable the new fd")?;
+    }
+    if let Some(hold) = overlap_for_tests() {
+        std::thread::sleep(hold);
+    }
+    for &i in &old {
+        if let Some(fd) = opened.fd_of(opened.placements[i].fd) {
+            ioc_disable(fd).context("failed to disable the former fd")?;
+        }
+        opened.placements[i].enabled = false;
+    }
+    if let Some(roots) = tree {
+        // Threads that started after the tree was read but took their events from a parent
+        // before the new fds were on it.
+        let late: Vec<i32> = procfs::tree_threads(roots)
+            .into_iter()
+            .filter_map(|t| i32::try_from(t).ok())
+            .filter(|t| pids.binary_search(t).is_err())
+            .collect();
+        let n = fresh.fds.len();
+        let sweep = open_on(opened, ev, &attr, (&rings, &late), &mut fresh).and_then(|()| {
+            fresh.fds[n..]
+                .iter()
+                .try_for_each(|(fd, _)| ioc_enable(fd.as_fd()))
+                .context("failed to enable the new fd")
+        });
+        if let Err(e) = sweep {
+            // Keep every thread seen: the former fds again (records both write are kept
+            // once), then say why sizing stopped.
+            for &i in &old {
+                if let Some(fd) = opened.fd_of(opened.placements[i].fd) {
+                    let _ = ioc_enable(fd);
+                }
+                opened.placements[i].enabled = true;
+            }
+            commit(opened, fresh);
+            return Err(e);
+        }
+    }
+    Ok(Some(commit(opened, fresh)))
+}
+
+/// How long the old and new fds stay enabled together: a moment (the ioctls between), or
+/// as long as `MEMPERF_RESIZE_OVERLAP_MS` says, so that the tests see records written by both
+/// (tests/stacks.rs).
+fn overlap_for_tests() -> Option<std::time::Duration> {
+    let ms: u64 = std::env::var("MEMPERF_RESIZE_OVERLAP_MS")
+        .ok()?
+        .parse()
+        .ok()?;
+    Some(std::time::Duration::from_millis(ms.min(1000)))
+}
+
+/// Keeps the fresh fds in `opened` (the driver reads their losses and closes them at the
+/// end) and returns their ids.
+fn commit(opened: &mut Opened, fresh: Fresh) -> Vec<u64> {
+    for (fd, mut p) in fresh.fds {
+        p.fd = FdSlot::Fd(opened.fds.len());
+        opened.fds.push(fd);
+        opened.placements.push(p);
+    }
+    fresh.ids
+}
+
+/// Opens `attr` for event `ev` on each (CPU, ring) × pid, redirected to that ring.
+fn open_on(
+    opened: &Opened,
+    ev: usize,
+    attr: &perf_event_attr,
+    (rings, pids): (&[(u32, usize)], &[i32]),
+    fresh: &mut Fresh,
+) -> Result<()> {
+    let event = &opened.events[ev];
+    for &(cpu, ring) in rings {
+        let ring_fd = opened
+            .rings
+            .get(ring)
+            .map(|r| r.fd())
+            .context("no such ring")?;
+        for &pid in pids {
+            let mut a = *attr;
+            let fd = match open_event(
+                &SysOpener,
+                &mut a,
+                pid,
+                cpu as i32,
+                &mut FeatureState::default(),
+            ) {
+                Ok(fd) => fd,
+                // A thread that exited since the tree was read.
+                Err(libc::ESRCH) => continue,
+                Err(errno) => bail!(
+                    "perf_event_open on CPU {cpu}, pid {pid}: {}",
+                    std::io::Error::from_raw_os_error(errno)
+                ),
+            };
+            set_filter(fd.as_fd(), event)?;
+            let id = ioc_id(fd.as_fd()).context("failed to read the new fd's id")?;
+            ioc_set_output(fd.as_fd(), ring_fd).context("failed to redirect the new fd")?;
+            fresh.ids.push(id);
+            fresh.fds.push((
+                fd,
+                Placement {
+                    ev,
+                    cpu,
+                    pid,
+                    ring,
+                    fd: FdSlot::Fd(usize::MAX),
+                    enabled: true,
+                },
+            ));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `samples` stacks needing `need` bytes, `deep` more needing `deep_need`, and `cut`
+    /// of those past the copy.
+    fn window(samples: u64, need: u64, (deep, deep_need): (u64, u64), cut: u64) -> StackDepth {
+        let mut w = StackDepth {
+            size: 8192,
+            ..StackDepth::default()
+        };
+        for _ in 0..samples {
+            w.add(need, false);
+        }
+        for i in 0..deep {
+            w.add(deep_need, i < cut);
+        }
+        w
+    }
+
+    #[test]
+    fn fit_adds_headroom_in_512_byte_steps_within_the_kernels_bounds() {
+        assert_eq!(fit(0), 1024);
+        assert_eq!(fit(600), 1536);
+        assert_eq!(fit(1024), 1536);
+        assert_eq!(fit(1025), 2048);
+        assert_eq!(fit(10_000), 15_360);
+        assert_eq!(fit(60_000), MAX_STACK_BYTES);
+        assert_eq!(fit(u64::MAX), MAX_STACK_BYTES);
+    }
+
+    #[test]
+    fn shrinks_only_after_enough_stacks_and_by_a_quarter_at_least() {
+        assert_eq!(
+            decide(8192, 0, &window(LEARN_SAMPLES - 1, 600, (0, 0), 0)),
+            None
+        );
+        assert_eq!(
+            decide(8192, 0, &window(LEARN_SAMPLES, 600, (0, 0), 0)),
+            Some(1536)
+        );
+        // 6656 is not a quarter below 8192: not worth opening again; 6144 is.
+        assert_eq!(
+            decide(8192, 0, &window(LEARN_SAMPLES, 4200, (0, 0), 0)),
+            None
+        );
+        assert_eq!(
+            decide(8192, 0, &window(LEARN_SAMPLES, 4000, (0, 0), 0)),
+            Some(6144)
+        );
+        // Never below a size the event had to grow to.
+        assert_eq!(
+            decide(8192, 4096, &window(LEARN_SAMPLES, 600, (0, 0), 0)),
+            Some(4096)
+        );
+        assert_eq!(
+            decide(4096, 4096, &window(LEARN_SAMPLES, 600, (0, 0), 0)),
+            None
+        );
+    }
+
+    #[test]
+    fn a_few_deep_stacks_do_not_hold_the_copy_large() {
+        // The loader's 5.6 KiB stacks at start-up, 9 of 2000: sized for the others.
+        let w = window(LEARN_SAMPLES - 9, 600, (9, 5608), 0);
+        assert_eq!(w.need_within(TAIL), 1024);
+        assert_eq!(decide(8192, 0, &w), Some(1536));
+        // One stack in a hundred is not a few.
+        let w = window(LEARN_SAMPLES - 20, 600, (20, 5608), 0);
+        assert_eq!(w.need_within(TAIL), 5608);
+        assert_eq!(decide(8192, 0, &w), None);
+    }
+
+    #[test]
+    fn grows_at_once_when_stacks_go_past_the_copy() {
+        // GROW_CUTS cut stacks are enough, whatever the count; fewer are finished live.
+        assert_eq!(
+            decide(1536, 0, &window(1, 1000, (GROW_CUTS, 1600), GROW_CUTS)),
+            Some(3072)
+        );
+        assert_eq!(
+            decide(1536, 0, &window(1, 1000, (GROW_CUTS, 1600), GROW_CUTS - 1)),
+            None
+        );
+        // An exact need beyond double is met with headroom.
+        let w = window(5, 1000, (GROW_CUTS, 9000), GROW_CUTS);
+        assert_eq!(decide(1536, 0, &w), Some(13_824));
+        let w = window(5, 1000, (GROW_CUTS, 90_000), GROW_CUTS);
+        assert_eq!(decide(MAX_STACK_BYTES, 0, &w), None);
+        let w = window(5, 1000, (GROW_CUTS, 41_000), GROW_CUTS);
+        assert_eq!(decide(40_000, 0, &w), Some(MAX_STACK_BYTES));
+    }
+}
