@@ -51,13 +51,13 @@ def whole(name):
     if name.startswith("memperf"):
         out = subprocess.run([memperf, "report", "--folded", "-i", data],
                              capture_output=True, text=True).stdout
-    elif name.startswith("perf"):
+    elif name.startswith("perf") and shutil.which("inferno-collapse-perf"):
         script = subprocess.run(["perf", "script", "-i", data], capture_output=True,
                                 text=True).stdout
         out = subprocess.run(["inferno-collapse-perf"], input=script, capture_output=True,
-                             text=True).stdout if shutil.which("inferno-collapse-perf") else ""
+                             text=True).stdout
     else:
-        return None
+        return None  # bpftrace's stacks are addresses; perf's need inferno to fold
     return sum(int(l.rsplit(" ", 1)[1]) for l in out.splitlines() if chain in l + " ")
 
 def run(name):

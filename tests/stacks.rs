@@ -50,9 +50,10 @@ fn stacks_past_the_copy_are_finished_from_the_live_process() {
     let dir = scratch();
     for mode in ["buffer", "deep"] {
         let live = dir.path().join(format!("{mode}.data"));
+        // A fixed copy: the advice is about its size.
         let o = record(
             &live,
-            &["-e", "page-faults"],
+            &["-e", "page-faults", "--call-graph", "dwarf"],
             &prog,
             &[mode, &PAGES.to_string(), "2000"],
         );
@@ -204,7 +205,7 @@ fn dwarf_auto_keeps_once_what_both_openings_wrote() {
     if !require_perf("--call-graph dwarf,auto") {
         return;
     }
-    // Old and new fds stay enabled together for 20 ms while the fixture faults: every
+    // Old and new fds stay enabled together for 5 ms while the fixture faults: every
     // fault in that time is written twice, and must be counted once.
     let prog = fixture("pagefault", Variant::NoFp);
     let dir = scratch();
@@ -214,7 +215,7 @@ fn dwarf_auto_keeps_once_what_both_openings_wrote() {
         &out,
         &prog,
         &[&pages.to_string()],
-        &[("MEMPERF_RESIZE_OVERLAP_MS", "20")],
+        &[("MEMPERF_RESIZE_OVERLAP_MS", "5")],
     );
     let sizes = auto_sizes(&err);
     assert!(sizes.len() >= 2 && sizes[1] < 8192, "{sizes:?}: {err}");
@@ -238,27 +239,45 @@ fn dwarf_auto_keeps_once_what_both_openings_wrote() {
 }
 
 #[test]
-fn dwarf_auto_grows_the_copy_when_stacks_go_past_it() {
+fn dwarf_auto_grows_the_copy_again_when_stacks_go_past_it() {
     if !require_perf("--call-graph dwarf,auto") {
         return;
     }
-    // 40 frames of 512 bytes: about 21 KiB of stack under touch_pages. The first stacks
-    // are finished from the live process, and the copy grows to hold the next ones.
+    // 3000 faults under main -> recurse -> touch_pages shrink the copy; 3000 more under 10
+    // frames of 512 bytes (about 5 KiB) go past it and are finished from the live process,
+    // and the copy grows back (never past its start) to hold the last 3000.
     let prog = fixture("deepstack", Variant::NoFp);
     let dir = scratch();
     let out = dir.path().join("grow.data");
-    let err = record_auto(&out, &prog, &["deep", &PAGES.to_string(), "300"], &[]);
+    let err = record_auto(&out, &prog, &["grow", "3000", "500"], &[]);
     let sizes = auto_sizes(&err);
     assert!(
-        sizes.len() >= 2 && sizes[0] == 8192 && sizes[1] >= 20480,
+        sizes.len() >= 3 && sizes[0] == 8192 && sizes[1] < 4096 && sizes[2] > sizes[1],
         "{sizes:?}: {err}"
     );
+    assert!(sizes.iter().all(|&s| s <= 8192), "{sizes:?}");
     let text = folded(&out);
+    let chain = |depth: usize| {
+        let mut c = vec!["main".to_string()];
+        c.extend(std::iter::repeat_n("recurse".to_string(), depth));
+        c.push("touch_pages".to_string());
+        c
+    };
     let touched = stacks_ending_in(&text, "touch_pages");
-    let whole: u64 = touched
-        .iter()
-        .filter(|(_, f)| f.ends_with(&expected_chain("deep")))
-        .map(|(n, _)| n)
-        .sum();
-    assert_eq!(whole, PAGES, "{text}\n{err}");
+    for (depth, n) in [(1, 3000), (10, 6000)] {
+        let whole: u64 = touched
+            .iter()
+            .filter(|(_, f)| f.ends_with(&chain(depth)))
+            .map(|(n, _)| n)
+            .sum();
+        assert_eq!(whole, n, "depth {depth}: {text}\n{err}");
+    }
+    // The last 3000 fitted the grown copy: at most the 3000 before (and a few of the
+    // loader's) went past one.
+    let past: u64 = err
+        .lines()
+        .find_map(|l| l.trim().split_once(" stacks went past their stack copy"))
+        .and_then(|(n, _)| n.parse().ok())
+        .unwrap_or_else(|| panic!("no count of stacks past the copy: {err}"));
+    assert!((10..3100).contains(&past), "{past}: {err}");
 }

@@ -107,13 +107,14 @@ pub struct RecordArgs {
     #[arg(short = 'g')]
     pub g: bool,
 
-    /// How to record user stacks: `dwarf[,STACK_BYTES]` (copy the stack and unwind it with
-    /// DWARF CFI, falling back to frame pointers where no CFI covers an address; default,
-    /// 8192 bytes), `dwarf,auto` (start at 8192 bytes, learn from the unwinds how much of
-    /// the copy the stacks need, and re-open the events with that size, growing again at
-    /// once when stacks go past it), `fp` (frame pointers, walked by the kernel) or `none`.
-    #[arg(long = "call-graph", value_name = "MODE", default_value = "dwarf")]
-    pub call_graph: String,
+    /// How to record user stacks: `dwarf,auto` (the default: copy the user stack and unwind
+    /// it with DWARF CFI, falling back to frame pointers where no CFI covers an address; the
+    /// copy starts at 8192 bytes, and the events are opened again with the size the unwinds
+    /// show the stacks need, larger at once when stacks go past it), `dwarf[,STACK_BYTES]`
+    /// (the same with a fixed copy, 8192 bytes unless given, as perf's), `fp` (frame
+    /// pointers, walked by the kernel) or `none`.
+    #[arg(long = "call-graph", value_name = "MODE")]
+    pub call_graph: Option<String>,
 
     /// When to unwind dwarf stacks: `online` unwinds while recording and stores only the
     /// resulting callchain (small files); `offline` stores the raw registers and stack bytes
@@ -429,7 +430,12 @@ impl RecordArgs {
             (None, Some(f)) => Some(Period::Frequency(f)),
             (None, None) => None,
         };
-        let (call_graph, stack_auto) = parse_record_call_graph(&self.call_graph)?;
+        // The default learns the copy size while recording; unwound later, it is perf's.
+        let call_graph = self.call_graph.as_deref().unwrap_or(match self.unwind {
+            UnwindWhen::Online => "dwarf,auto",
+            UnwindWhen::Offline => "dwarf",
+        });
+        let (call_graph, stack_auto) = parse_record_call_graph(call_graph)?;
         if self.unwind == UnwindWhen::Offline && !matches!(call_graph, CallGraph::Dwarf { .. }) {
             bail!("--unwind offline only applies to --call-graph dwarf");
         }

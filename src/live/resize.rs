@@ -6,8 +6,9 @@
 //! After [`LEARN_SAMPLES`] stacks, an event is opened again with the size that held all but
 //! one in [`TAIL`] of them, and headroom ([`fit`]); the deepest few (the dynamic loader's at
 //! start-up) are finished from the live process (`unwind::live`). When [`GROW_CUTS`] stacks
-//! of a window go past the copy it is opened again larger at once. It never shrinks below
-//! a size it had to grow to, and is opened again at most [`MAX_REOPENS`] times.
+//! of a window go past the copy it is opened again larger at once, up to the size it
+//! started at (deeper stacks are finished from the live process). It never shrinks below a
+//! size it had to grow to, and is opened again at most [`MAX_REOPENS`] times.
 //!
 //! Opening again: the new fds write into the same rings (`SET_OUTPUT`) and are enabled before
 //! the old ones are disabled, so no event goes unseen; a record both wrote meanwhile is handed
@@ -56,14 +57,12 @@ pub(crate) fn fit(need: u64) -> u32 {
 }
 
 /// What an event's copy size should become after `w`, the stacks unwound at `size`;
-/// `floor` is the largest size it had to grow to.
-pub(crate) fn decide(size: u32, floor: u32, w: &StackDepth) -> Option<u32> {
+/// `floor` is the largest size it had to grow to, `max` the largest it may have.
+pub(crate) fn decide(size: u32, (floor, max): (u32, u32), w: &StackDepth) -> Option<u32> {
     if w.cut >= GROW_CUTS {
         // `cut_need_max` is exact when the live process finished the stack, else a lower
         // bound: at least double.
-        let grown = fit(w.cut_need_max)
-            .max(size.saturating_mul(2))
-            .min(MAX_STACK_BYTES);
+        let grown = fit(w.cut_need_max).max(size.saturating_mul(2)).min(max);
         return (grown > size).then_some(grown);
     }
     if w.samples < LEARN_SAMPLES {
@@ -78,6 +77,10 @@ struct Auto {
     ev: usize,
     size: u32,
     floor: u32,
+    /// The size it started at: never more. A copy grown past it for a few deep stacks
+    /// (a compiler's, system-wide) multiplies what every sample costs and overflows the
+    /// rings; those are finished from the live process instead.
+    max: u32,
     /// The stacks unwound at `size` since the last decision.
     window: StackDepth,
     reopens: u32,
@@ -118,6 +121,7 @@ impl StackSizer {
                     ev,
                     size,
                     floor: 0,
+                    max: size,
                     window: StackDepth::default(),
                     reopens: 0,
                     history: vec![(size, 0)],
@@ -158,7 +162,7 @@ impl StackSizer {
             a.window.merge(&d);
             a.need_max = a.need_max.max(d.need_max).max(d.cut_need_max);
             a.seen += d.samples;
-            let decided = decide(a.size, a.floor, &a.window);
+            let decided = decide(a.size, (a.floor, a.max), &a.window);
             if a.window.samples >= LEARN_SAMPLES {
                 a.window = StackDepth::default();
             }
@@ -441,29 +445,29 @@ mod tests {
     #[test]
     fn shrinks_only_after_enough_stacks_and_by_a_quarter_at_least() {
         assert_eq!(
-            decide(8192, 0, &window(LEARN_SAMPLES - 1, 600, (0, 0), 0)),
+            decide(8192, (0, 8192), &window(LEARN_SAMPLES - 1, 600, (0, 0), 0)),
             None
         );
         assert_eq!(
-            decide(8192, 0, &window(LEARN_SAMPLES, 600, (0, 0), 0)),
+            decide(8192, (0, 8192), &window(LEARN_SAMPLES, 600, (0, 0), 0)),
             Some(1536)
         );
         // 6656 is not a quarter below 8192: not worth opening again; 6144 is.
         assert_eq!(
-            decide(8192, 0, &window(LEARN_SAMPLES, 4200, (0, 0), 0)),
+            decide(8192, (0, 8192), &window(LEARN_SAMPLES, 4200, (0, 0), 0)),
             None
         );
         assert_eq!(
-            decide(8192, 0, &window(LEARN_SAMPLES, 4000, (0, 0), 0)),
+            decide(8192, (0, 8192), &window(LEARN_SAMPLES, 4000, (0, 0), 0)),
             Some(6144)
         );
         // Never below a size the event had to grow to.
         assert_eq!(
-            decide(8192, 4096, &window(LEARN_SAMPLES, 600, (0, 0), 0)),
+            decide(8192, (4096, 8192), &window(LEARN_SAMPLES, 600, (0, 0), 0)),
             Some(4096)
         );
         assert_eq!(
-            decide(4096, 4096, &window(LEARN_SAMPLES, 600, (0, 0), 0)),
+            decide(4096, (4096, 8192), &window(LEARN_SAMPLES, 600, (0, 0), 0)),
             None
         );
     }
@@ -473,30 +477,27 @@ mod tests {
         // The loader's 5.6 KiB stacks at start-up, 9 of 2000: sized for the others.
         let w = window(LEARN_SAMPLES - 9, 600, (9, 5608), 0);
         assert_eq!(w.need_within(TAIL), 1024);
-        assert_eq!(decide(8192, 0, &w), Some(1536));
+        assert_eq!(decide(8192, (0, 8192), &w), Some(1536));
         // One stack in a hundred is not a few.
         let w = window(LEARN_SAMPLES - 20, 600, (20, 5608), 0);
         assert_eq!(w.need_within(TAIL), 5608);
-        assert_eq!(decide(8192, 0, &w), None);
+        assert_eq!(decide(8192, (0, 8192), &w), None);
     }
 
     #[test]
-    fn grows_at_once_when_stacks_go_past_the_copy() {
+    fn grows_at_once_when_stacks_go_past_the_copy_up_to_where_it_started() {
+        let m = MAX_STACK_BYTES;
         // GROW_CUTS cut stacks are enough, whatever the count; fewer are finished live.
-        assert_eq!(
-            decide(1536, 0, &window(1, 1000, (GROW_CUTS, 1600), GROW_CUTS)),
-            Some(3072)
-        );
-        assert_eq!(
-            decide(1536, 0, &window(1, 1000, (GROW_CUTS, 1600), GROW_CUTS - 1)),
-            None
-        );
-        // An exact need beyond double is met with headroom.
+        let w = window(1, 1000, (GROW_CUTS, 1600), GROW_CUTS);
+        assert_eq!(decide(1536, (0, m), &w), Some(3072));
+        let w = window(1, 1000, (GROW_CUTS, 1600), GROW_CUTS - 1);
+        assert_eq!(decide(1536, (0, m), &w), None);
+        // An exact need beyond double is met with headroom, within the largest size.
         let w = window(5, 1000, (GROW_CUTS, 9000), GROW_CUTS);
-        assert_eq!(decide(1536, 0, &w), Some(13_824));
-        let w = window(5, 1000, (GROW_CUTS, 90_000), GROW_CUTS);
-        assert_eq!(decide(MAX_STACK_BYTES, 0, &w), None);
+        assert_eq!(decide(1536, (0, m), &w), Some(13_824));
+        assert_eq!(decide(1536, (0, 8192), &w), Some(8192));
+        assert_eq!(decide(8192, (0, 8192), &w), None);
         let w = window(5, 1000, (GROW_CUTS, 41_000), GROW_CUTS);
-        assert_eq!(decide(40_000, 0, &w), Some(MAX_STACK_BYTES));
+        assert_eq!(decide(40_000, (0, m), &w), Some(m));
     }
 }

@@ -199,7 +199,7 @@ fn copy_end_lines(s: &UnwindStats, unwound: u64, cfg: &RecordConfig) -> Vec<Stri
         }
         if short < s.cut_at_copy_end {
             match s.copy_size_needed() {
-                Some(size) if size > u64::from(copy) && !cfg.stack_auto => lines.push(format!(
+                Some(size) if size > u64::from(copy) => lines.push(format!(
                     "    {pct:.1}% of stacks went past the copy: --call-graph dwarf,{size} would \
                      have held them all"
                 )),
