@@ -391,17 +391,17 @@ fn node_perf_prof_jitdump_names_js_frames() {
     );
 }
 
-/// Records `jitdump N DIR` (the fixture writes `DIR/jit-PID.dump`) and returns the
-/// recording's path and the dump's.
-fn record_jitdump(dir: &Path, variant: Variant, n: u32) -> (PathBuf, PathBuf) {
+/// Records `jitdump N DIR MODE` (the fixture writes `DIR/jit-PID.dump`) and returns the
+/// recording's path, the dump's and memperf record's standard error.
+fn record_jitdump(dir: &Path, variant: Variant, n: u32, mode: &str) -> (PathBuf, PathBuf, String) {
     let out = dir.join(format!("jit-{variant:?}.data"));
     let prog = fixture("jitdump", variant);
     let d = dir.to_str().unwrap();
-    record(
+    let o = record(
         &out,
-        &["-q", "-e", "page-faults", "-c", "1"],
+        &["-e", "page-faults", "-c", "1"],
         &prog,
-        &[&n.to_string(), d],
+        &[&n.to_string(), d, mode],
     );
     let dumps: Vec<PathBuf> = std::fs::read_dir(dir)
         .unwrap()
@@ -410,7 +410,7 @@ fn record_jitdump(dir: &Path, variant: Variant, n: u32) -> (PathBuf, PathBuf) {
         .collect();
     assert_eq!(dumps.len(), 1, "{dumps:?}");
     let dump = dumps[0].clone();
-    (out, dump)
+    (out, dump, stderr(&o))
 }
 
 /// The stacks through `main;jd_level1` and the JIT frame, as (frames after the comm, count).
@@ -437,7 +437,7 @@ fn jitdump_names_jit_code_and_its_stacks_reach_main() {
     const N: u32 = 200;
     for variant in Variant::ALL {
         let dir = scratch();
-        let (out, _) = record_jitdump(dir.path(), variant, N);
+        let (out, _, _) = record_jitdump(dir.path(), variant, N, "fp");
         let file = out.to_str().unwrap();
         let stacks = report_folded(&["-i", file]);
         let want =
@@ -467,7 +467,7 @@ fn damaged_jitdump_is_a_counted_problem_not_a_wrong_name() {
     }
     const N: u32 = 50;
     let dir = scratch();
-    let (out, dump) = record_jitdump(dir.path(), Variant::Fp, N);
+    let (out, dump, _) = record_jitdump(dir.path(), Variant::Fp, N, "fp");
     let file = out.to_str().unwrap();
     let whole = std::fs::read(&dump).unwrap();
     // Header (40 bytes), JIT_CODE_DEBUG_INFO, then the load: cut 20 bytes into the load.
@@ -497,4 +497,78 @@ fn damaged_jitdump_is_a_counted_problem_not_a_wrong_name() {
     assert!(status.success());
     let stacks = report_folded(&["-i", file]);
     assert_eq!(jit_stacks(&stacks).len(), 1, "{stacks:#?}");
+}
+
+/// The `truncated because:` line of `memperf record`'s summary (empty when none was).
+fn truncation_reasons(summary: &str) -> &str {
+    summary
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("truncated because: "))
+        .unwrap_or("")
+}
+
+/// Issue 14: JIT code that keeps no frame pointer (it moves the stack pointer and uses rbp
+/// for data) is walked through by the unwind info its jitdump gives it
+/// (`JIT_CODE_UNWINDING_INFO`, a hand-built `.eh_frame`): every fault's stack runs from the
+/// C function it called back through the JIT function to `main`. Without that record, every
+/// walk stops at the JIT frame and is counted truncated.
+#[test]
+fn jitdump_unwinding_info_walks_through_jit_code_without_a_frame_pointer() {
+    let what = "jitdump unwinding info";
+    if !require_perf(what) {
+        return;
+    }
+    if !cfg!(target_arch = "x86_64") {
+        eprintln!("skipping {what}: the fixture's JIT code is x86-64");
+        return;
+    }
+    const N: u32 = 200;
+    let through_jit = |stacks: &BTreeMap<String, u64>| -> Vec<(String, u64)> {
+        stacks
+            .iter()
+            .filter_map(|(s, n)| {
+                let (_, frames) = s.split_once(';')?;
+                frames
+                    .ends_with("jit_call_touch;jd_touch")
+                    .then(|| (frames.to_string(), *n))
+            })
+            .collect()
+    };
+    let dir = scratch();
+    let (out, _, summary) = record_jitdump(dir.path(), Variant::NoFp, N, "cfi");
+    let stacks = report_folded(&["-i", out.to_str().unwrap()]);
+    let want = "_start;__libc_start_main_impl;__libc_start_call_main;main;jd_level1;\
+                jit_call_touch;jd_touch";
+    assert_eq!(
+        through_jit(&stacks),
+        vec![(want.to_string(), u64::from(N))],
+        "{stacks:#?}"
+    );
+    assert!(
+        summary
+            .contains("1 JIT functions unwound by their jitdump's unwind info (80 bytes of CFI)"),
+        "{summary}"
+    );
+    // Faults elsewhere may be cut at the stack copy's end (the exit path); none for want of
+    // unwind info.
+    assert!(
+        !truncation_reasons(&summary).contains("no unwind info"),
+        "{summary}"
+    );
+
+    let dir = scratch();
+    let (out, _, summary) = record_jitdump(dir.path(), Variant::NoFp, N, "nocfi");
+    let stacks = report_folded(&["-i", out.to_str().unwrap()]);
+    assert_eq!(
+        through_jit(&stacks),
+        vec![("jit_call_touch;jd_touch".to_string(), u64::from(N))],
+        "{stacks:#?}"
+    );
+    assert!(
+        truncation_reasons(&summary)
+            .split(", ")
+            .any(|r| r == format!("{N} no unwind info")),
+        "{summary}"
+    );
+    assert!(!summary.contains("JIT functions unwound"), "{summary}");
 }
