@@ -154,6 +154,8 @@ pub(crate) struct Records<'a> {
     r: Bytes<'a>,
     /// The offset of the next record.
     pub at: usize,
+    /// The file offset of the bytes' start, for the messages.
+    base: u64,
 }
 
 impl<'a> Records<'a> {
@@ -172,7 +174,13 @@ impl<'a> Records<'a> {
                 big: big_endian,
             },
             at,
+            base: 0,
         }
+    }
+
+    /// Says file offsets in its messages for bytes read from file offset `base`.
+    pub(crate) fn with_file_offset(self, base: u64) -> Records<'a> {
+        Records { base, ..self }
     }
 
     pub(crate) fn bytes(&self) -> Bytes<'a> {
@@ -182,13 +190,14 @@ impl<'a> Records<'a> {
     /// The record at the offset; moves past it when it was read whole.
     pub(crate) fn next_record(&mut self) -> Next<'a> {
         let (r, at) = (self.r, self.at);
+        let offset = self.base.saturating_add(at as u64);
         let (Some(id), Some(size), Some(timestamp)) = (r.u32(at), r.u32(at + 4), r.u64(at + 8))
         else {
             return Next::Incomplete;
         };
         let size = size as usize;
         if size < PREFIX {
-            return Next::Damage(format!("bad record size {size} at offset {at}"));
+            return Next::Damage(format!("bad record size {size} at offset {offset}"));
         }
         let Some(end) = at.checked_add(size).filter(|&e| e <= r.data.len()) else {
             return Next::Incomplete;
@@ -227,7 +236,7 @@ impl<'a> Records<'a> {
                 self.at = end;
                 Next::Record(rec)
             }
-            None => Next::Damage(format!("malformed record {id} at offset {at}")),
+            None => Next::Damage(format!("malformed record {id} at offset {offset}")),
         }
     }
 }

@@ -267,12 +267,19 @@ pub(super) fn read(p: &mut Process, stats: &mut UnwindStats) -> u32 {
     };
     // The first read starts at the file's start, the others after the last whole record.
     let start = if offset == 0 { header.size } else { 0 };
-    let mut records = Records::at(&data, header.big_endian, start);
+    let mut records = Records::at(&data, header.big_endian, start).with_file_offset(offset);
     let mut changes = 0;
     let end = loop {
         match records.next_record() {
             Next::Record(Record::Close) => break Some(None),
             Next::Record(rec) => changes += apply(p, rec, stats),
+            // A record larger than a read would never be read whole.
+            Next::Incomplete if records.at == start && data.len() as u64 == MAX_READ => {
+                let at = offset + start as u64;
+                break Some(Some(format!(
+                    "a record at offset {at} is larger than {MAX_READ} bytes"
+                )));
+            }
             Next::Incomplete => break None,
             Next::Damage(why) => break Some(Some(why)),
         }
@@ -500,7 +507,8 @@ mod tests {
         let st = u.stats();
         assert_eq!(st.jit_dump_problems, 1);
         let problem = st.jit_dump_first_problem.unwrap();
-        assert!(problem.contains("bad record size 8"), "{problem}");
+        let at = format!("bad record size 8 at offset {}", w.0.len());
+        assert!(problem.contains(&at), "{problem}");
         assert!(!u.procs.get_mut(&PID).unwrap().jit.wants_read());
         // The functions read stay; a file mapped over one removes it, an anonymous one not.
         assert!(covers(&u, 0x40000));
@@ -526,6 +534,24 @@ mod tests {
             build_id: None,
         });
         assert!(!covers(&u, 0x40000));
+    }
+
+    /// A record larger than one read is said, not read again and again.
+    #[test]
+    fn a_record_larger_than_a_read_stops_the_reads() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(format!("jit-{PID}.dump"));
+        let mut w = Writer::new();
+        w.load(1, (0x10000, MAX_READ, 1), "huge");
+        std::fs::write(&path, &w.0).unwrap();
+        let mut u = Unwinders::new(UnwindMode::Dwarf);
+        mapped(&mut u, &path);
+        let problem = u.stats().jit_dump_first_problem.unwrap();
+        assert!(
+            problem.contains("a record at offset 40 is larger"),
+            "{problem}"
+        );
+        assert!(!u.procs.get_mut(&PID).unwrap().jit.wants_read());
     }
 
     /// A dump cut anywhere, or with any byte flipped, is read without a panic; a record cut
