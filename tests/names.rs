@@ -572,3 +572,66 @@ fn jitdump_unwinding_info_walks_through_jit_code_without_a_frame_pointer() {
     );
     assert!(!summary.contains("JIT functions unwound"), "{summary}");
 }
+
+/// memperf reads a `perf record --call-graph dwarf` file of the same JIT as `perf inject
+/// --jit` makes perf read it: the `.eh_frame` where perf places it. Every stack through
+/// `jit_call_touch` that perf script prints after the injection reaches `main`, and memperf's
+/// report of the file as recorded (no injection needed) has the same stacks.
+#[test]
+fn jitdump_unwinding_info_is_read_as_perf_inject_reads_it() {
+    let what = "jitdump unwinding info beside perf inject";
+    if !require_perf(what) || !require_perf_tool(what) {
+        return;
+    }
+    if !cfg!(target_arch = "x86_64") {
+        eprintln!("skipping {what}: the fixture's JIT code is x86-64");
+        return;
+    }
+    let dir = scratch();
+    let (raw, injected) = (dir.path().join("perf.data"), dir.path().join("jit.data"));
+    let prog = fixture("jitdump", Variant::NoFp);
+    {
+        let _turn = recording_turn();
+        // perf inject wants CLOCK_MONOTONIC samples (-k 1), the jitdump's clock.
+        let o = Command::new("perf")
+            .args(["record", "-q", "-k", "1", "-e", "page-faults:u", "-c", "1"])
+            .args(["-m", "4096", "--call-graph", "dwarf", "-o"])
+            .arg(&raw)
+            .arg("--")
+            .arg(&prog)
+            .args(["100", dir.path().to_str().unwrap(), "cfi"])
+            .output()
+            .expect("run perf record");
+        assert!(o.status.success(), "perf record: {}", stderr(&o));
+    }
+    let o = Command::new("perf")
+        .args(["inject", "--jit", "-i"])
+        .arg(&raw)
+        .arg("-o")
+        .arg(&injected)
+        .output()
+        .expect("run perf inject");
+    assert!(o.status.success(), "perf inject: {}", stderr(&o));
+    let chain = ["jd_touch", "jit_call_touch", "jd_level1", "main"];
+    let perfs: Vec<ScriptSample> = perf_script(&injected)
+        .into_iter()
+        .filter(|s| s.has_frame("jit_call_touch"))
+        .collect();
+    assert!(
+        !perfs.is_empty(),
+        "perf script shows no jit_call_touch frame"
+    );
+    assert!(
+        perfs.iter().all(|s| s.has_chain(&chain)),
+        "perf inject's stacks: {perfs:#?}"
+    );
+    let ours = report_folded(&["-i", raw.to_str().unwrap()]);
+    let want = "_start;__libc_start_main_impl;__libc_start_call_main;main;jd_level1;\
+                jit_call_touch;jd_touch";
+    let through: Vec<(&str, u64)> = ours
+        .iter()
+        .filter(|(s, _)| s.contains("jit_call_touch"))
+        .map(|(s, n)| (s.split_once(';').unwrap().1, *n))
+        .collect();
+    assert_eq!(through, vec![(want, perfs.len() as u64)], "{ours:#?}");
+}

@@ -536,6 +536,53 @@ mod tests {
         assert!(!covers(&u, 0x40000));
     }
 
+    /// The `.eh_frame` (CIE, one FDE, terminator) of a function of `size` bytes at `code`
+    /// that keeps its CFA at rsp+8 but for rsp+48 in `[4, 35)`, with the PC-relative
+    /// address of the FDE taken where perf inject places the section: right after the code
+    /// rounded up to 8 bytes.
+    fn eh_frame(code: u64, size: u64) -> Vec<u8> {
+        let mut eh = vec![
+            20, 0, 0, 0, 0, 0, 0, 0, 1, b'z', b'R', 0, 1, 0x78, 16, 1, 0x1b,
+        ];
+        eh.extend([0x0c, 7, 8, 0x90, 1, 0, 0]);
+        let fde_at = code + size.next_multiple_of(8) + eh.len() as u64;
+        eh.extend(28u32.to_le_bytes());
+        eh.extend((eh.len() as u32).to_le_bytes());
+        eh.extend(((code as i64 - (fde_at + 8) as i64) as i32).to_le_bytes());
+        eh.extend((size as u32).to_le_bytes());
+        eh.extend([0, 0x44, 0x0e, 48, 0x40 | 31, 0x0e, 8]);
+        eh.extend([0; 9]);
+        eh.extend([0; 4]);
+        eh
+    }
+
+    /// The CFI is read where the JIT laid it out: at the `ret` of the function, the last
+    /// byte its FDE covers, the return address is at rsp (a section placed 4 bytes off
+    /// would cover no `ret`, and frame pointers would be tried instead).
+    #[test]
+    fn the_eh_frame_is_placed_after_the_code_rounded_up_to_8() {
+        use framehop::{FrameAddress, UnwindRegsNative};
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(format!("jit-{PID}.dump"));
+        let (code, size) = (0x10000, 36);
+        let mut w = Writer::new();
+        w.unwinding(1, &eh_frame(code, size), &[], true);
+        w.load(2, (code, size, 1), "f");
+        std::fs::write(&path, &w.0).unwrap();
+        let mut u = Unwinders::new(UnwindMode::Dwarf);
+        mapped(&mut u, &path);
+        assert!(covers(&u, code + size - 1));
+        let sp = 0x7ff0_0000;
+        let mut read = |addr: u64| if addr == sp { Ok(0x4242) } else { Err(()) };
+        let mut cache = framehop::CacheNative::new();
+        let ip = code + size - 1;
+        let mut regs = UnwindRegsNative::new(ip, sp, 0);
+        let at = FrameAddress::from_instruction_pointer(ip);
+        let unwinder = &u.procs[&PID].unwinder;
+        let ra = unwinder.unwind_frame(at, &mut regs, &mut cache, &mut read);
+        assert_eq!((ra, regs.sp()), (Ok(Some(0x4242)), sp + 8));
+    }
+
     /// A record larger than one read is said, not read again and again.
     #[test]
     fn a_record_larger_than_a_read_stops_the_reads() {
