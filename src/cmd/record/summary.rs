@@ -176,8 +176,9 @@ fn jit_cfi_lines(s: &UnwindStats) -> Vec<String> {
             String::new()
         };
         lines.push(format!(
-            "    {} JIT functions unwound by their jitdump's unwind info ({} bytes of CFI){left_out}",
-            s.jit_cfi_functions, s.jit_cfi_bytes
+            "    {} JIT functions unwound by their jitdump's unwind info ({} bytes of CFI, {} \
+             reads of the dumps){left_out}",
+            s.jit_cfi_functions, s.jit_cfi_bytes, s.jit_dump_reads
         ));
     }
     if let Some(first) = &s.jit_dump_first_problem {
