@@ -121,16 +121,25 @@ pub(super) struct JitCfi {
 }
 
 impl JitCfi {
-    /// The process mapped its dump at `ev` (a later mapping of one replaces the source).
+    /// The process mapped its dump at `ev`. Mapped again, the same file is read on from
+    /// where it was; another file replaces it.
     pub(super) fn set_source(&mut self, ev: &MappingEvent<'_>) {
+        let file = MappedFile {
+            pid: ev.pid,
+            start: ev.start,
+            len: ev.len,
+            path: std::path::PathBuf::from(std::ffi::OsStr::from_bytes(ev.path)),
+            dev_ino: ev.dev_ino,
+        };
+        if let Some(src) = self.source.as_mut()
+            && src.file.path == file.path
+            && src.file.dev_ino == file.dev_ino
+        {
+            src.file = file;
+            return;
+        }
         self.source = Some(Source {
-            file: MappedFile {
-                pid: ev.pid,
-                start: ev.start,
-                len: ev.len,
-                path: std::path::PathBuf::from(std::ffi::OsStr::from_bytes(ev.path)),
-                dev_ino: ev.dev_ino,
-            },
+            file,
             header: None,
             offset: 0,
             pending: None,
@@ -477,6 +486,10 @@ mod tests {
         let st = u.stats();
         assert_eq!((st.jit_dump_reads, st.jit_cfi_functions), (2, 1));
         assert_eq!(st.jit_cfi_bytes, 44);
+        // The marker mapped again: the dump is read on, its functions not added twice.
+        mapped(&mut u, &path);
+        assert_eq!(u.stats().jit_cfi_functions, 1);
+        assert!(covers(&u, 0x10000));
 
         // Code reused: the later load replaces the function it overlaps; a move carries it.
         w.unwinding(6, &[3; 16], &[], true);
