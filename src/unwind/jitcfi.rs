@@ -199,18 +199,18 @@ impl JitCfi {
         r: &Range<u64>,
         unwinder: &mut NativeUnwinder,
     ) -> u32 {
-        let mut removed = 0;
-        let bytes = &mut self.bytes;
-        self.functions.retain(|f| {
-            let overlaps = f.code.start < r.end && r.start < f.code.end;
-            if overlaps {
-                unwinder.remove_module(f.code.start);
-                *bytes -= f.bytes();
-                removed += 1;
-            }
-            !overlaps
-        });
-        removed
+        // Sorted and disjoint: the ones that overlap are together, found by their ends and
+        // starts (every load and every file mapping asks, so no walk over all of them).
+        let lo = self.functions.partition_point(|f| f.code.end <= r.start);
+        let hi = self.functions.partition_point(|f| f.code.start < r.end);
+        if lo >= hi {
+            return 0;
+        }
+        for f in self.functions.drain(lo..hi) {
+            unwinder.remove_module(f.code.start);
+            self.bytes -= f.bytes();
+        }
+        (hi - lo) as u32
     }
 }
 
@@ -594,6 +594,29 @@ mod tests {
         let unwinder = &u.procs[&PID].unwinder;
         let ra = unwinder.unwind_frame(at, &mut regs, &mut cache, &mut read);
         assert_eq!((ra, regs.sp()), (Ok(Some(0x4242)), sp + 8));
+    }
+
+    /// Past [`MAX_FUNCTIONS`] per process, functions are counted as left out, not kept; the
+    /// loads without unwind info between them cost no walk over the functions kept.
+    #[test]
+    fn functions_past_the_budget_are_left_out() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(format!("jit-{PID}.dump"));
+        let mut w = Writer::new();
+        let extra = 10;
+        for i in 0..(MAX_FUNCTIONS + extra) as u64 {
+            w.unwinding(i, &[1; 8], &[], true);
+            w.load(i, (0x100_0000 + i * 0x100, 0x10, i), "f");
+            w.load(i, (0x9000_0000 + i * 0x100, 0x10, i), "no unwind info");
+        }
+        std::fs::write(&path, &w.0).unwrap();
+        let mut u = Unwinders::new(UnwindMode::Dwarf);
+        mapped(&mut u, &path);
+        let st = u.stats();
+        assert_eq!(st.jit_cfi_functions, MAX_FUNCTIONS as u64);
+        assert_eq!(st.jit_cfi_left_out, extra as u64);
+        assert_eq!(u.procs[&PID].jit.functions.len(), MAX_FUNCTIONS);
+        assert!(covers(&u, 0x100_0000) && !covers(&u, 0x100_0000 + MAX_FUNCTIONS as u64 * 0x100));
     }
 
     /// A record larger than one read is said, not read again and again.
