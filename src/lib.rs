@@ -16,6 +16,7 @@ pub mod cmd;
 pub(crate) mod datasrc;
 pub(crate) mod events;
 pub(crate) mod input;
+pub(crate) mod jitdump;
 pub(crate) mod live;
 pub mod man;
 pub(crate) mod mapped;

@@ -89,16 +89,11 @@ impl ProcessMaps {
     /// The jitdump file process `pid` mapped, as a JIT announces one (perf's jitdump: it
     /// maps its `jit-PID.dump` executable); the latest such module when there are several.
     pub fn jitdump_path(&self, pid: u32) -> Option<&[u8]> {
-        let is_dump = |path: &[u8]| {
-            let name = path.rsplit(|&b| b == b'/').next().unwrap_or(path);
-            let digits = name.strip_prefix(b"jit-")?.strip_suffix(b".dump")?;
-            std::str::from_utf8(digits).ok()?.parse::<u32>().ok()
-        };
         self.modules
             .iter()
             .rev()
             .map(|m| m.path.as_slice())
-            .find(|p| is_dump(p) == Some(pid))
+            .find(|p| crate::jitdump::is_dump_of(p, pid))
     }
 
     /// The first process that mapped module `id`.

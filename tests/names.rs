@@ -391,17 +391,17 @@ fn node_perf_prof_jitdump_names_js_frames() {
     );
 }
 
-/// Records `jitdump N DIR` (the fixture writes `DIR/jit-PID.dump`) and returns the
-/// recording's path and the dump's.
-fn record_jitdump(dir: &Path, variant: Variant, n: u32) -> (PathBuf, PathBuf) {
+/// Records `jitdump N DIR MODE` (the fixture writes `DIR/jit-PID.dump`) and returns the
+/// recording's path, the dump's and memperf record's standard error.
+fn record_jitdump(dir: &Path, variant: Variant, n: u32, mode: &str) -> (PathBuf, PathBuf, String) {
     let out = dir.join(format!("jit-{variant:?}.data"));
     let prog = fixture("jitdump", variant);
     let d = dir.to_str().unwrap();
-    record(
+    let o = record(
         &out,
-        &["-q", "-e", "page-faults", "-c", "1"],
+        &["-e", "page-faults", "-c", "1"],
         &prog,
-        &[&n.to_string(), d],
+        &[&n.to_string(), d, mode],
     );
     let dumps: Vec<PathBuf> = std::fs::read_dir(dir)
         .unwrap()
@@ -410,7 +410,7 @@ fn record_jitdump(dir: &Path, variant: Variant, n: u32) -> (PathBuf, PathBuf) {
         .collect();
     assert_eq!(dumps.len(), 1, "{dumps:?}");
     let dump = dumps[0].clone();
-    (out, dump)
+    (out, dump, stderr(&o))
 }
 
 /// The stacks through `main;jd_level1` and the JIT frame, as (frames after the comm, count).
@@ -437,7 +437,7 @@ fn jitdump_names_jit_code_and_its_stacks_reach_main() {
     const N: u32 = 200;
     for variant in Variant::ALL {
         let dir = scratch();
-        let (out, _) = record_jitdump(dir.path(), variant, N);
+        let (out, _, _) = record_jitdump(dir.path(), variant, N, "fp");
         let file = out.to_str().unwrap();
         let stacks = report_folded(&["-i", file]);
         let want =
@@ -467,7 +467,7 @@ fn damaged_jitdump_is_a_counted_problem_not_a_wrong_name() {
     }
     const N: u32 = 50;
     let dir = scratch();
-    let (out, dump) = record_jitdump(dir.path(), Variant::Fp, N);
+    let (out, dump, _) = record_jitdump(dir.path(), Variant::Fp, N, "fp");
     let file = out.to_str().unwrap();
     let whole = std::fs::read(&dump).unwrap();
     // Header (40 bytes), JIT_CODE_DEBUG_INFO, then the load: cut 20 bytes into the load.
@@ -497,4 +497,144 @@ fn damaged_jitdump_is_a_counted_problem_not_a_wrong_name() {
     assert!(status.success());
     let stacks = report_folded(&["-i", file]);
     assert_eq!(jit_stacks(&stacks).len(), 1, "{stacks:#?}");
+}
+
+/// The `truncated because:` line of `memperf record`'s summary (empty when none was).
+fn truncation_reasons(summary: &str) -> &str {
+    summary
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("truncated because: "))
+        .unwrap_or("")
+}
+
+/// Issue 14: JIT code that keeps no frame pointer (it moves the stack pointer and uses rbp
+/// for data) is walked through by the unwind info its jitdump gives it
+/// (`JIT_CODE_UNWINDING_INFO`, a hand-built `.eh_frame`): every fault's stack runs from the
+/// C function it called back through the JIT function to `main`. Without that record, every
+/// walk stops at the JIT frame and is counted truncated.
+#[test]
+fn jitdump_unwinding_info_walks_through_jit_code_without_a_frame_pointer() {
+    let what = "jitdump unwinding info";
+    if !require_perf(what) {
+        return;
+    }
+    if !cfg!(target_arch = "x86_64") {
+        eprintln!("skipping {what}: the fixture's JIT code is x86-64");
+        return;
+    }
+    const N: u32 = 200;
+    let through_jit = |stacks: &BTreeMap<String, u64>| -> Vec<(String, u64)> {
+        stacks
+            .iter()
+            .filter_map(|(s, n)| {
+                let (_, frames) = s.split_once(';')?;
+                frames
+                    .ends_with("jit_call_touch;jd_touch")
+                    .then(|| (frames.to_string(), *n))
+            })
+            .collect()
+    };
+    let dir = scratch();
+    let (out, _, summary) = record_jitdump(dir.path(), Variant::NoFp, N, "cfi");
+    let stacks = report_folded(&["-i", out.to_str().unwrap()]);
+    let want = "_start;__libc_start_main_impl;__libc_start_call_main;main;jd_level1;\
+                jit_call_touch;jd_touch";
+    assert_eq!(
+        through_jit(&stacks),
+        vec![(want.to_string(), u64::from(N))],
+        "{stacks:#?}"
+    );
+    // The fixture wrote the function's records 500 ms after mapping the dump, when the dump
+    // had been read once already: the walks that stopped in the function read it again.
+    let reads = summary
+        .split("1 JIT functions unwound by their jitdump's unwind info (80 bytes of CFI, ")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next()?.parse::<u64>().ok())
+        .unwrap_or_else(|| panic!("no JIT function line: {summary}"));
+    assert!(reads >= 2, "{summary}");
+    // Faults elsewhere may be cut at the stack copy's end (the exit path); none for want of
+    // unwind info.
+    assert!(
+        !truncation_reasons(&summary).contains("no unwind info"),
+        "{summary}"
+    );
+
+    let dir = scratch();
+    let (out, _, summary) = record_jitdump(dir.path(), Variant::NoFp, N, "nocfi");
+    let stacks = report_folded(&["-i", out.to_str().unwrap()]);
+    assert_eq!(
+        through_jit(&stacks),
+        vec![("jit_call_touch;jd_touch".to_string(), u64::from(N))],
+        "{stacks:#?}"
+    );
+    assert!(
+        truncation_reasons(&summary)
+            .split(", ")
+            .any(|r| r == format!("{N} no unwind info")),
+        "{summary}"
+    );
+    assert!(!summary.contains("JIT functions unwound"), "{summary}");
+}
+
+/// memperf reads a `perf record --call-graph dwarf` file of the same JIT as `perf inject
+/// --jit` makes perf read it: the `.eh_frame` where perf places it. Every stack through
+/// `jit_call_touch` that perf script prints after the injection reaches `main`, and memperf's
+/// report of the file as recorded (no injection needed) has the same stacks.
+#[test]
+fn jitdump_unwinding_info_is_read_as_perf_inject_reads_it() {
+    let what = "jitdump unwinding info beside perf inject";
+    if !require_perf(what) || !require_perf_tool(what) {
+        return;
+    }
+    if !cfg!(target_arch = "x86_64") {
+        eprintln!("skipping {what}: the fixture's JIT code is x86-64");
+        return;
+    }
+    let dir = scratch();
+    let (raw, injected) = (dir.path().join("perf.data"), dir.path().join("jit.data"));
+    let prog = fixture("jitdump", Variant::NoFp);
+    {
+        let _turn = recording_turn();
+        // perf inject wants CLOCK_MONOTONIC samples (-k 1), the jitdump's clock.
+        let o = Command::new("perf")
+            .args(["record", "-q", "-k", "1", "-e", "page-faults:u", "-c", "1"])
+            .args(["-m", "4096", "--call-graph", "dwarf", "-o"])
+            .arg(&raw)
+            .arg("--")
+            .arg(&prog)
+            .args(["100", dir.path().to_str().unwrap(), "cfi"])
+            .output()
+            .expect("run perf record");
+        assert!(o.status.success(), "perf record: {}", stderr(&o));
+    }
+    let o = Command::new("perf")
+        .args(["inject", "--jit", "-i"])
+        .arg(&raw)
+        .arg("-o")
+        .arg(&injected)
+        .output()
+        .expect("run perf inject");
+    assert!(o.status.success(), "perf inject: {}", stderr(&o));
+    let chain = ["jd_touch", "jit_call_touch", "jd_level1", "main"];
+    let perfs: Vec<ScriptSample> = perf_script(&injected)
+        .into_iter()
+        .filter(|s| s.has_frame("jit_call_touch"))
+        .collect();
+    assert!(
+        !perfs.is_empty(),
+        "perf script shows no jit_call_touch frame"
+    );
+    assert!(
+        perfs.iter().all(|s| s.has_chain(&chain)),
+        "perf inject's stacks: {perfs:#?}"
+    );
+    let ours = report_folded(&["-i", raw.to_str().unwrap()]);
+    let want = "_start;__libc_start_main_impl;__libc_start_call_main;main;jd_level1;\
+                jit_call_touch;jd_touch";
+    let through: Vec<(&str, u64)> = ours
+        .iter()
+        .filter(|(s, _)| s.contains("jit_call_touch"))
+        .map(|(s, n)| (s.split_once(';').unwrap().1, *n))
+        .collect();
+    assert_eq!(through, vec![(want, perfs.len() as u64)], "{ours:#?}");
 }

@@ -1,28 +1,21 @@
 //! jitdump files (`jit-PID.dump`), read as `perf inject --jit` reads them: a JIT writes one
 //! per process, names every function it emits with a `JIT_CODE_LOAD` record (address, size,
 //! name, the code bytes), and maps the file executable so that the recording sees an MMAP of
-//! it. The layout is perf's `tools/perf/util/jitdump.h` (version 1): a header, then records
-//! that each start with `(id: u32, total_size: u32, timestamp: u64)`, all in the writer's
-//! byte order (the header's magic tells which).
+//! it. The records are split by [`crate::jitdump`].
 //!
 //! Kept per code range: its name, when it was loaded, its `JIT_CODE_DEBUG_INFO` lines (the
 //! record that precedes the load of the same address). `JIT_CODE_MOVE` places an earlier
-//! load's code (by `code_index`) at a new address. Unwinding info is skipped. A truncated or
-//! corrupt file keeps what was read before the damage and says where it stopped.
+//! load's code (by `code_index`) at a new address. Unwinding info is the unwinder's
+//! (`unwind::jitcfi`). A truncated or corrupt file keeps what was read before the damage and
+//! says where it stopped.
 
 use std::io::Read;
 use std::path::Path;
 
 use rustc_hash::FxHashMap;
 
-/// `JiTD` as the writer's u32.
-const MAGIC: u32 = 0x4A69_5444;
-const HEADER_MIN: usize = 40;
-const PREFIX: usize = 16;
-const JIT_CODE_LOAD: u32 = 0;
-const JIT_CODE_MOVE: u32 = 1;
-const JIT_CODE_DEBUG_INFO: u32 = 2;
-const JIT_CODE_CLOSE: u32 = 3;
+use crate::jitdump::{Bytes, Header, Next, Record, Records};
+
 /// The most of a dump that is read: code bytes make dumps large, names come first.
 pub(crate) const MAX_DUMP_BYTES: u64 = 1 << 30;
 /// How many loads starting at or below an address a lookup considers.
@@ -66,40 +59,6 @@ pub(crate) struct JitDump {
     pub damage: Option<String>,
 }
 
-/// A little reader over the writer's byte order.
-struct Bytes<'a> {
-    data: &'a [u8],
-    big: bool,
-}
-
-impl Bytes<'_> {
-    fn u32(&self, at: usize) -> Option<u32> {
-        let b: [u8; 4] = self.data.get(at..at.checked_add(4)?)?.try_into().ok()?;
-        Some(if self.big {
-            u32::from_be_bytes(b)
-        } else {
-            u32::from_le_bytes(b)
-        })
-    }
-
-    fn u64(&self, at: usize) -> Option<u64> {
-        let b: [u8; 8] = self.data.get(at..at.checked_add(8)?)?.try_into().ok()?;
-        Some(if self.big {
-            u64::from_be_bytes(b)
-        } else {
-            u64::from_le_bytes(b)
-        })
-    }
-
-    /// A NUL-terminated string at `at` within `end`: the text and the offset after the NUL.
-    fn cstr(&self, at: usize, end: usize) -> Option<(&str, usize)> {
-        let bytes = self.data.get(at..end)?;
-        let len = bytes.iter().position(|&b| b == 0)?;
-        let text = std::str::from_utf8(&bytes[..len]).unwrap_or("[invalid UTF-8]");
-        Some((text, at + len + 1))
-    }
-}
-
 impl JitDump {
     /// Reads the dump at `path`, a path taken from a recording: a regular file only, never
     /// a FIFO or a device, at most [`MAX_DUMP_BYTES`].
@@ -121,81 +80,54 @@ impl JitDump {
     }
 
     fn parse_records(&mut self, data: &[u8]) -> Result<(), String> {
-        let magic = |big| Bytes { data, big }.u32(0);
-        let big = match (magic(false), magic(true)) {
-            (Some(MAGIC), _) => false,
-            (_, Some(MAGIC)) => true,
-            (None, _) => return Err("shorter than a jitdump header".into()),
-            _ => return Err("not a jitdump file (bad magic)".into()),
-        };
-        let r = Bytes { data, big };
-        let version = r.u32(4).unwrap_or(0);
-        if version != 1 {
-            return Err(format!("jitdump version {version}, not 1"));
-        }
-        let header = r.u32(8).map_or(0, |n| n as usize);
-        if header < HEADER_MIN || header > data.len() {
-            return Err(format!("bad header size {header}"));
-        }
-        let mut at = header;
+        let mut records = Records::new(data, Header::parse(data)?);
+        let r = records.bytes();
         // code_index → (name, lines) of its load, for moves.
         let mut by_index: FxHashMap<u64, (std::sync::Arc<str>, std::sync::Arc<[LineEntry]>)> =
             FxHashMap::default();
         let mut pending_lines: Option<(u64, std::sync::Arc<[LineEntry]>)> = None;
-        while at < data.len() {
-            let (Some(id), Some(size), Some(timestamp)) = (r.u32(at), r.u32(at + 4), r.u64(at + 8))
-            else {
-                return Err(format!("truncated record header at offset {at}"));
+        loop {
+            let at = records.at;
+            let record = match records.next_record() {
+                Next::Record(record) => record,
+                Next::Incomplete if at >= data.len() => return Ok(()),
+                Next::Incomplete => return Err(format!("truncated record at offset {at}")),
+                Next::Damage(why) => return Err(why),
             };
-            let size = size as usize;
-            let end = at
-                .checked_add(size)
-                .filter(|&e| size >= PREFIX && e <= data.len());
-            let Some(end) = end else {
-                return Err(format!(
-                    "truncated or bad record of {size} bytes at offset {at}"
-                ));
-            };
-            let body = at + PREFIX;
-            let bad = || format!("malformed record {id} at offset {at}");
-            match id {
-                JIT_CODE_LOAD => {
-                    // pid, tid, vma, code_addr, code_size, code_index, name, code.
-                    let (start, code_size, index) =
-                        match (r.u64(body + 16), r.u64(body + 24), r.u64(body + 32)) {
-                            (Some(a), Some(s), Some(i)) => (a, s, i),
-                            _ => return Err(bad()),
-                        };
-                    let (name, _) = r.cstr(body + 40, end).ok_or_else(bad)?;
+            match record {
+                Record::Load {
+                    timestamp,
+                    code_addr,
+                    code_size,
+                    code_index,
+                    name,
+                } => {
                     let name: std::sync::Arc<str> = name.into();
                     let lines = match pending_lines.take() {
-                        Some((addr, lines)) if addr == start => lines,
+                        Some((addr, lines)) if addr == code_addr => lines,
                         _ => std::sync::Arc::from(Vec::new()),
                     };
-                    by_index.insert(index, (name.clone(), lines.clone()));
-                    self.push(start, code_size, timestamp, name, lines);
+                    by_index.insert(code_index, (name.clone(), lines.clone()));
+                    self.push(code_addr, code_size, timestamp, name, lines);
                 }
-                JIT_CODE_MOVE => {
-                    // pid, tid, vma, old_code_addr, new_code_addr, code_size, code_index.
-                    let (start, code_size, index) =
-                        match (r.u64(body + 24), r.u64(body + 32), r.u64(body + 40)) {
-                            (Some(a), Some(s), Some(i)) => (a, s, i),
-                            _ => return Err(bad()),
-                        };
-                    if let Some((name, lines)) = by_index.get(&index).cloned() {
-                        self.push(start, code_size, timestamp, name, lines);
+                Record::Move {
+                    timestamp,
+                    new_code_addr,
+                    code_size,
+                    code_index,
+                } => {
+                    if let Some((name, lines)) = by_index.get(&code_index).cloned() {
+                        self.push(new_code_addr, code_size, timestamp, name, lines);
                     }
                 }
-                JIT_CODE_DEBUG_INFO => {
+                Record::DebugInfo { body, end } => {
+                    let bad = || format!("malformed record 2 at offset {at}");
                     pending_lines = Some(parse_debug_info(&r, body, end).ok_or_else(bad)?);
                 }
-                JIT_CODE_CLOSE => return Ok(()),
-                // JIT_CODE_UNWINDING_INFO and ids of later versions: skipped, as perf does.
-                _ => {}
+                Record::Close => return Ok(()),
+                Record::Unwinding { .. } | Record::Other => {}
             }
-            at = end;
         }
-        Ok(())
     }
 
     fn push(
@@ -288,65 +220,7 @@ fn parse_debug_info(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// A dump writer for the tests, in the machine's byte order.
-    pub(crate) struct Writer(pub Vec<u8>);
-
-    impl Writer {
-        pub(crate) fn new() -> Writer {
-            let mut w = Writer(Vec::new());
-            for v in [MAGIC, 1, 40, 62, 0, 1234] {
-                w.0.extend(v.to_ne_bytes());
-            }
-            w.0.extend(7u64.to_ne_bytes());
-            w.0.extend(0u64.to_ne_bytes());
-            w
-        }
-
-        fn record(&mut self, id: u32, timestamp: u64, body: &[u8]) {
-            self.0.extend(id.to_ne_bytes());
-            self.0.extend(((PREFIX + body.len()) as u32).to_ne_bytes());
-            self.0.extend(timestamp.to_ne_bytes());
-            self.0.extend(body);
-        }
-
-        pub(crate) fn load(&mut self, t: u64, (addr, size, index): (u64, u64, u64), name: &str) {
-            let mut b = Vec::new();
-            b.extend(1234u32.to_ne_bytes());
-            b.extend(1234u32.to_ne_bytes());
-            for v in [addr, addr, size, index] {
-                b.extend(v.to_ne_bytes());
-            }
-            b.extend(name.as_bytes());
-            b.push(0);
-            b.extend(std::iter::repeat_n(0xc3u8, size as usize));
-            self.record(JIT_CODE_LOAD, t, &b);
-        }
-
-        fn moved(&mut self, t: u64, (old, new, size, index): (u64, u64, u64, u64)) {
-            let mut b = Vec::new();
-            b.extend(1234u32.to_ne_bytes());
-            b.extend(1234u32.to_ne_bytes());
-            for v in [new, old, new, size, index] {
-                b.extend(v.to_ne_bytes());
-            }
-            self.record(JIT_CODE_MOVE, t, &b);
-        }
-
-        fn debug(&mut self, t: u64, code_addr: u64, entries: &[(u64, u32, &[u8])]) {
-            let mut b = Vec::new();
-            b.extend(code_addr.to_ne_bytes());
-            b.extend((entries.len() as u64).to_ne_bytes());
-            for (addr, line, file) in entries {
-                b.extend(addr.to_ne_bytes());
-                b.extend(line.to_ne_bytes());
-                b.extend(0u32.to_ne_bytes());
-                b.extend(*file);
-                b.push(0);
-            }
-            self.record(JIT_CODE_DEBUG_INFO, t, &b);
-        }
-    }
+    use crate::jitdump::Writer;
 
     #[test]
     fn loads_moves_and_lines_name_code() {

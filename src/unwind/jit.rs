@@ -23,7 +23,7 @@ pub(super) struct Walk<'a> {
 
 /// Whether `addr` (a lookup address) is code that a module's CFI covers.
 fn has_cfi(p: &Process, addr: u64) -> bool {
-    p.module_index(addr).is_some_and(|i| p.modules[i].has_cfi)
+    p.has_cfi_at(addr)
 }
 
 /// Re-walks a stack whose first walk failed at a return address into code without CFI,

@@ -11,6 +11,7 @@ mod elf;
 mod fixture;
 mod fp;
 mod jit;
+mod jitcfi;
 mod live;
 #[cfg(test)]
 mod mutations;
@@ -30,6 +31,7 @@ use framehop::{
 use rustc_hash::FxHashMap;
 
 use elf::{ElfCache, ElfInfo, ElfKey, SectionData};
+pub use jitcfi::{MAX_CFI_BYTES as JIT_CFI_MAX_BYTES, MAX_FUNCTIONS as JIT_CFI_MAX_FUNCTIONS};
 use live::Recovery;
 pub use live::{CodeSite, LiveMemory, ProcessMemory};
 
@@ -238,6 +240,17 @@ pub struct UnwindStats {
     /// The largest copy size a stack cut at the copy's end needed (of the copies as long as
     /// asked): exact for the recovered ones, at least this for the others; 0 when none was.
     pub copy_needed_max: u64,
+    /// JIT functions given the unwind info of their process's jitdump
+    /// (`JIT_CODE_UNWINDING_INFO`) and its bytes, and those left out (past
+    /// [`JIT_CFI_MAX_BYTES`] or [`JIT_CFI_MAX_FUNCTIONS`] per process, or over a file's CFI).
+    pub jit_cfi_functions: u64,
+    pub jit_cfi_bytes: u64,
+    pub jit_cfi_left_out: u64,
+    /// Reads of jitdump files, the dumps that could not be read to their end (damage, an
+    /// unreadable file), and the first such problem.
+    pub jit_dump_reads: u64,
+    pub jit_dump_problems: u64,
+    pub jit_dump_first_problem: Option<String>,
 }
 
 impl UnwindStats {
@@ -294,6 +307,8 @@ struct Process {
     modules: Vec<ProcModule>,
     /// Modules whose file is still to be loaded.
     pending: usize,
+    /// JIT functions with CFI from the process's jitdump.
+    jit: jitcfi::JitCfi,
 }
 
 impl Process {
@@ -305,8 +320,16 @@ impl Process {
         (addr < self.modules[i].avma.end).then_some(i)
     }
 
-    /// Removes the modules that overlap `r`; returns how many framehop modules went.
-    fn remove_overlapping(&mut self, r: &Range<u64>) -> u32 {
+    /// Whether CFI covers `addr` (a lookup address): a file's, or a JIT function's.
+    fn has_cfi_at(&self, addr: u64) -> bool {
+        self.module_index(addr)
+            .is_some_and(|i| self.modules[i].has_cfi)
+            || self.jit.covers(addr)
+    }
+
+    /// Removes the modules that overlap `r` (and, for a file mapped there, the JIT functions);
+    /// returns how many framehop modules went.
+    fn remove_overlapping(&mut self, r: &Range<u64>, file: bool) -> u32 {
         let unwinder = &mut self.unwinder;
         let mut removed = 0;
         let pending = &mut self.pending;
@@ -321,6 +344,11 @@ impl Process {
             }
             !overlaps
         });
+        // An anonymous mapping may be the JIT's code space, mapped after the dump was read
+        // (a recording replayed, a drain behind the process): its functions stay.
+        if file {
+            removed += self.jit.remove_overlapping(r, &mut self.unwinder);
+        }
         removed
     }
 
@@ -486,13 +514,28 @@ impl Unwinders {
             pending: None,
         };
         let kind = path_kind(ev.path);
+        if crate::jitdump::is_dump_of(ev.path, ev.pid) {
+            // A JIT's dump, mapped as its marker: not an ELF file; its unwind info is read.
+            let proc = self.procs.entry(ev.pid).or_default();
+            let changes = proc.remove_overlapping(&avma, true);
+            proc.insert(module);
+            // Frame pointers need no unwind info.
+            if self.mode == UnwindMode::Dwarf {
+                proc.jit.set_source(ev);
+            }
+            self.count_changes(changes);
+            if !self.lazy {
+                self.read_jit_dump(ev.pid);
+            }
+            return;
+        }
         if self.lazy && kind != PathKind::Pseudo {
             module.pending = Some(Pending {
                 dev_ino: ev.dev_ino,
                 deleted: kind == PathKind::Deleted,
             });
             let proc = self.procs.entry(ev.pid).or_default();
-            let changes = proc.remove_overlapping(&avma);
+            let changes = proc.remove_overlapping(&avma, true);
             proc.pending += 1;
             proc.insert(module);
             self.count_changes(changes);
@@ -515,7 +558,7 @@ impl Unwinders {
             PathKind::File => self.load_module(ev, &path, &mut module),
         };
         let proc = self.procs.entry(ev.pid).or_default();
-        let mut changes = proc.remove_overlapping(&avma);
+        let mut changes = proc.remove_overlapping(&avma, kind != PathKind::Pseudo);
         if let Some(m) = fh_module {
             proc.unwinder.add_module(m);
             module.has_cfi = true;
@@ -655,7 +698,8 @@ impl Unwinders {
     /// A new process (not a thread) starts with a copy of its parent's modules.
     pub fn handle_fork(&mut self, child_pid: u32, parent_pid: u32) {
         if let Some(parent) = self.procs.get(&parent_pid) {
-            let child = parent.clone();
+            let mut child = parent.clone();
+            child.jit.forget_source();
             self.procs.insert(child_pid, child);
         }
     }
@@ -691,25 +735,14 @@ impl Unwinders {
         self.last_recovered = None;
         self.last_need = None;
         self.load_pending(pid);
+        if self.procs.get(&pid).is_some_and(|p| p.jit.unread()) {
+            self.read_jit_dump(pid);
+        }
         let copy = StackCopy::new(regs.sp, stack);
-        let mut cut = None;
-        let outcome = match (self.procs.get(&pid), self.mode) {
-            (None, _) => {
-                fp::walk(regs, &copy, out);
-                UnwindOutcome::Truncated(TruncReason::NoProcess)
-            }
-            (Some(_), UnwindMode::FramePointer) => fp::walk(regs, &copy, out),
-            (Some(p), UnwindMode::Dwarf) => match self.live.as_deref_mut() {
-                None => dwarf_walk(p, &mut self.cache, regs, &copy, None, out),
-                Some(memory) => {
-                    let rec = Recovery::new(pid, regs.sp, copy.end(), memory);
-                    let outcome = dwarf_walk(p, &mut self.cache, regs, &copy, Some(&rec), out);
-                    let r = settle(p, &rec, outcome, out);
-                    cut = r.1;
-                    r.0
-                }
-            },
-        };
+        let (mut outcome, mut cut) = self.walk(pid, regs, &copy, out);
+        if matches!(outcome, UnwindOutcome::Truncated(_)) && self.jit_dump_grew(pid, out) {
+            (outcome, cut) = self.walk(pid, regs, &copy, out);
+        }
         if let Some(c) = cut.or(match outcome {
             UnwindOutcome::Truncated(TruncReason::StackEnd) => Some(Cut {
                 needed: copy.end() + 8 - regs.sp,
@@ -739,6 +772,36 @@ impl Unwinders {
             UnwindOutcome::Truncated(r) => self.stats.truncated.count(r),
         }
         outcome
+    }
+
+    /// One walk of `pid`'s stack: the outcome, and how the copy's end cut it if it did.
+    fn walk(
+        &mut self,
+        pid: u32,
+        regs: UserRegs,
+        copy: &StackCopy<'_>,
+        out: &mut Vec<u64>,
+    ) -> (UnwindOutcome, Option<Cut>) {
+        out.clear();
+        let mut cut = None;
+        let outcome = match (self.procs.get(&pid), self.mode) {
+            (None, _) => {
+                fp::walk(regs, copy, out);
+                UnwindOutcome::Truncated(TruncReason::NoProcess)
+            }
+            (Some(_), UnwindMode::FramePointer) => fp::walk(regs, copy, out),
+            (Some(p), UnwindMode::Dwarf) => match self.live.as_deref_mut() {
+                None => dwarf_walk(p, &mut self.cache, regs, copy, None, out),
+                Some(memory) => {
+                    let rec = Recovery::new(pid, regs.sp, copy.end(), memory);
+                    let outcome = dwarf_walk(p, &mut self.cache, regs, copy, Some(&rec), out);
+                    let r = settle(p, &rec, outcome, out);
+                    cut = r.1;
+                    r.0
+                }
+            },
+        };
+        (outcome, cut)
     }
 
     /// Counts a stack cut at the copy's end; `short` when the copy was shorter than asked
@@ -915,7 +978,7 @@ fn classify(p: &Process, out: &[u64], stack: &StackCopy<'_>, e: framehop::Error)
         [.., ra] => ra.wrapping_sub(1),
         [] => return TruncReason::BadFrame,
     };
-    let covered = p.module_index(last).is_some_and(|i| p.modules[i].has_cfi);
+    let covered = p.has_cfi_at(last);
     match e {
         _ if !covered => TruncReason::NoUnwindInfo,
         framehop::Error::CouldNotReadStack(addr) => stack.miss_reason(addr),

@@ -97,6 +97,7 @@ pub fn summary_lines(info: &EndInfo<'_>) -> Vec<String> {
                     s.modules_without_cfi
                 ));
             }
+            lines.extend(jit_cfi_lines(&s));
         }
     }
     lines.push(format!(
@@ -157,6 +158,36 @@ pub fn print_end(info: &EndInfo<'_>) {
     for line in summary_lines(info) {
         eprintln!("{line}");
     }
+}
+
+/// JIT functions unwound by their jitdump's unwind info, those left out, and the dumps that
+/// could not be read to their end.
+fn jit_cfi_lines(s: &UnwindStats) -> Vec<String> {
+    let mut lines = Vec::new();
+    if s.jit_cfi_functions + s.jit_cfi_left_out > 0 {
+        let left_out = if s.jit_cfi_left_out > 0 {
+            format!(
+                "; {} left out (at most {} MiB or {} functions per process)",
+                s.jit_cfi_left_out,
+                crate::unwind::JIT_CFI_MAX_BYTES >> 20,
+                crate::unwind::JIT_CFI_MAX_FUNCTIONS
+            )
+        } else {
+            String::new()
+        };
+        lines.push(format!(
+            "    {} JIT functions unwound by their jitdump's unwind info ({} bytes of CFI, {} \
+             reads of the dumps){left_out}",
+            s.jit_cfi_functions, s.jit_cfi_bytes, s.jit_dump_reads
+        ));
+    }
+    if let Some(first) = &s.jit_dump_first_problem {
+        lines.push(format!(
+            "    {} jitdump files not read to their end, first: {first}",
+            s.jit_dump_problems
+        ));
+    }
+    lines
 }
 
 /// What became of the stacks the copy did not hold to their end: how many the live process
