@@ -251,8 +251,8 @@ pub struct StackDepth {
 
 /// The step of [`StackDepth::needs`], and its length (steps up to 64 KiB, the kernel's
 /// largest copy).
-pub const NEED_STEP: u64 = 512;
-pub const NEED_STEPS: usize = 129;
+pub const NEED_STEP: u64 = 256;
+pub const NEED_STEPS: usize = 257;
 
 impl Default for StackDepth {
     fn default() -> Self {
