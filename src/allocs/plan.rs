@@ -76,6 +76,15 @@ pub(crate) fn plan(
     Ok((planned, tracefs, code))
 }
 
+/// The fixed events of `memperf rss` (and of `leak --faults`), for `memperf list`: the
+/// page-fault event beside the allocator's uprobes, which are placed per object.
+pub(crate) const RSS_WANTS: [crate::tool::Want; 1] = [crate::tool::Want {
+    name: "page-faults",
+    since: "2.6.31",
+    optional: false,
+    filter: None,
+}];
+
 /// The page-fault software event, every fault sampled with its address
 /// (`PERF_SAMPLE_ADDR`, which the recording's defaults give fault events), and the
 /// toucher's stack only when asked for.
