@@ -41,6 +41,9 @@ pub enum Role {
     },
     /// A page fault with its address (`--faults`): joined to the allocation that owns it.
     Fault,
+    /// Not the table's: the other events of a replayed recording (`replay`), whose samples
+    /// the reader takes.
+    Other,
 }
 
 /// One event as the handler sees it.
@@ -230,6 +233,7 @@ impl LeakSink {
                 self.table.insert_point(space, ptr, bytes, time, stack);
             }
             Role::Fault => self.handle_fault(maps, pid, c, with_stack),
+            Role::Other => {}
             Role::KernelFree { space, addr } => {
                 let raw = s.raw.unwrap_or(&[]);
                 match addr.read(raw) {

@@ -71,8 +71,11 @@ pub struct MemReportArgs {
     )]
     pub input: PathBuf,
     /// Group the samples by what holds the data address instead of perf's rows: `mapping`
-    /// (its file, [heap], [stack], //anon), `allocation` (the allocation site; needs the
-    /// allocation table of `memperf rss`, not in this build).
+    /// (its file, [heap], [stack], //anon), or `allocation`: the live allocation holding it
+    /// at the sample's time, by its allocation stack, else its mapping. `allocation` needs
+    /// the allocator calls in the recording (`memperf mem record -- CMD`, `memperf rss -w`)
+    /// and takes every sample with a data address (PERF_SAMPLE_ADDR): memory samples, and
+    /// page faults, whose address is the faulting one.
     #[arg(long = "by", value_enum, value_name = "WHAT")]
     pub by: Option<MemBy>,
 }
@@ -144,6 +147,10 @@ EXAMPLES:
         perf mem report's table, from `perf mem record` or `memperf mem record`.
     memperf mem report --by mapping
         The weight of the accesses by the mapping they touched.
+    memperf mem report --by allocation
+        Samples, total and average weight by the allocation stack of the live allocation
+        each address lay in when sampled (allocator calls replayed from the recording);
+        the rest by mapping.
     memperf script -F comm,tid,addr,data_src,weight
         Every sample's data address, data source and weight, as perf script prints them.
 
