@@ -131,6 +131,11 @@ impl LeakSink {
         }
     }
 
+    /// The events, once they are opened (what each one's samples mean).
+    pub fn set_events(&mut self, events: Vec<LeakEvent>) {
+        self.events = events;
+    }
+
     /// Recognise the mapping calls the allocator makes from its own functions.
     pub fn set_allocator(&mut self, code: Option<AllocatorCode>) {
         self.allocator = code;

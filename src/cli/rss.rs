@@ -23,6 +23,8 @@ EXAMPLES:
         go tool pprof -sample_index=resident_space rss.pb.gz (also alloc_space, inuse_space).
     memperf rss -c ./app -O jemalloc
         An allocator other than libc's, as leak -O takes it.
+    memperf rss -c ./app -w rss.data && memperf mem report --by allocation -i rss.data
+        Also write the recording; the faults' addresses by allocation stack, from the file.
 
 HOW:
     Every page fault of the target is sampled with its address (PERF_SAMPLE_ADDR) beside
@@ -106,6 +108,13 @@ pub struct RssArgs {
     /// Ring buffer pages per CPU (a power of two).
     #[arg(short = 'm', long = "mmap-pages", value_name = "PAGES")]
     pub mmap_pages: Option<usize>,
+
+    /// Also write what was traced into this perf.data file: the allocator's probes with
+    /// their argument and result registers and unwound stacks, the page faults with their
+    /// addresses, the mappings. `memperf mem report --by allocation -i FILE` replays it;
+    /// `perf script -i FILE` reads it.
+    #[arg(short = 'w', long = "write", value_name = "FILE")]
+    pub write: Option<PathBuf>,
 }
 
 /// What `memperf rss` prints.
@@ -124,6 +133,8 @@ pub struct RssConfig {
     pub output: RssOutput,
     pub pprof: Option<PathBuf>,
     pub top: usize,
+    /// `-w FILE`: also write the recording.
+    pub write: Option<PathBuf>,
 }
 
 impl RssArgs {
@@ -196,6 +207,7 @@ impl RssArgs {
             output,
             pprof: self.pprof,
             top: self.top,
+            write: self.write,
         })
     }
 }
@@ -223,8 +235,10 @@ mod tests {
         assert_eq!(c.duration, Some(Duration::from_secs(30)));
         assert!(c.leak.faults.is_some_and(|f| f.touchers));
         assert_eq!(c.output, RssOutput::Text);
-        let c = parse(&["-c", "./app x", "--flamegraph", "rss.svg"]).unwrap();
+        assert_eq!(c.write, None);
+        let c = parse(&["-c", "./app x", "--flamegraph", "rss.svg", "-w", "r.data"]).unwrap();
         assert_eq!(c.output, RssOutput::Flamegraph("rss.svg".into()));
+        assert_eq!(c.write, Some("r.data".into()));
         assert!(c.leak.faults.is_some_and(|f| !f.touchers));
     }
 

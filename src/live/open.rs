@@ -840,13 +840,18 @@ pub fn open_error(
 }
 
 /// The attr written to the file for an event: after online unwinding, samples
-/// carry a callchain instead of registers and stack bytes.
+/// carry a callchain instead of registers and stack bytes. An event that sampled registers
+/// of its own beside those unwinding needs (a probe's arguments, `Sampling::regs`) keeps
+/// them all: they are what its samples mean.
 pub fn output_attr(opened: &perf_event_attr, online_unwind: bool) -> perf_event_attr {
     let mut attr = *opened;
     if online_unwind && attr.sample_type & PERF_SAMPLE_STACK_USER != 0 {
-        attr.sample_type &= !(PERF_SAMPLE_REGS_USER | PERF_SAMPLE_STACK_USER);
+        attr.sample_type &= !PERF_SAMPLE_STACK_USER;
+        if attr.sample_regs_user & !user_regs_mask_for_unwind() == 0 {
+            attr.sample_type &= !PERF_SAMPLE_REGS_USER;
+            attr.sample_regs_user = 0;
+        }
         attr.sample_type |= PERF_SAMPLE_CALLCHAIN;
-        attr.sample_regs_user = 0;
         attr.sample_stack_user = 0;
         attr.set_exclude_callchain_user(0);
     }
@@ -868,3 +873,6 @@ pub fn check_period(cfg: &RecordConfig) -> Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests;

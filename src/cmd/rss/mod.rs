@@ -39,7 +39,13 @@ pub fn run(cfg: RssConfig) -> Result<i32> {
         duration: cfg.duration,
         tick: None,
     };
-    let mut traced = run::trace(&cfg.leak, &schedule, &mut announce, &mut on_tick)?;
+    let mut traced = run::trace(
+        &cfg.leak,
+        &schedule,
+        cfg.write.as_deref(),
+        &mut announce,
+        &mut on_tick,
+    )?;
     let resident = traced
         .sink
         .table
