@@ -595,13 +595,39 @@ fn mem_record_without_pmu_says_why() {
         eprintln!("skipped: this machine has a CPU PMU or is not a VM");
         return;
     }
-    let o = run_memperf(&["mem", "record", "--", "true"]);
-    assert!(!o.status.success());
-    assert!(
-        stderr(&o).contains("no hardware PMU (a VM without a virtual PMU)"),
-        "{}",
+    let dir = scratch();
+    let out = dir.path().join("mem.data");
+    let out = out.to_str().unwrap();
+    let me = std::process::id().to_string();
+    for target in [&["--", "true"][..], &["-p", &me], &["-a"]] {
+        let mut args = vec!["mem", "record", "-o", out];
+        args.extend_from_slice(target);
+        let o = run_memperf(&args);
+        assert!(!o.status.success());
+        assert!(
+            stderr(&o).contains("no hardware PMU (a VM without a virtual PMU)"),
+            "{target:?}: {}",
+            stderr(&o)
+        );
+        assert!(!stderr(&o).contains("panicked"), "{}", stderr(&o));
+        // Nothing was recorded, no probe was placed, and no file is left behind.
+        assert!(!Path::new(out).exists(), "{target:?} left {out}");
+    }
+}
+
+#[test]
+fn mem_record_refuses_bad_options_with_a_reason() {
+    let e = |args: &[&str]| {
+        let o = run_memperf(args);
+        assert!(!o.status.success(), "{args:?}");
         stderr(&o)
-    );
+    };
+    assert!(e(&["mem", "record"]).contains("give one of -a, -p PID or -- COMMAND"));
+    assert!(e(&["mem", "record", "-a", "--", "true"]).contains("give one of"));
+    assert!(e(&["mem", "record", "--ldlat", "0", "--", "true"]).contains("at least 1 cycle"));
+    assert!(e(&["mem", "record", "-m", "3", "--", "true"]).contains("power of two"));
+    assert!(e(&["mem", "record", "-p", "x1", "--", "true"]).contains("give one of"));
+    assert!(e(&["mem", "record", "-p", "x1"]).contains("pid"));
 }
 
 // ---- `mem report --by allocation`: allocator calls beside the memory samples ----

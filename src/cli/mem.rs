@@ -5,7 +5,10 @@ use std::path::PathBuf;
 use anyhow::{Result, bail};
 use clap::{Args, Subcommand, ValueEnum};
 
-use super::Input;
+use std::ffi::OsString;
+
+use super::leak::{LeakConfig, LeakTarget};
+use super::{CallGraph, Input, Target, parse_id_list};
 use crate::cmd::mem::pmu::Types;
 use crate::cmd::mem::report::Group;
 
@@ -54,6 +57,14 @@ pub struct MemRecordArgs {
     /// The recording to write.
     #[arg(short = 'o', long, value_name = "FILE", default_value = "memperf.data")]
     pub output: PathBuf,
+    /// Do not record the allocator's calls beside the memory samples (recorded by default
+    /// for a command or one -p PID, as `memperf leak` probes them: what `mem report --by
+    /// allocation` replays).
+    #[arg(long = "no-allocations")]
+    pub no_allocations: bool,
+    /// Ring buffer pages per CPU (a power of two).
+    #[arg(short = 'm', long = "mmap-pages", value_name = "PAGES")]
+    pub mmap_pages: Option<usize>,
     /// The command to run and sample.
     #[arg(last = true, value_name = "COMMAND")]
     pub command: Vec<String>,
@@ -92,6 +103,11 @@ pub struct MemRecordConfig {
     pub types: Types,
     pub ldlat: u32,
     pub output: PathBuf,
+    pub target: Target,
+    pub command: Option<Vec<OsString>>,
+    pub mmap_pages: Option<usize>,
+    /// The allocation tracing recorded beside the samples (a command or one process).
+    pub allocations: Option<LeakConfig>,
 }
 
 /// `memperf mem report`, validated.
@@ -112,7 +128,32 @@ impl MemRecordArgs {
         if self.ldlat == 0 {
             bail!("--ldlat: give a latency of at least 1 cycle");
         }
+        if let Some(p) = self.mmap_pages
+            && (p == 0 || !p.is_power_of_two())
+        {
+            bail!("invalid -m {p}: the ring buffer size must be a power of two pages");
+        }
         let has = |t| self.types.is_empty() || self.types.contains(&t);
+        let (target, command, leak_target) = if self.all_cpus {
+            (Target::SystemWide, None, None)
+        } else if let Some(pids) = &self.pid {
+            let pids = parse_id_list(pids, "pid")?;
+            let one = (pids.len() == 1).then(|| LeakTarget::Pid(pids[0]));
+            (Target::Pids(pids), None, one)
+        } else {
+            let argv: Vec<OsString> = self.command.iter().map(OsString::from).collect();
+            (
+                Target::Command,
+                Some(argv.clone()),
+                Some(LeakTarget::Command(argv)),
+            )
+        };
+        let allocations = leak_target
+            .filter(|_| !self.no_allocations)
+            .map(|t| LeakConfig {
+                mmap_pages: self.mmap_pages,
+                ..LeakConfig::allocations(t, CallGraph::Dwarf { stack_bytes: 8192 })
+            });
         Ok(MemRecordConfig {
             types: Types {
                 loads: has(MemType::Load),
@@ -120,6 +161,10 @@ impl MemRecordArgs {
             },
             ldlat: self.ldlat,
             output: self.output,
+            target,
+            command,
+            mmap_pages: self.mmap_pages,
+            allocations,
         })
     }
 }
@@ -142,7 +187,8 @@ EXAMPLES:
     memperf mem record -- ./app
         Loads slower than 30 cycles and stores of ./app, with their data addresses.
     memperf mem record -t load --ldlat 100 -a -o mem.data
-        The whole system's loads of 100 cycles and more.
+        The whole system's loads of 100 cycles and more (no allocator calls: those are
+        recorded for a command or one -p PID).
     memperf mem report -i perf.data
         perf mem report's table, from `perf mem record` or `memperf mem record`.
     memperf mem report --by mapping

@@ -6,7 +6,7 @@ use std::time::Duration;
 use anyhow::{Result, bail};
 use clap::Args;
 
-use super::leak::{FaultOptions, LeakConfig, LeakSort, LeakTarget, ProbeVia};
+use super::leak::{FaultOptions, LeakConfig, LeakTarget, ProbeVia};
 use super::{CallGraph, parse_call_graph};
 
 pub const RSS_EXAMPLES: &str = "\
@@ -174,32 +174,17 @@ impl RssArgs {
             (false, None) => RssOutput::Text,
         };
         let leak = LeakConfig {
-            target,
-            kernel: false,
-            trace: false,
-            show_allocs: false,
-            older_ms: 0,
-            sample_rate: 1,
             top: self.top,
-            min_size: None,
-            max_size: None,
             obj: self.obj,
             symbols_prefix: self.symbols_prefix,
-            percpu: false,
-            combined_only: true,
-            sort: LeakSort::Size,
-            folded: false,
-            pprof: None,
-            call_graph,
             max_entries: self.max_entries,
             mmap_pages: self.mmap_pages,
             probe_via: self.probe_via,
-            interval: Duration::from_secs(1),
-            count: None,
             faults: Some(FaultOptions {
                 touchers: self.touchers,
                 call_graph,
             }),
+            ..LeakConfig::allocations(target, call_graph)
         };
         Ok(RssConfig {
             leak,

@@ -39,3 +39,60 @@ fn a_probe_keeps_its_argument_registers_after_online_unwinding() {
     // The whole mask: the sampled values are written in its order.
     assert_eq!((out.sample_regs_user, out.sample_stack_user), (regs, 0));
 }
+
+/// A group opened for real: a counting leader and a sampling member (software events, as
+/// this VM has no PMU; the mem-loads-aux group is opened the same way), on every CPU for
+/// each thread of this process.
+#[test]
+fn a_group_opens_with_its_leader_counting_and_its_member_sampling() {
+    use crate::cli::{CallGraph, Consume};
+    use crate::events::EventSpec;
+    if !crate::sys::testutil::require_perf("a group of software events") {
+        return;
+    }
+    let specs: Vec<EventSpec> = crate::events::parse_event_list("task-clock,page-faults").unwrap();
+    let (mut events, tracefs) = resolve_events(&specs).unwrap();
+    events[0].counting = true;
+    events[1].leader = Some(0);
+    let cfg = RecordConfig {
+        events: specs,
+        target: Target::Pids(vec![std::process::id()]),
+        cpus: crate::sys::online_cpus().unwrap(),
+        command: None,
+        period: None,
+        call_graph: CallGraph::None,
+        unwind: UnwindWhen::Online,
+        user_only: true,
+        mmap_pages: Some(1),
+        output: "/dev/null".into(),
+        duration: None,
+        quiet: true,
+        consume: Consume::All,
+        cmdline: Vec::new(),
+        include_self: false,
+        side_band: false,
+    };
+    let facts = SystemFacts::read();
+    let opened = open_all(&cfg, events, tracefs, None, &facts).unwrap();
+    let (leader, member) = (&opened.events[0], &opened.events[1]);
+    assert!(!member.ids.is_empty());
+    assert_eq!(leader.ids.len(), member.ids.len());
+    let (la, ma) = (leader.attr.unwrap(), member.attr.unwrap());
+    assert_eq!((la.sample_period, la.freq()), (0, 0));
+    assert_eq!(ma.sample_period, 1);
+    // The side band would ride on the member, the first event that samples.
+    assert_eq!(side_band_event(&opened.events), 1);
+}
+
+#[test]
+fn a_member_of_a_member_is_refused() {
+    let specs = crate::events::parse_event_list("page-faults,minor-faults,major-faults").unwrap();
+    let (mut events, _) = resolve_events(&specs).unwrap();
+    events[1].leader = Some(0);
+    events[2].leader = Some(1);
+    let e = check_groups(&events).unwrap_err().to_string();
+    assert!(e.contains("which is itself in a group"), "{e}");
+    events[2].leader = Some(2);
+    let e = check_groups(&events).unwrap_err().to_string();
+    assert!(e.contains("not opened before it"), "{e}");
+}
