@@ -841,12 +841,11 @@ fn alloc_rows(text: &str) -> Vec<AllocRow> {
     rows
 }
 
-#[test]
-fn by_allocation_attributes_each_address_to_the_allocation_live_at_its_time() {
-    let dir = scratch();
-    let img = Image::read(&fixture("memdata", Variant::Fp));
+/// Three allocations from three named functions, a free and the address reused, and loads
+/// in them, between them, past their ends, in the program's data and in no mapping.
+fn alloc_steps(img: &Image) -> Vec<Step> {
     use Step::*;
-    let steps = [
+    vec![
         Malloc {
             func: "load_counters",
             size: 0x1000,
@@ -905,7 +904,14 @@ fn by_allocation_attributes_each_address_to_the_allocation_live_at_its_time() {
             addr: ANON + 0x1ff0,
             weight: 200,
         },
-    ];
+    ]
+}
+
+#[test]
+fn by_allocation_attributes_each_address_to_the_allocation_live_at_its_time() {
+    let dir = scratch();
+    let img = Image::read(&fixture("memdata", Variant::Fp));
+    let steps = alloc_steps(&img);
     let f = write_alloc_file(dir.path(), &img, &steps);
     let out = memperf_out(&[
         "mem",
@@ -955,6 +961,14 @@ fn by_allocation_attributes_each_address_to_the_allocation_live_at_its_time() {
         "{table}"
     );
     assert!(!table.contains("malloc"), "{table}");
+    // perf reads the file with its allocator probes beside the memory event.
+    if require_perf_tool("perf mem report of a file with allocator probes") {
+        let theirs = perf(&["mem", "report", "--stdio"], &f);
+        assert!(
+            theirs.contains("# Samples: 10  of event 'cpu/mem-loads,ldlat=30/P'"),
+            "{theirs}"
+        );
+    }
 }
 
 #[test]
@@ -974,4 +988,38 @@ fn by_allocation_without_allocator_calls_says_what_to_record() {
     let err = stderr(&o);
     assert!(err.contains("holds no allocator calls"), "{err}");
     assert!(err.contains("memperf rss -w FILE"), "{err}");
+}
+
+#[test]
+fn by_allocation_on_cut_and_mutated_files_never_panics() {
+    let dir = scratch();
+    let img = Image::read(&fixture("memdata", Variant::Fp));
+    let f = write_alloc_file(dir.path(), &img, &alloc_steps(&img));
+    let bytes = std::fs::read(&f).unwrap();
+    let p = dir.path().join("bad.data");
+    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+    for i in 0..160 {
+        let mut b = bytes.clone();
+        if i % 2 == 0 {
+            b.truncate(i * bytes.len() / 160);
+        } else {
+            for _ in 0..4 {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                let at = (seed % b.len() as u64) as usize;
+                b[at] ^= (seed >> 32) as u8 | 1;
+            }
+        }
+        std::fs::write(&p, &b).unwrap();
+        let o = run_memperf(&[
+            "mem",
+            "report",
+            "--by",
+            "allocation",
+            "-i",
+            p.to_str().unwrap(),
+        ]);
+        assert!(!stderr(&o).contains("panicked"), "case {i}: {}", stderr(&o));
+    }
 }
