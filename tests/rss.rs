@@ -309,6 +309,9 @@ fn bad_rss_input_gets_clear_errors() {
         (&["rss", "-c", "/nonexistent/prog"], "not found"),
         (&["rss", "-p", "999999999"], "999999999"),
         (&["leak", "--faults"], "--faults joins page faults"),
+        (&["rss", "-i", "/nonexistent/r.data"], "No such file"),
+        (&["rss", "-i", "Cargo.toml"], "not a perf.data file"),
+        (&["rss", "-i", "r.data", "-p", "1"], "cannot be used with"),
     ];
     for (args, want) in cases {
         let o = run_memperf(args);
@@ -340,7 +343,7 @@ fn by_allocation_rows(text: &str) -> Vec<(u64, Vec<String>)> {
 }
 
 #[test]
-fn rss_writes_a_recording_that_mem_report_by_allocation_replays_to_the_same_pages() {
+fn rss_writes_a_recording_that_rss_i_and_mem_report_by_allocation_replay_to_the_same_pages() {
     if !require_perf("rss -w, mem report --by allocation") {
         return;
     }
@@ -415,6 +418,21 @@ fn rss_writes_a_recording_that_mem_report_by_allocation_replays_to_the_same_page
             "({faults} samples: {inside} in allocations, {outside} outside them)"
         )),
         "{report}"
+    );
+    // rss -i replays the same file into the same join: the live report, line for line.
+    let o = run_memperf(&["rss", "-T", "100", "-i", f]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let replayed = String::from_utf8_lossy(&o.stdout).into_owned();
+    let report_of = |text: &str| -> Vec<String> {
+        text.lines()
+            .skip_while(|l| !l.starts_with("Resident memory by allocation stack:"))
+            .map(str::to_string)
+            .collect()
+    };
+    assert_eq!(
+        report_of(&replayed),
+        report_of(&out),
+        "replayed:\n{replayed}\nlive:\n{out}"
     );
     // perf reads the file: every fault, with its address (the probes have none).
     if require_perf_tool("perf script of rss -w") {

@@ -12,17 +12,21 @@
 //! Nothing here reads the live system: posix_memalign's result, stored through its first
 //! argument, cannot be read back from a process that is gone, and is counted instead.
 
+use anyhow::{Context, Result, bail};
 use perf_event_open_sys::bindings as b;
+use rustc_hash::FxHashMap;
 
 use crate::abi::PERF_SAMPLE_REGS_USER;
 use crate::maps::ProcessMaps;
 use crate::output::{NameOptions, Resolver};
 use crate::perfdata::{EventDesc, PerfDataFile};
-use crate::session::{SampleCtx, SideBand};
+use crate::session::order::{self, Slack};
+use crate::session::{Keep, SampleCtx, Session, SideBand};
 use crate::stacks::FrameId;
 use crate::sys::uprobe::GROUP_PREFIX;
 
 use super::resident::{Owned, Resident};
+use super::run::Traced;
 use super::sink::{LeakEvent, LeakSink, Role};
 use super::table::{AllocStack, Table, TableStats};
 
@@ -35,10 +39,36 @@ fn probe_system(system: &str) -> bool {
             .is_some_and(|pid| !pid.is_empty() && pid.bytes().all(|c| c.is_ascii_digit()))
 }
 
+/// How a recording's page faults are taken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Faults {
+    /// As accesses the reader places (`mem report --by allocation`).
+    Accesses,
+    /// Joined to the allocations by the resident join, as `memperf rss` joins them live.
+    Joined,
+}
+
+/// Whether `ev` is a page-fault software event that samples the fault's address.
+fn is_fault_event(ev: &EventDesc) -> bool {
+    let a = &ev.attr;
+    let faults = [
+        b::PERF_COUNT_SW_PAGE_FAULTS,
+        b::PERF_COUNT_SW_PAGE_FAULTS_MIN,
+        b::PERF_COUNT_SW_PAGE_FAULTS_MAJ,
+    ];
+    a.type_ == b::PERF_TYPE_SOFTWARE
+        && faults.iter().any(|&c| a.config == u64::from(c))
+        && a.sample_type & crate::abi::PERF_SAMPLE_ADDR != 0
+}
+
 /// What an event of a recording is to the allocation table: an allocator's entry or
-/// return, or `Role::Other`. `plan::plan_user` names the probes (`SYMBOL` and
-/// `SYMBOL_ret`); entries must carry the argument registers and returns the result's.
-pub(crate) fn role_of(name: &str, ev: &EventDesc) -> Role {
+/// return, a page fault to join (with `Faults::Joined`), or `Role::Other`.
+/// `plan::plan_user` names the probes (`SYMBOL` and `SYMBOL_ret`); entries must carry the
+/// argument registers and returns the result's.
+pub(crate) fn role_of(name: &str, ev: &EventDesc, faults: Faults) -> Role {
+    if faults == Faults::Joined && is_fault_event(ev) {
+        return Role::Fault;
+    }
     let Some((system, probe)) = name.rsplit_once(':') else {
         return Role::Other;
     };
@@ -93,11 +123,11 @@ fn no_process(_: u32, _: u64) -> std::io::Result<u64> {
 
 impl Allocations {
     /// The allocator calls of `file`, or `None` when it has none.
-    pub fn of_file(file: &PerfDataFile) -> Option<Allocations> {
+    pub fn of_file(file: &PerfDataFile, faults: Faults) -> Option<Allocations> {
         let names = file.event_names();
         let mut events = Vec::with_capacity(file.events.len());
         for (name, ev) in names.iter().zip(&file.events) {
-            let role = role_of(name, ev);
+            let role = role_of(name, ev, faults);
             let stack = ev.attr.sample_type & crate::abi::PERF_SAMPLE_CALLCHAIN != 0;
             events.push(LeakEvent { role, stack });
         }
@@ -105,7 +135,10 @@ impl Allocations {
             .iter()
             .map(|e| !matches!(e.role, Role::Other))
             .collect();
-        if !is_call.iter().any(|&c| c) {
+        if !events
+            .iter()
+            .any(|e| matches!(e.role, Role::Entry(_) | Role::Return(_)))
+        {
             return None;
         }
         let mut table = Table::new(usize::MAX, None, None);
@@ -116,7 +149,16 @@ impl Allocations {
         })
     }
 
-    /// Whether event `ev` is an allocator call (its samples are not accesses).
+    /// Whether some event's samples are joined page faults.
+    pub fn joins_faults(&self) -> bool {
+        self.sink
+            .events()
+            .iter()
+            .any(|e| matches!(e.role, Role::Fault))
+    }
+
+    /// Whether event `ev` is the table's (an allocator call, or a joined page fault): its
+    /// samples are not accesses.
     pub fn is_call(&self, ev: usize) -> bool {
         self.is_call.get(ev).copied().unwrap_or(false)
     }
@@ -176,6 +218,64 @@ impl Allocations {
     }
 }
 
+/// `memperf rss -i`: the allocator calls and page faults of `file` replayed in time order
+/// into the table and its resident join, as the live run feeds them.
+pub(crate) fn trace_file(file: &PerfDataFile, input: &str) -> Result<Traced> {
+    let Some(mut allocs) = Allocations::of_file(file, Faults::Joined) else {
+        bail!(
+            "`{input}` holds no allocator calls (the uprobes on malloc, free, mmap, ... that \
+             `memperf rss -w FILE` records)"
+        );
+    };
+    if !allocs.joins_faults() {
+        bail!(
+            "`{input}` has no page faults with their addresses (`page-faults` with \
+             PERF_SAMPLE_ADDR) to join to its allocations; record with `memperf rss -w FILE`"
+        );
+    }
+    let keep = Keep {
+        unwind: None,
+        maps: Some(ProcessMaps::new(FxHashMap::default())),
+        comms: true,
+        dsos: false,
+    };
+    let mut session = Session::for_file(file, keep);
+    let read = order::replay(
+        file,
+        &mut session,
+        &mut allocs.sink,
+        Slack::OneRound,
+        &mut |_| {},
+    )
+    .with_context(|| format!("failed to read the records of `{input}`"))?;
+    if let Some(e) = read.read_error {
+        eprintln!("memperf: warning: the records end early: {e}");
+    }
+    let st = session.stats();
+    let malformed = st.malformed;
+    if malformed > 0 {
+        eprintln!("memperf: warning: {malformed} records could not be parsed and were skipped");
+    }
+    let lost = st.lost + st.lost_samples;
+    let now = st.last_time.unwrap_or(0);
+    let sink = allocs.sink;
+    super::run::summary(&sink, lost, 0);
+    if sink.unread_results > 0 {
+        eprintln!(
+            "memperf: {} posix_memalign results are not in the recording (read from the live \
+             process): those blocks are not in the table",
+            sink.unread_results
+        );
+    }
+    Ok(Traced {
+        session,
+        sink,
+        now,
+        lost,
+        requested: false,
+    })
+}
+
 /// The names of the frames of a replay's allocation stacks.
 pub(crate) struct StackNames {
     names: Vec<Vec<String>>,
@@ -217,7 +317,7 @@ mod tests {
     fn allocator_probes_are_known_by_name_and_registers() {
         let di = desc(1 << b::PERF_REG_X86_DI);
         let ax = desc(1 << b::PERF_REG_X86_AX);
-        let entry = |n: &str, d: &EventDesc| match role_of(n, d) {
+        let entry = |n: &str, d: &EventDesc| match role_of(n, d, Faults::Accesses) {
             Role::Entry(f) => Some((f, false)),
             Role::Return(f) => Some((f, true)),
             _ => None,

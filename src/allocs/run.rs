@@ -151,7 +151,7 @@ pub(crate) fn now_ns(now: Option<u64>, session: &Session) -> u64 {
 }
 
 /// The end-of-run summary on stderr: what was traced, what the table held, what was lost.
-fn summary(sink: &LeakSink, lost: u64, corrupt_bytes: u64) {
+pub(crate) fn summary(sink: &LeakSink, lost: u64, corrupt_bytes: u64) {
     let s = &sink.table.stats;
     eprintln!(
         "memperf: traced {} allocations and {} frees ({} frees of blocks allocated before \

@@ -131,6 +131,11 @@ impl LeakSink {
         }
     }
 
+    /// What each event's samples mean.
+    pub fn events(&self) -> &[LeakEvent] {
+        &self.events
+    }
+
     /// The events, once they are opened (what each one's samples mean).
     pub fn set_events(&mut self, events: Vec<LeakEvent>) {
         self.events = events;

@@ -25,6 +25,8 @@ EXAMPLES:
         An allocator other than libc's, as leak -O takes it.
     memperf rss -c ./app -w rss.data && memperf mem report --by allocation -i rss.data
         Also write the recording; the faults' addresses by allocation stack, from the file.
+    memperf rss -i rss.data --folded
+        The report of a recording of rss -w, replayed.
 
 HOW:
     Every page fault of the target is sampled with its address (PERF_SAMPLE_ADDR) beside
@@ -113,8 +115,23 @@ pub struct RssArgs {
     /// their argument and result registers and unwound stacks, the page faults with their
     /// addresses, the mappings. `memperf mem report --by allocation -i FILE` replays it;
     /// `perf script -i FILE` reads it.
-    #[arg(short = 'w', long = "write", value_name = "FILE")]
+    #[arg(
+        short = 'w',
+        long = "write",
+        value_name = "FILE",
+        conflicts_with = "input"
+    )]
     pub write: Option<PathBuf>,
+
+    /// Read a recording of `memperf rss -w` instead of tracing: its allocator calls and
+    /// page faults are replayed in time order into the same join, for the same report.
+    #[arg(
+        short = 'i',
+        long = "input",
+        value_name = "FILE",
+        conflicts_with_all = ["pid", "command", "duration"]
+    )]
+    pub input: Option<PathBuf>,
 }
 
 /// What `memperf rss` prints.
@@ -135,11 +152,15 @@ pub struct RssConfig {
     pub top: usize,
     /// `-w FILE`: also write the recording.
     pub write: Option<PathBuf>,
+    /// `-i FILE`: report on a recording instead.
+    pub input: Option<PathBuf>,
 }
 
 impl RssArgs {
     pub fn into_config(self) -> Result<RssConfig> {
         let target = match (self.pid, &self.command) {
+            // A recording's processes are its own; the target only names the report.
+            _ if self.input.is_some() => LeakTarget::System,
             (Some(pid), _) => LeakTarget::Pid(pid),
             (None, Some(cmd)) => {
                 let argv: Vec<_> = cmd.split_whitespace().map(Into::into).collect();
@@ -148,7 +169,9 @@ impl RssArgs {
                 }
                 LeakTarget::Command(argv)
             }
-            (None, None) => bail!("memperf rss needs a process: give -p PID or -c COMMAND"),
+            (None, None) => {
+                bail!("memperf rss needs a process: give -p PID or -c COMMAND (or -i FILE)")
+            }
         };
         if self.duration == Some(0) {
             bail!("invalid --duration 0: give at least 1 second, or leave it out");
@@ -193,6 +216,7 @@ impl RssArgs {
             pprof: self.pprof,
             top: self.top,
             write: self.write,
+            input: self.input,
         })
     }
 }
@@ -236,5 +260,11 @@ mod tests {
         assert!(e(&["-c", "  "]).contains("empty command"));
         assert!(parse(&["-p", "1", "--call-graph", "bogus"]).is_err());
         assert!(parse(&["-p", "1", "--folded", "--flamegraph", "x"]).is_err());
+        assert!(parse(&["-p", "1", "-i", "r.data"]).is_err());
+        assert!(parse(&["-i", "r.data", "-w", "w.data"]).is_err());
+        assert_eq!(
+            parse(&["-i", "r.data"]).unwrap().input,
+            Some("r.data".into())
+        );
     }
 }

@@ -9,7 +9,7 @@ use std::io::Write;
 use anyhow::{Result, bail};
 use rustc_hash::FxHashMap;
 
-use crate::allocs::replay::{Allocations, StackNames};
+use crate::allocs::replay::{Allocations, Faults, StackNames};
 use crate::allocs::resident::{Region, region, region_name};
 use crate::allocs::table::AllocStack;
 use crate::maps::ProcessMaps;
@@ -123,7 +123,7 @@ pub struct ByAllocation {
 impl ByAllocation {
     /// The allocator calls of `file`; an error when it has none.
     pub fn of_file(file: &PerfDataFile, input: &str) -> Result<ByAllocation> {
-        let Some(allocs) = Allocations::of_file(file) else {
+        let Some(allocs) = Allocations::of_file(file, Faults::Accesses) else {
             bail!(
                 "--by allocation: `{input}` holds no allocator calls (the uprobes on malloc, \
                  free, mmap, ... with their argument and result registers, that `memperf mem \
