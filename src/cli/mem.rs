@@ -202,4 +202,6 @@ EXAMPLES:
 
 PERMISSIONS: a PMU that samples memory (Intel PEBS, AMD IBS, Arm SPE: not in most VMs);
 your own processes with perf_event_paranoid <= 2 (data addresses of kernel accesses need
-<= 1), root or CAP_PERFMON for -a.";
+<= 1), root or CAP_PERFMON for -a; the allocator's calls need what memperf leak needs
+(root for tracefs uprobes, or CAP_PERFMON with the uprobe PMU on 5.8+), else
+--no-allocations.";

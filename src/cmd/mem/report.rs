@@ -196,6 +196,13 @@ fn collect(file: &PerfDataFile, place: &mut dyn Place, access: Vec<bool>) -> Res
     if malformed > 0 {
         eprintln!("memperf: warning: {malformed} records could not be parsed and were skipped");
     }
+    let lost = session.stats().lost + session.stats().lost_samples;
+    if lost > 0 {
+        eprintln!(
+            "memperf: warning: the recording lost {lost} events: samples are missing, and a \
+             lost allocator call misplaces the addresses of its block"
+        );
+    }
     let maps = session.take_maps().unwrap_or_default();
     c.place.finish(&maps);
     Ok((c.seen, c.modules, c.samples))
