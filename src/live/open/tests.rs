@@ -40,30 +40,62 @@ fn a_probe_keeps_its_argument_registers_after_online_unwinding() {
     assert_eq!((out.sample_regs_user, out.sample_stack_user), (regs, 0));
 }
 
+/// This thread's id, from /proc (no unsafe outside `sys`).
+fn own_tid() -> u32 {
+    let link = std::fs::read_link("/proc/thread-self").unwrap();
+    link.file_name().unwrap().to_str().unwrap().parse().unwrap()
+}
+
+/// Writes a byte into each of `n` fresh pages: `n` page faults.
+fn touch_fresh_pages(n: usize) {
+    let page = crate::sys::page_size();
+    // Large enough for malloc to map it fresh: its pages fault at the first write.
+    let mut v = vec![0u8; n * page];
+    for b in v.iter_mut().step_by(page) {
+        *b = 1;
+    }
+    std::hint::black_box(&v);
+}
+
+/// Page-fault samples waiting in the rings of event `ev`.
+fn samples_in(opened: &mut Opened, ev: usize) -> usize {
+    let mut n = 0;
+    for (ring, owner) in opened.rings.iter_mut().zip(&opened.ring_events) {
+        let mut reader = ring.reader();
+        while let Some(rec) = reader.peek() {
+            n += usize::from(
+                *owner == Some(ev) && rec.ty == perf_event_open_sys::bindings::PERF_RECORD_SAMPLE,
+            );
+            reader.consume();
+        }
+    }
+    n
+}
+
 /// A group opened for real: a counting leader and a sampling member (software events, as
 /// this VM has no PMU; the mem-loads-aux group is opened the same way), on every CPU for
-/// each thread of this process.
+/// this thread. A group is scheduled only with its leader: with the member alone enabled,
+/// nothing is sampled; with the leader too, every fault is.
 #[test]
-fn a_group_opens_with_its_leader_counting_and_its_member_sampling() {
+fn a_group_opens_with_its_leader_counting_and_its_member_sampling_only_with_it() {
     use crate::cli::{CallGraph, Consume};
-    use crate::events::EventSpec;
     if !crate::sys::testutil::require_perf("a group of software events") {
         return;
     }
-    let specs: Vec<EventSpec> = crate::events::parse_event_list("task-clock,page-faults").unwrap();
+    let specs = crate::events::parse_event_list("task-clock,page-faults").unwrap();
     let (mut events, tracefs) = resolve_events(&specs).unwrap();
     events[0].counting = true;
     events[1].leader = Some(0);
     let cfg = RecordConfig {
         events: specs,
-        target: Target::Pids(vec![std::process::id()]),
+        target: Target::Tids(vec![own_tid()]),
         cpus: crate::sys::online_cpus().unwrap(),
         command: None,
         period: None,
         call_graph: CallGraph::None,
         unwind: UnwindWhen::Online,
         user_only: true,
-        mmap_pages: Some(1),
+        mmap_pages: Some(8),
         output: "/dev/null".into(),
         duration: None,
         quiet: true,
@@ -73,15 +105,33 @@ fn a_group_opens_with_its_leader_counting_and_its_member_sampling() {
         side_band: false,
     };
     let facts = SystemFacts::read();
-    let opened = open_all(&cfg, events, tracefs, None, &facts).unwrap();
+    let mut opened = open_all(&cfg, events, tracefs, None, &facts).unwrap();
     let (leader, member) = (&opened.events[0], &opened.events[1]);
-    assert!(!member.ids.is_empty());
+    assert_eq!(member.ids.len(), cfg.cpus.len());
     assert_eq!(leader.ids.len(), member.ids.len());
     let (la, ma) = (leader.attr.unwrap(), member.attr.unwrap());
     assert_eq!((la.sample_period, la.freq()), (0, 0));
     assert_eq!(ma.sample_period, 1);
-    // The side band would ride on the member, the first event that samples.
     assert_eq!(side_band_event(&opened.events), 1);
+    // Two software events: each has rings of its own, which tell the group's parts apart.
+    let enable = |opened: &Opened, ev: usize| {
+        for (ring, owner) in opened.rings.iter().zip(&opened.ring_events) {
+            if *owner == Some(ev) {
+                crate::sys::open::ioc_enable(ring.fd()).unwrap();
+            }
+        }
+    };
+    enable(&opened, 1);
+    touch_fresh_pages(64);
+    assert_eq!(samples_in(&mut opened, 1), 0, "sampled without its leader");
+    enable(&opened, 0);
+    touch_fresh_pages(64);
+    let n = samples_in(&mut opened, 1);
+    assert!(
+        n >= 64,
+        "{n} samples for 64 fresh pages with the group enabled"
+    );
+    assert_eq!(samples_in(&mut opened, 0), 0, "the counting leader sampled");
 }
 
 #[test]
