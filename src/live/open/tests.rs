@@ -46,17 +46,6 @@ fn own_tid() -> u32 {
     link.file_name().unwrap().to_str().unwrap().parse().unwrap()
 }
 
-/// Writes a byte into each of `n` fresh pages: `n` page faults.
-fn touch_fresh_pages(n: usize) {
-    let page = crate::sys::page_size();
-    // Large enough for malloc to map it fresh: its pages fault at the first write.
-    let mut v = vec![0u8; n * page];
-    for b in v.iter_mut().step_by(page) {
-        *b = 1;
-    }
-    std::hint::black_box(&v);
-}
-
 /// Page-fault samples waiting in the rings of event `ev`.
 fn samples_in(opened: &mut Opened, ev: usize) -> usize {
     let mut n = 0;
@@ -122,10 +111,10 @@ fn a_group_opens_with_its_leader_counting_and_its_member_sampling_only_with_it()
         }
     };
     enable(&opened, 1);
-    touch_fresh_pages(64);
+    crate::sys::testutil::touch_fresh_pages(64);
     assert_eq!(samples_in(&mut opened, 1), 0, "sampled without its leader");
     enable(&opened, 0);
-    touch_fresh_pages(64);
+    crate::sys::testutil::touch_fresh_pages(64);
     let n = samples_in(&mut opened, 1);
     assert!(
         n >= 64,
