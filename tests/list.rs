@@ -224,3 +224,30 @@ fn allocators_of_an_unknown_pid_is_a_clear_error() {
     let err = stderr(&o);
     assert!(err.contains("no such process: 99999999"), "{err}");
 }
+
+#[test]
+fn check_rss_tries_its_fault_event_and_the_allocator_uprobes() {
+    if !require_perf("memperf list --check rss") || !is_root() {
+        eprintln!("skipping: the uprobes need root");
+        return;
+    }
+    let o = run_memperf(&["list", "--check", "rss"]);
+    let out = stdout(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}{}", stderr(&o));
+    for name in ["rss", "rss (uprobes)"] {
+        assert!(
+            out.lines().any(|l| l.trim_start().starts_with(name)
+                && l.split_whitespace().count() > 1
+                && l.ends_with("works here")),
+            "{name}: {out}"
+        );
+    }
+    assert!(!out.contains("unknown"), "{out}");
+    let o = run_memperf(&["list", "tool"]);
+    let out = stdout(&o);
+    assert!(
+        out.lines()
+            .any(|l| l.trim_start() == "rss: page-faults, uprobes on the allocator (works here)"),
+        "{out}"
+    );
+}

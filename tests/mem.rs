@@ -595,11 +595,431 @@ fn mem_record_without_pmu_says_why() {
         eprintln!("skipped: this machine has a CPU PMU or is not a VM");
         return;
     }
-    let o = run_memperf(&["mem", "record", "--", "true"]);
-    assert!(!o.status.success());
-    assert!(
-        stderr(&o).contains("no hardware PMU (a VM without a virtual PMU)"),
-        "{}",
+    let dir = scratch();
+    let out = dir.path().join("mem.data");
+    let out = out.to_str().unwrap();
+    let me = std::process::id().to_string();
+    for target in [&["--", "true"][..], &["-p", &me], &["-a"]] {
+        let mut args = vec!["mem", "record", "-o", out];
+        args.extend_from_slice(target);
+        let o = run_memperf(&args);
+        assert!(!o.status.success());
+        assert!(
+            stderr(&o).contains("no hardware PMU (a VM without a virtual PMU)"),
+            "{target:?}: {}",
+            stderr(&o)
+        );
+        assert!(!stderr(&o).contains("panicked"), "{}", stderr(&o));
+        // Nothing was recorded, no probe was placed, and no file is left behind.
+        assert!(!Path::new(out).exists(), "{target:?} left {out}");
+    }
+}
+
+#[test]
+fn mem_record_refuses_bad_options_with_a_reason() {
+    let e = |args: &[&str]| {
+        let o = run_memperf(args);
+        assert!(!o.status.success(), "{args:?}");
         stderr(&o)
+    };
+    assert!(e(&["mem", "record"]).contains("give one of -a, -p PID or -- COMMAND"));
+    assert!(e(&["mem", "record", "-a", "--", "true"]).contains("give one of"));
+    assert!(e(&["mem", "record", "--ldlat", "0", "--", "true"]).contains("at least 1 cycle"));
+    assert!(e(&["mem", "record", "-m", "3", "--", "true"]).contains("power of two"));
+    assert!(e(&["mem", "record", "-p", "x1", "--", "true"]).contains("give one of"));
+    assert!(e(&["mem", "record", "-p", "x1"]).contains("pid"));
+}
+
+// ---- `mem report --by allocation`: allocator calls beside the memory samples ----
+
+/// x86 perf register numbers (arch/x86/include/uapi/asm/perf_regs.h).
+const REG_AX: u64 = 1 << 0;
+const REG_DX: u64 = 1 << 3;
+const REG_SI: u64 = 1 << 4;
+const REG_DI: u64 = 1 << 5;
+const REG_SP: u64 = 1 << 7;
+const PERF_CONTEXT_USER: u64 = (-512i64) as u64;
+
+/// What the recording holds, in time order.
+enum Step {
+    /// `func` (a memdata function, called from main) mallocs `size` bytes at ANON + `at`.
+    Malloc {
+        func: &'static str,
+        size: u64,
+        at: u64,
+    },
+    Free {
+        at: u64,
+    },
+    /// A load at `addr` with weight `weight` (var1).
+    Load {
+        addr: u64,
+        weight: u64,
+    },
+}
+
+/// The attr of an allocator probe as `memperf mem record` writes it: the argument
+/// registers and the unwound callchain for an entry, the result register for a return.
+fn probe_attr(regs: u64, stack: bool) -> perf_event_attr {
+    let mut st = b::PERF_SAMPLE_IDENTIFIER
+        | b::PERF_SAMPLE_IP
+        | b::PERF_SAMPLE_TID
+        | b::PERF_SAMPLE_TIME
+        | b::PERF_SAMPLE_CPU
+        | b::PERF_SAMPLE_REGS_USER;
+    if stack {
+        st |= b::PERF_SAMPLE_CALLCHAIN;
+    }
+    let mut attr = perf_event_attr {
+        // The uprobe PMU's dynamic type, as sysfs gives it.
+        type_: 8,
+        size: ATTR_SIZE_VER7 as u32,
+        sample_type: u64::from(st),
+        sample_regs_user: regs,
+        ..perf_event_attr::default()
+    };
+    attr.sample_period = 1;
+    attr.set_sample_id_all(1);
+    attr.set_exclude_callchain_kernel(1);
+    attr
+}
+
+/// A recording of memdata's process: its mappings, then `steps` (each 1000 ns apart), as
+/// `memperf mem record -- memdata` would write it.
+fn write_alloc_file(dir: &Path, img: &Image, steps: &[Step]) -> PathBuf {
+    let path = dir.join("alloc.data");
+    let attrs = [
+        mem_attr(true),
+        probe_attr(REG_DX | REG_SI | REG_DI | REG_SP, true),
+        probe_attr(REG_AX, false),
+        probe_attr(REG_DX | REG_SI | REG_DI | REG_SP, false),
+    ];
+    let names = [
+        "cpu/mem-loads,ldlat=30/P",
+        "memperf_4242:malloc",
+        "memperf_4242:malloc_ret",
+        "memperf_4242:free",
+    ];
+    let infos: Vec<ParseInfo> = attrs.iter().map(ParseInfo::from_attr).collect();
+    let ids = [77u64, 78, 79, 80];
+    // The mappings, as write_mem_file writes them; its samples are left out.
+    let mappings = write_mem_file(dir, "maps.data", img, &[], true);
+    let maps_file = memperf::perfdata::PerfDataFile::open(&mappings).unwrap();
+    let mut buf = Vec::new();
+    for r in maps_file.records() {
+        buf.extend_from_slice(r.unwrap().bytes);
+    }
+    let mut t = 10_000_000u64;
+    let mut sample = |buf: &mut Vec<u8>, ev: usize, s: Sample<'_>, chain: Option<&[u64]>| {
+        t += 1000;
+        let s = Sample {
+            identifier: Some(ids[ev]),
+            ip: s.ip.or(Some(0x7f00_dead_0000)),
+            pid: Some(PID),
+            tid: Some(PID),
+            time: Some(t),
+            cpu: Some(0),
+            ..s
+        };
+        encode_sample(buf, b::PERF_RECORD_MISC_USER as u16, &s, &infos[ev], chain).unwrap();
+    };
+    for step in steps {
+        match *step {
+            Step::Malloc { func, size, at } => {
+                // Entry: DX, SI, DI, SP in mask order; DI holds the size.
+                let regs: Vec<u8> = [0u64, 0, size, 0x7ffc_0000_0000]
+                    .iter()
+                    .flat_map(|v| v.to_le_bytes())
+                    .collect();
+                let chain = [
+                    PERF_CONTEXT_USER,
+                    0x7f00_dead_0000,
+                    BASE + img.sym(func) + 5,
+                    BASE + img.sym("main") + 5,
+                ];
+                let s = Sample {
+                    regs_user: Some(memperf::records::Regs::new(
+                        2,
+                        REG_DX | REG_SI | REG_DI | REG_SP,
+                        memperf::records::U64Slice::new(&regs),
+                    )),
+                    ..Sample::default()
+                };
+                sample(&mut buf, 1, s, Some(&chain));
+                let ret = (ANON + at).to_le_bytes();
+                let s = Sample {
+                    regs_user: Some(memperf::records::Regs::new(
+                        2,
+                        REG_AX,
+                        memperf::records::U64Slice::new(&ret),
+                    )),
+                    ..Sample::default()
+                };
+                sample(&mut buf, 2, s, None);
+            }
+            Step::Free { at } => {
+                let regs: Vec<u8> = [0u64, 0, ANON + at, 0x7ffc_0000_0000]
+                    .iter()
+                    .flat_map(|v| v.to_le_bytes())
+                    .collect();
+                let s = Sample {
+                    regs_user: Some(memperf::records::Regs::new(
+                        2,
+                        REG_DX | REG_SI | REG_DI | REG_SP,
+                        memperf::records::U64Slice::new(&regs),
+                    )),
+                    ..Sample::default()
+                };
+                sample(&mut buf, 3, s, None);
+            }
+            Step::Load { addr, weight } => {
+                let s = Sample {
+                    ip: Some(BASE + img.sym("load_counters") + 4),
+                    addr: Some(addr),
+                    period: Some(4000),
+                    weight: Some(weight),
+                    data_src: Some(OP_LOAD | LVL_L3 | LVL_HIT | SNOOP_HIT),
+                    phys_addr: Some(0x1_0000_0000),
+                    data_page_size: Some(4096),
+                    ..Sample::default()
+                };
+                sample(&mut buf, 0, s, None);
+            }
+        }
+    }
+    encode_finished_round(&mut buf);
+    let events = attrs
+        .iter()
+        .zip(names)
+        .zip(ids)
+        .map(|((attr, name), id)| EventDesc {
+            attr: *attr,
+            name: name.into(),
+            ids: vec![id],
+        })
+        .collect();
+    let mut w = PerfDataWriter::create(&path, events).unwrap();
+    w.write_record(&buf).unwrap();
+    let features = Features {
+        sample_time: Some((10_000_000, t)),
+        ..Features::from_system(vec!["memperf".into(), "mem".into(), "record".into()])
+    };
+    w.finish(&features).unwrap();
+    path
+}
+
+/// One row of `--by allocation`: samples, weight, and what it names (the allocation
+/// stack's frames, leaf first, or `outside allocations: MAPPING`).
+#[derive(Debug, PartialEq, Eq)]
+struct AllocRow {
+    samples: u64,
+    weight: u64,
+    avg: String,
+    place: Vec<String>,
+}
+
+fn alloc_rows(text: &str) -> Vec<AllocRow> {
+    let mut rows: Vec<AllocRow> = Vec::new();
+    for line in text.lines() {
+        if let Some(frame) = line.strip_prefix("\t\t") {
+            rows.last_mut().unwrap().place.push(frame.to_string());
+        } else if line.starts_with("  ") && line.contains('%') {
+            let w: Vec<&str> = line.split_whitespace().collect();
+            let place = w[5..].join(" ");
+            rows.push(AllocRow {
+                samples: w[2].parse().unwrap(),
+                weight: w[3].parse().unwrap(),
+                avg: w[4].to_string(),
+                place: if place == "allocated by:" {
+                    Vec::new()
+                } else {
+                    vec![place]
+                },
+            });
+        }
+    }
+    rows
+}
+
+/// Three allocations from three named functions, a free and the address reused, and loads
+/// in them, between them, past their ends, in the program's data and in no mapping.
+fn alloc_steps(img: &Image) -> Vec<Step> {
+    use Step::*;
+    vec![
+        Malloc {
+            func: "load_counters",
+            size: 0x1000,
+            at: 0x1000,
+        },
+        Malloc {
+            func: "store_scratch",
+            size: 0x800,
+            at: 0x4000,
+        },
+        Load {
+            addr: ANON + 0x1000,
+            weight: 100,
+        },
+        Load {
+            addr: ANON + 0x1fff,
+            weight: 300 | (7 << 32),
+        },
+        Load {
+            addr: ANON + 0x47ff,
+            weight: 50,
+        },
+        // One past the end of store_scratch's block: the arena's, not the block's.
+        Load {
+            addr: ANON + 0x4800,
+            weight: 30,
+        },
+        Load {
+            addr: ANON + 0x10000,
+            weight: 20,
+        },
+        Load {
+            addr: BASE + img.sym("counters") + 8,
+            weight: 9,
+        },
+        Load {
+            addr: NOWHERE,
+            weight: 5,
+        },
+        // load_counters' block is freed and its address reused by lock_flags' malloc.
+        Free { at: 0x1000 },
+        Load {
+            addr: ANON + 0x1010,
+            weight: 700,
+        },
+        Malloc {
+            func: "lock_flags",
+            size: 0x1000,
+            at: 0x1000,
+        },
+        Load {
+            addr: ANON + 0x1010,
+            weight: 1000,
+        },
+        Load {
+            addr: ANON + 0x1ff0,
+            weight: 200,
+        },
+    ]
+}
+
+#[test]
+fn by_allocation_attributes_each_address_to_the_allocation_live_at_its_time() {
+    let dir = scratch();
+    let img = Image::read(&fixture("memdata", Variant::Fp));
+    let steps = alloc_steps(&img);
+    let f = write_alloc_file(dir.path(), &img, &steps);
+    let out = memperf_out(&[
+        "mem",
+        "report",
+        "--by",
+        "allocation",
+        "-i",
+        f.to_str().unwrap(),
+    ]);
+    let row = |samples, weight, avg: &str, place: &[&str]| AllocRow {
+        samples,
+        weight,
+        avg: avg.to_string(),
+        place: place.iter().map(|s| s.to_string()).collect(),
+    };
+    let anon = "outside allocations: //anon";
+    assert_eq!(
+        alloc_rows(&out),
+        [
+            row(2, 1200, "600.0", &["lock_flags", "main"]),
+            // The freed block's address, sampled before its reuse: the arena's.
+            row(3, 750, "250.0", &[anon]),
+            row(2, 400, "200.0", &["load_counters", "main"]),
+            row(1, 50, "50.0", &["store_scratch", "main"]),
+            row(
+                1,
+                9,
+                "9.0",
+                &[&format!("outside allocations: {}", img.path.display())]
+            ),
+            row(1, 5, "5.0", &["outside allocations: [unknown]"]),
+        ],
+        "{out}"
     );
+    assert!(
+        out.contains("(10 samples: 5 in allocations, 5 outside them)"),
+        "{out}"
+    );
+    assert!(
+        out.contains("# Allocator calls replayed: 3 allocations and 1 frees (0 frees of blocks allocated before the recording began); 0 allocations without a stack"),
+        "{out}"
+    );
+    // perf's table has the memory event's samples only, not the allocator calls.
+    let table = memperf_out(&["mem", "report", "-i", f.to_str().unwrap()]);
+    assert!(
+        table.contains("# Samples: 10  of event 'cpu/mem-loads,ldlat=30/P'"),
+        "{table}"
+    );
+    assert!(!table.contains("malloc"), "{table}");
+    // perf reads the file with its allocator probes beside the memory event.
+    if require_perf_tool("perf mem report of a file with allocator probes") {
+        let theirs = perf(&["mem", "report", "--stdio"], &f);
+        assert!(
+            theirs.contains("# Samples: 10  of event 'cpu/mem-loads,ldlat=30/P'"),
+            "{theirs}"
+        );
+    }
+}
+
+#[test]
+fn by_allocation_without_allocator_calls_says_what_to_record() {
+    let dir = scratch();
+    let img = Image::read(&fixture("memdata", Variant::Fp));
+    let f = write_mem_file(dir.path(), "mem.data", &img, &accesses(), true);
+    let o = run_memperf(&[
+        "mem",
+        "report",
+        "--by",
+        "allocation",
+        "-i",
+        f.to_str().unwrap(),
+    ]);
+    assert!(!o.status.success());
+    let err = stderr(&o);
+    assert!(err.contains("holds no allocator calls"), "{err}");
+    assert!(err.contains("memperf rss -w FILE"), "{err}");
+}
+
+#[test]
+fn by_allocation_on_cut_and_mutated_files_never_panics() {
+    let dir = scratch();
+    let img = Image::read(&fixture("memdata", Variant::Fp));
+    let f = write_alloc_file(dir.path(), &img, &alloc_steps(&img));
+    let bytes = std::fs::read(&f).unwrap();
+    let p = dir.path().join("bad.data");
+    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+    for i in 0..160 {
+        let mut b = bytes.clone();
+        if i % 2 == 0 {
+            b.truncate(i * bytes.len() / 160);
+        } else {
+            for _ in 0..4 {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                let at = (seed % b.len() as u64) as usize;
+                b[at] ^= (seed >> 32) as u8 | 1;
+            }
+        }
+        std::fs::write(&p, &b).unwrap();
+        let o = run_memperf(&[
+            "mem",
+            "report",
+            "--by",
+            "allocation",
+            "-i",
+            p.to_str().unwrap(),
+        ]);
+        assert!(!stderr(&o).contains("panicked"), "case {i}: {}", stderr(&o));
+    }
 }

@@ -309,6 +309,9 @@ fn bad_rss_input_gets_clear_errors() {
         (&["rss", "-c", "/nonexistent/prog"], "not found"),
         (&["rss", "-p", "999999999"], "999999999"),
         (&["leak", "--faults"], "--faults joins page faults"),
+        (&["rss", "-i", "/nonexistent/r.data"], "No such file"),
+        (&["rss", "-i", "Cargo.toml"], "not a perf.data file"),
+        (&["rss", "-i", "r.data", "-p", "1"], "cannot be used with"),
     ];
     for (args, want) in cases {
         let o = run_memperf(args);
@@ -316,5 +319,130 @@ fn bad_rss_input_gets_clear_errors() {
         assert!(!o.status.success(), "{args:?} succeeded");
         assert!(err.contains(want), "{args:?}: {err}");
         assert!(!err.contains("panicked"), "{args:?}: {err}");
+    }
+}
+
+/// `mem report --by allocation` rows: (samples, the allocation stack's frames leaf first,
+/// or the mapping outside allocations).
+fn by_allocation_rows(text: &str) -> Vec<(u64, Vec<String>)> {
+    let mut rows: Vec<(u64, Vec<String>)> = Vec::new();
+    for line in text.lines() {
+        if let Some(frame) = line.strip_prefix("\t\t") {
+            rows.last_mut().unwrap().1.push(frame.to_string());
+        } else if line.starts_with("  ") && line.contains('%') {
+            let w: Vec<&str> = line.split_whitespace().collect();
+            let place = w[5..].join(" ");
+            let place = match place.strip_prefix("outside allocations: ") {
+                Some(m) => vec![format!("outside:{m}")],
+                None => Vec::new(),
+            };
+            rows.push((w[2].parse().unwrap(), place));
+        }
+    }
+    rows
+}
+
+#[test]
+fn rss_writes_a_recording_that_rss_i_and_mem_report_by_allocation_replay_to_the_same_pages() {
+    if !require_perf("rss -w, mem report --by allocation") {
+        return;
+    }
+    let dir = scratch();
+    let file = dir.path().join("rss.data");
+    let f = file.to_str().unwrap();
+    let (out, err) = run(
+        &["rss", "-T", "100", "-w", f],
+        &fixture("rss", Variant::NoFp),
+        "three 256",
+    );
+    assert!(err.contains(&format!("wrote `{f}`")), "{err}");
+    // The live join's totals: pages faulted into allocations, faults outside them.
+    let head = out
+        .lines()
+        .find(|l| l.starts_with("Resident memory by allocation stack:"))
+        .unwrap();
+    let num = |before: &str| -> u64 {
+        let at = head.find(before).unwrap();
+        head[..at]
+            .split_whitespace()
+            .last()
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    let (faults, inside, outside) = (
+        num(" page faults,"),
+        num(" pages ("),
+        num(" faults outside them"),
+    );
+    let o = run_memperf(&["mem", "report", "--by", "allocation", "-i", f]);
+    let report = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let rows = by_allocation_rows(&report);
+    let alloc = |func: &str| -> u64 {
+        let found: Vec<_> = rows
+            .iter()
+            .filter(|r| r.1.first().map(String::as_str) == Some(func))
+            .collect();
+        assert!(found.len() <= 1, "{func}:\n{report}");
+        let Some(r) = found.first() else { return 0 };
+        assert_eq!(r.1.get(1).map(String::as_str), Some("main"), "{report}");
+        r.0
+    };
+    // Every fault's address, from the file: the pages each named function's buffer
+    // faulted in, as the live report and the fixture's mincore count them.
+    assert_eq!(
+        (
+            alloc("alloc_full"),
+            alloc("alloc_half"),
+            alloc("alloc_none")
+        ),
+        (256, 128, 0),
+        "{report}"
+    );
+    let sum = |outside: bool| -> u64 {
+        rows.iter()
+            .filter(|r| r.1.first().is_some_and(|p| p.starts_with("outside:")) == outside)
+            .map(|r| r.0)
+            .sum()
+    };
+    // No repeated faults on a page here (each page is written once): samples are pages.
+    assert!(err.contains(" 0 repeated on a page"), "{err}");
+    assert_eq!(
+        (sum(false), sum(true)),
+        (inside, outside),
+        "{report}\n{out}"
+    );
+    assert!(
+        report.contains(&format!(
+            "({faults} samples: {inside} in allocations, {outside} outside them)"
+        )),
+        "{report}"
+    );
+    // rss -i replays the same file into the same join: the live report, line for line.
+    let o = run_memperf(&["rss", "-T", "100", "-i", f]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let replayed = String::from_utf8_lossy(&o.stdout).into_owned();
+    let report_of = |text: &str| -> Vec<String> {
+        text.lines()
+            .skip_while(|l| !l.starts_with("Resident memory by allocation stack:"))
+            .map(str::to_string)
+            .collect()
+    };
+    assert_eq!(
+        report_of(&replayed),
+        report_of(&out),
+        "replayed:\n{replayed}\nlive:\n{out}"
+    );
+    // perf reads the file: every fault, with its address (the probes have none).
+    if require_perf_tool("perf script of rss -w") {
+        let o = std::process::Command::new("perf")
+            .args(["script", "-F", "sw:event,addr", "-i", f])
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", stderr(&o));
+        let text = String::from_utf8_lossy(&o.stdout);
+        let faults_seen = text.lines().filter(|l| l.contains("page-faults")).count();
+        assert_eq!(faults_seen as u64, faults, "{text}");
     }
 }

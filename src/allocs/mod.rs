@@ -4,10 +4,13 @@
 //! `--faults` the page-fault event), `run` drives it live, `sink` is its handler (the
 //! allocator calls matched per thread into `table`, the outstanding-allocation table, in
 //! time order with every other sample), and `resident` joins fault addresses to the
-//! allocations that hold them. `leak` and `rss` report on it; neither imports the other.
+//! allocations that hold them. `replay` rebuilds the table from a recording's allocator
+//! calls, for readers of a file (`mem report --by allocation`). `leak` and `rss` report on
+//! it; neither imports the other.
 
 pub(crate) mod kernel;
 pub(crate) mod plan;
+pub(crate) mod replay;
 pub(crate) mod resident;
 pub(crate) mod run;
 pub(crate) mod sink;

@@ -1,7 +1,7 @@
 //! What allocation tracing opens: the allocator's entry and return probes (user mode), the
 //! kmem tracepoints (kernel mode), and with `faults` the page-fault event whose addresses
-//! the resident join attributes; the recording they are opened as, and the session and
-//! handler their samples go to.
+//! the resident join attributes; the recording they are opened as, and what the handler
+//! their samples go to knows of them.
 
 use std::ffi::CString;
 use std::path::{Path, PathBuf};
@@ -13,15 +13,11 @@ use crate::cli::leak::{FaultOptions, LeakConfig, LeakTarget, ProbeVia};
 use crate::cli::{CallGraph, Consume, RecordConfig, Target, UnwindWhen};
 use crate::events::{EventKind, EventSpec, Modifiers, Period};
 use crate::live::open;
-use crate::maps::ProcessMaps;
-use crate::records::ParseInfo;
-use crate::session::{Keep, Session};
 use crate::sys;
 use crate::sys::tracefs::Tracefs;
 use crate::sys::uprobe::{PmuPath, ProbeDef, UprobeGroup, UprobePmu};
-use crate::unwind::UnwindMode;
 
-use super::sink::{self, LeakEvent, LeakSink, Role};
+use super::sink::{self, LeakEvent, Role};
 use super::table::{self, Table};
 use super::{kernel, resident};
 
@@ -75,6 +71,15 @@ pub(crate) fn plan(
     }
     Ok((planned, tracefs, code))
 }
+
+/// The fixed events of `memperf rss` (and of `leak --faults`), for `memperf list`: the
+/// page-fault event beside the allocator's uprobes, which are placed per object.
+pub(crate) const RSS_WANTS: [crate::tool::Want; 1] = [crate::tool::Want {
+    name: "page-faults",
+    since: "2.6.31",
+    optional: false,
+    filter: None,
+}];
 
 /// The page-fault software event, every fault sampled with its address
 /// (`PERF_SAMPLE_ADDR`, which the recording's defaults give fault events), and the
@@ -143,47 +148,45 @@ pub(crate) fn record_config(
     })
 }
 
-/// The session (online unwinding) and the leak handler for the opened events.
-pub(crate) fn handler(
-    cfg: &LeakConfig,
-    opened: &open::Opened,
+/// The planned events resolved against this kernel, each with its own sampling and
+/// filter, for the recorder (`tracefs` is the one the probes were placed in).
+pub(crate) fn resolve(
+    rcfg: &RecordConfig,
     planned: &[Planned],
-) -> Result<(Session, LeakSink)> {
-    let mut infos = Vec::new();
+    tracefs: Option<Tracefs>,
+) -> Result<(Vec<open::ResolvedEvent>, Option<Tracefs>)> {
+    let (mut events, for_tracepoints) = open::resolve_events(&rcfg.events)?;
+    for (ev, p) in events.iter_mut().zip(planned) {
+        ev.sampling = p.sampling.clone();
+        ev.filter = p.filter.clone();
+    }
+    Ok((events, tracefs.or(for_tracepoints)))
+}
+
+/// The leak handler's view of the opened events: each one's role, and whether its samples
+/// carry a stack.
+pub(crate) fn leak_events(opened: &open::Opened, planned: &[Planned]) -> Result<Vec<LeakEvent>> {
     let mut levents = Vec::new();
     for (ev, p) in opened.events.iter().zip(planned) {
         let attr = ev
             .attr
             .ok_or_else(|| anyhow!("event `{}` was never opened", ev.spec.name))?;
         let stack = attr.sample_type & (PERF_SAMPLE_STACK_USER | PERF_SAMPLE_CALLCHAIN) != 0;
-        infos.push(ParseInfo::from_attr(&attr));
         levents.push(LeakEvent {
             role: p.role.clone(),
             stack,
         });
     }
-    let dwarf = matches!(cfg.call_graph, CallGraph::Dwarf { .. }) && !cfg.kernel;
-    let keep = Keep {
-        unwind: dwarf.then_some(UnwindMode::Dwarf),
-        maps: Some(ProcessMaps::default()),
-        comms: true,
-        dsos: false,
-    };
-    let types = opened
-        .events
-        .iter()
-        .map(|e| crate::session::EventType {
-            type_: e.type_,
-            config: e.config,
-        })
-        .collect();
-    let session = Session::new(infos, opened.ids.clone(), keep).with_types(types);
+    Ok(levents)
+}
+
+/// The outstanding table of `cfg` (with the resident join when faults are traced).
+pub(crate) fn table(cfg: &LeakConfig) -> Table {
     let mut table = Table::new(cfg.max_entries, cfg.min_size, cfg.max_size);
     if cfg.faults.is_some() {
         table.resident = Some(resident::Resident::new(crate::sys::page_size() as u64));
     }
-    let sink = LeakSink::new(levents, table, sys::read_process_u64);
-    Ok((session, sink))
+    table
 }
 
 /// The allocator object of the target.

@@ -1,21 +1,23 @@
 //! One allocation-tracing run, for the commands that report on the live-allocation table
-//! (`leak`, `rss`): place the probes, open the events, start or attach to the target, feed
-//! every record to the session and the handler until the target exits, the duration ends,
-//! a signal comes or the command's tick says stop, then remove the probes and say what was
-//! lost.
+//! (`leak`, `rss`): place the probes, then the one recorder (`live::recorder`) opens the
+//! events, starts or attaches to the target and feeds every record to the session and the
+//! handler (and to a file with `-w`) until the target exits, the duration ends, a signal
+//! comes or the command's tick says stop; then remove the probes and say what was lost.
 
+use std::path::Path;
 use std::time::Duration;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 
-use crate::cli::Target;
 use crate::cli::leak::LeakConfig;
-use crate::live::driver::{self, Driver, Flow, OnSignal, Round, SignalState, StopReason, Until};
-use crate::live::{open, synth};
-use crate::session::Session;
-use crate::sys::diagnose::SystemFacts;
+use crate::live::driver::{self, Flow, OnSignal, Round, StopReason};
+use crate::live::open::Opened;
+use crate::live::recorder::{self, Live, Run};
+use crate::perfdata::ClockData;
+use crate::records::Sample;
+use crate::session::{Handler, Processes, SampleCtx, Session, SideBand};
 
-use super::plan::{self, ProbeHold};
+use super::plan::{self, Planned, ProbeHold};
 use super::sink::LeakSink;
 
 /// What a finished run leaves for the command's report.
@@ -38,91 +40,107 @@ pub(crate) struct Schedule {
     pub tick: Option<Duration>,
 }
 
-/// Runs the allocation tracing of `cfg`. `announce` is called with the traced child's pid
-/// once the events are enabled and before the command is released; `on_tick` at each tick
-/// with the session, the handler and the sample clock.
+/// The recorder's handler: the leak handler, told the opened events when they are live,
+/// and the command's announce and tick.
+struct Tracer<'a> {
+    sink: LeakSink,
+    planned: &'a [Planned],
+    announce: &'a mut dyn FnMut(Option<i32>) -> Result<()>,
+    on_tick: &'a mut dyn FnMut(&Session, &LeakSink, u64) -> Result<Flow>,
+}
+
+impl Handler for Tracer<'_> {
+    fn sample(&mut self, c: &SampleCtx<'_>) -> std::io::Result<()> {
+        self.sink.sample(c)
+    }
+
+    fn wants_unwind(&mut self, ev: usize, s: &Sample<'_>, procs: &Processes) -> bool {
+        self.sink.wants_unwind(ev, s, procs)
+    }
+
+    fn side_band(&mut self, r: &SideBand<'_>) -> std::io::Result<()> {
+        self.sink.side_band(r)
+    }
+}
+
+impl Live for Tracer<'_> {
+    fn started(&mut self, opened: &Opened, child: Option<i32>, _: Option<ClockData>) -> Result<()> {
+        self.sink
+            .set_events(plan::leak_events(opened, self.planned)?);
+        (self.announce)(child)
+    }
+
+    fn round(&mut self, session: &Session, round: Round) -> Result<Flow> {
+        if !round.tick {
+            return Ok(Flow::Continue);
+        }
+        (self.on_tick)(session, &self.sink, now_ns(round.now, session))
+    }
+}
+
+/// Runs the allocation tracing of `cfg` through the recorder (and, with `write`, into that
+/// perf.data file as well: the probes keep their argument and result registers there, so
+/// that `allocs::replay` rebuilds the table from it). `announce` is called with the traced
+/// child's pid once the events are enabled and before the command is released; `on_tick`
+/// at each tick with the session, the handler and the sample clock.
 pub(crate) fn trace(
     cfg: &LeakConfig,
     schedule: &Schedule,
+    write: Option<&Path>,
     announce: &mut dyn FnMut(Option<i32>) -> Result<()>,
     on_tick: &mut dyn FnMut(&Session, &LeakSink, u64) -> Result<Flow>,
 ) -> Result<Traced> {
-    let facts = SystemFacts::read();
     let (target, command) = plan::leak_target(cfg);
     driver::check_attach(&target)?;
     // Probes are created before the events are opened and removed after they are closed:
     // `hold` is declared first so that it is dropped last, on every path out of here.
     let mut hold = ProbeHold::default();
     let (planned, tracefs, allocator) = plan::plan(cfg, &mut hold)?;
-    let rcfg = plan::record_config(cfg, &planned, &target, command)?;
-    let (mut events, tfs_for_tracepoints) = open::resolve_events(&rcfg.events)?;
-    for (ev, p) in events.iter_mut().zip(&planned) {
-        ev.sampling = p.sampling.clone();
-        ev.filter = p.filter.clone();
+    let mut rcfg = plan::record_config(cfg, &planned, &target, command)?;
+    rcfg.duration = schedule.duration;
+    if let Some(path) = write {
+        rcfg.output = path.to_path_buf();
     }
-    let gated = driver::spawn_gated(rcfg.command.as_deref())?;
-    let child_pid = gated.as_ref().map(|g| g.pid());
-    let signals = SignalState::install()?;
-    let opened = open::open_all(
-        &rcfg,
-        events,
-        tracefs.or(tfs_for_tracepoints),
-        child_pid,
-        &facts,
-    )?;
-
-    let (mut session, mut sink) = plan::handler(cfg, &opened, &planned)?;
+    let events = plan::resolve(&rcfg, &planned, tracefs)?;
+    let mut sink = LeakSink::new(Vec::new(), plan::table(cfg), crate::sys::read_process_u64);
     sink.set_allocator(allocator);
     if cfg.trace {
         sink.trace = Some(Box::new(std::io::stdout()));
     }
-    if let Target::Pids(pids) = &target {
-        let id = opened.events[0].ids.first().copied().unwrap_or(0);
-        let side = *session.side_info();
-        synth::synthesize(pids, id, &side, &mut session, &mut sink)
-            .context("failed to read the target's mappings")?;
-    }
-
-    let mut driver = Driver::new(opened, signals, gated, &target);
-    driver.enable()?;
-    announce(child_pid)?;
-    driver.release()?;
-
-    let until = Until {
-        duration: schedule.duration,
+    let mut tracer = Tracer {
+        sink,
+        planned: &planned,
+        announce,
+        on_tick,
+    };
+    let run = Run {
+        cfg: &rcfg,
+        write: write.is_some(),
+        events: Some(events),
+        keep_processes: true,
         tick: schedule.tick,
         on_signal: OnSignal::ForwardAndStop,
     };
-    let on_round = |session: &mut Session, sink: &mut LeakSink, round: Round| {
-        if !round.tick {
-            return Ok(Flow::Continue);
-        }
-        on_tick(session, sink, now_ns(round.now, session))
-    };
-    let requested =
-        driver.run_until(&mut session, &mut sink, &until, on_round)? == StopReason::Requested;
-    if requested {
-        driver.signal_child(libc::SIGTERM);
-    }
-    let done = driver.finish(&mut session, &mut sink)?;
-    let mut lost = session.stats().lost + session.stats().lost_samples;
-    if let Some(counted) = done.kernel_lost {
-        lost = lost.max(counted);
-    }
-    let now = now_ns(done.now, &session);
-    let requested = requested || done.reason == StopReason::Requested;
-    drop(done.opened);
+    let rec = recorder::record(run, &mut tracer)?;
     let removed = hold.group.as_mut().map(|g| g.remove_all());
     if let Some(Err(e)) = removed {
         eprintln!("memperf: warning: {e}");
     }
-    summary(&sink, lost, done.drain.corrupt_bytes);
+    let sink = tracer.sink;
+    summary(&sink, rec.lost, rec.drain.corrupt_bytes);
+    if write.is_some() {
+        eprintln!(
+            "memperf: wrote `{}` ({} bytes)",
+            rcfg.output.display(),
+            rec.file_bytes
+        );
+    }
     Ok(Traced {
-        session,
+        now: now_ns(rec.now, &rec.session),
+        lost: rec.lost,
+        requested: rec.reason == StopReason::Requested,
+        session: rec.session,
         sink,
-        now,
-        lost,
-        requested,
     })
 }
 
@@ -133,7 +151,7 @@ pub(crate) fn now_ns(now: Option<u64>, session: &Session) -> u64 {
 }
 
 /// The end-of-run summary on stderr: what was traced, what the table held, what was lost.
-fn summary(sink: &LeakSink, lost: u64, corrupt_bytes: u64) {
+pub(crate) fn summary(sink: &LeakSink, lost: u64, corrupt_bytes: u64) {
     let s = &sink.table.stats;
     eprintln!(
         "memperf: traced {} allocations and {} frees ({} frees of blocks allocated before \

@@ -41,6 +41,9 @@ pub enum Role {
     },
     /// A page fault with its address (`--faults`): joined to the allocation that owns it.
     Fault,
+    /// Not the table's: the other events of a replayed recording (`replay`), whose samples
+    /// the reader takes.
+    Other,
 }
 
 /// One event as the handler sees it.
@@ -126,6 +129,16 @@ impl LeakSink {
             leaf_first: Vec::with_capacity(128),
             allocator: None,
         }
+    }
+
+    /// What each event's samples mean.
+    pub fn events(&self) -> &[LeakEvent] {
+        &self.events
+    }
+
+    /// The events, once they are opened (what each one's samples mean).
+    pub fn set_events(&mut self, events: Vec<LeakEvent>) {
+        self.events = events;
     }
 
     /// Recognise the mapping calls the allocator makes from its own functions.
@@ -230,6 +243,7 @@ impl LeakSink {
                 self.table.insert_point(space, ptr, bytes, time, stack);
             }
             Role::Fault => self.handle_fault(maps, pid, c, with_stack),
+            Role::Other => {}
             Role::KernelFree { space, addr } => {
                 let raw = s.raw.unwrap_or(&[]);
                 match addr.read(raw) {

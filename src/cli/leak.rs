@@ -231,6 +231,38 @@ pub struct LeakConfig {
     pub faults: Option<FaultOptions>,
 }
 
+impl LeakConfig {
+    /// The allocation tracing another command runs (`rss`, `mem record`): every
+    /// allocation of `target`'s libc allocator with its stack, no report options.
+    pub fn allocations(target: LeakTarget, call_graph: CallGraph) -> LeakConfig {
+        LeakConfig {
+            target,
+            kernel: false,
+            trace: false,
+            show_allocs: false,
+            older_ms: 0,
+            sample_rate: 1,
+            top: 10,
+            min_size: None,
+            max_size: None,
+            obj: None,
+            symbols_prefix: String::new(),
+            percpu: false,
+            combined_only: true,
+            sort: LeakSort::Size,
+            folded: false,
+            pprof: None,
+            call_graph,
+            max_entries: 1_000_000,
+            mmap_pages: None,
+            probe_via: ProbeVia::Auto,
+            interval: Duration::from_secs(1),
+            count: None,
+            faults: None,
+        }
+    }
+}
+
 impl LeakArgs {
     pub fn into_config(self) -> Result<LeakConfig> {
         let target = match (self.pid, &self.command) {

@@ -5,7 +5,10 @@ use std::path::PathBuf;
 use anyhow::{Result, bail};
 use clap::{Args, Subcommand, ValueEnum};
 
-use super::Input;
+use std::ffi::OsString;
+
+use super::leak::{LeakConfig, LeakTarget};
+use super::{CallGraph, Input, Target, parse_id_list};
 use crate::cmd::mem::pmu::Types;
 use crate::cmd::mem::report::Group;
 
@@ -54,6 +57,14 @@ pub struct MemRecordArgs {
     /// The recording to write.
     #[arg(short = 'o', long, value_name = "FILE", default_value = "memperf.data")]
     pub output: PathBuf,
+    /// Do not record the allocator's calls beside the memory samples (recorded by default
+    /// for a command or one -p PID, as `memperf leak` probes them: what `mem report --by
+    /// allocation` replays).
+    #[arg(long = "no-allocations")]
+    pub no_allocations: bool,
+    /// Ring buffer pages per CPU (a power of two).
+    #[arg(short = 'm', long = "mmap-pages", value_name = "PAGES")]
+    pub mmap_pages: Option<usize>,
     /// The command to run and sample.
     #[arg(last = true, value_name = "COMMAND")]
     pub command: Vec<String>,
@@ -71,8 +82,11 @@ pub struct MemReportArgs {
     )]
     pub input: PathBuf,
     /// Group the samples by what holds the data address instead of perf's rows: `mapping`
-    /// (its file, [heap], [stack], //anon), `allocation` (the allocation site; needs the
-    /// allocation table of `memperf rss`, not in this build).
+    /// (its file, [heap], [stack], //anon), or `allocation`: the live allocation holding it
+    /// at the sample's time, by its allocation stack, else its mapping. `allocation` needs
+    /// the allocator calls in the recording (`memperf mem record -- CMD`, `memperf rss -w`)
+    /// and takes every sample with a data address (PERF_SAMPLE_ADDR): memory samples, and
+    /// page faults, whose address is the faulting one.
     #[arg(long = "by", value_enum, value_name = "WHAT")]
     pub by: Option<MemBy>,
 }
@@ -89,6 +103,11 @@ pub struct MemRecordConfig {
     pub types: Types,
     pub ldlat: u32,
     pub output: PathBuf,
+    pub target: Target,
+    pub command: Option<Vec<OsString>>,
+    pub mmap_pages: Option<usize>,
+    /// The allocation tracing recorded beside the samples (a command or one process).
+    pub allocations: Option<LeakConfig>,
 }
 
 /// `memperf mem report`, validated.
@@ -109,7 +128,32 @@ impl MemRecordArgs {
         if self.ldlat == 0 {
             bail!("--ldlat: give a latency of at least 1 cycle");
         }
+        if let Some(p) = self.mmap_pages
+            && (p == 0 || !p.is_power_of_two())
+        {
+            bail!("invalid -m {p}: the ring buffer size must be a power of two pages");
+        }
         let has = |t| self.types.is_empty() || self.types.contains(&t);
+        let (target, command, leak_target) = if self.all_cpus {
+            (Target::SystemWide, None, None)
+        } else if let Some(pids) = &self.pid {
+            let pids = parse_id_list(pids, "pid")?;
+            let one = (pids.len() == 1).then(|| LeakTarget::Pid(pids[0]));
+            (Target::Pids(pids), None, one)
+        } else {
+            let argv: Vec<OsString> = self.command.iter().map(OsString::from).collect();
+            (
+                Target::Command,
+                Some(argv.clone()),
+                Some(LeakTarget::Command(argv)),
+            )
+        };
+        let allocations = leak_target
+            .filter(|_| !self.no_allocations)
+            .map(|t| LeakConfig {
+                mmap_pages: self.mmap_pages,
+                ..LeakConfig::allocations(t, CallGraph::Dwarf { stack_bytes: 8192 })
+            });
         Ok(MemRecordConfig {
             types: Types {
                 loads: has(MemType::Load),
@@ -117,6 +161,10 @@ impl MemRecordArgs {
             },
             ldlat: self.ldlat,
             output: self.output,
+            target,
+            command,
+            mmap_pages: self.mmap_pages,
+            allocations,
         })
     }
 }
@@ -139,14 +187,21 @@ EXAMPLES:
     memperf mem record -- ./app
         Loads slower than 30 cycles and stores of ./app, with their data addresses.
     memperf mem record -t load --ldlat 100 -a -o mem.data
-        The whole system's loads of 100 cycles and more.
+        The whole system's loads of 100 cycles and more (no allocator calls: those are
+        recorded for a command or one -p PID).
     memperf mem report -i perf.data
         perf mem report's table, from `perf mem record` or `memperf mem record`.
     memperf mem report --by mapping
         The weight of the accesses by the mapping they touched.
+    memperf mem report --by allocation
+        Samples, total and average weight by the allocation stack of the live allocation
+        each address lay in when sampled (allocator calls replayed from the recording);
+        the rest by mapping.
     memperf script -F comm,tid,addr,data_src,weight
         Every sample's data address, data source and weight, as perf script prints them.
 
 PERMISSIONS: a PMU that samples memory (Intel PEBS, AMD IBS, Arm SPE: not in most VMs);
 your own processes with perf_event_paranoid <= 2 (data addresses of kernel accesses need
-<= 1), root or CAP_PERFMON for -a.";
+<= 1), root or CAP_PERFMON for -a; the allocator's calls need what memperf leak needs
+(root for tracefs uprobes, or CAP_PERFMON with the uprobe PMU on 5.8+), else
+--no-allocations.";

@@ -6,7 +6,7 @@ use std::time::Duration;
 use anyhow::{Result, bail};
 use clap::Args;
 
-use super::leak::{FaultOptions, LeakConfig, LeakSort, LeakTarget, ProbeVia};
+use super::leak::{FaultOptions, LeakConfig, LeakTarget, ProbeVia};
 use super::{CallGraph, parse_call_graph};
 
 pub const RSS_EXAMPLES: &str = "\
@@ -23,6 +23,10 @@ EXAMPLES:
         go tool pprof -sample_index=resident_space rss.pb.gz (also alloc_space, inuse_space).
     memperf rss -c ./app -O jemalloc
         An allocator other than libc's, as leak -O takes it.
+    memperf rss -c ./app -w rss.data && memperf mem report --by allocation -i rss.data
+        Also write the recording; the faults' addresses by allocation stack, from the file.
+    memperf rss -i rss.data --folded
+        The report of a recording of rss -w, replayed.
 
 HOW:
     Every page fault of the target is sampled with its address (PERF_SAMPLE_ADDR) beside
@@ -106,6 +110,28 @@ pub struct RssArgs {
     /// Ring buffer pages per CPU (a power of two).
     #[arg(short = 'm', long = "mmap-pages", value_name = "PAGES")]
     pub mmap_pages: Option<usize>,
+
+    /// Also write what was traced into this perf.data file: the allocator's probes with
+    /// their argument and result registers and unwound stacks, the page faults with their
+    /// addresses, the mappings. `memperf mem report --by allocation -i FILE` replays it;
+    /// `perf script -i FILE` reads it.
+    #[arg(
+        short = 'w',
+        long = "write",
+        value_name = "FILE",
+        conflicts_with = "input"
+    )]
+    pub write: Option<PathBuf>,
+
+    /// Read a recording of `memperf rss -w` instead of tracing: its allocator calls and
+    /// page faults are replayed in time order into the same join, for the same report.
+    #[arg(
+        short = 'i',
+        long = "input",
+        value_name = "FILE",
+        conflicts_with_all = ["pid", "command", "duration"]
+    )]
+    pub input: Option<PathBuf>,
 }
 
 /// What `memperf rss` prints.
@@ -124,11 +150,17 @@ pub struct RssConfig {
     pub output: RssOutput,
     pub pprof: Option<PathBuf>,
     pub top: usize,
+    /// `-w FILE`: also write the recording.
+    pub write: Option<PathBuf>,
+    /// `-i FILE`: report on a recording instead.
+    pub input: Option<PathBuf>,
 }
 
 impl RssArgs {
     pub fn into_config(self) -> Result<RssConfig> {
         let target = match (self.pid, &self.command) {
+            // A recording's processes are its own; the target only names the report.
+            _ if self.input.is_some() => LeakTarget::System,
             (Some(pid), _) => LeakTarget::Pid(pid),
             (None, Some(cmd)) => {
                 let argv: Vec<_> = cmd.split_whitespace().map(Into::into).collect();
@@ -137,7 +169,9 @@ impl RssArgs {
                 }
                 LeakTarget::Command(argv)
             }
-            (None, None) => bail!("memperf rss needs a process: give -p PID or -c COMMAND"),
+            (None, None) => {
+                bail!("memperf rss needs a process: give -p PID or -c COMMAND (or -i FILE)")
+            }
         };
         if self.duration == Some(0) {
             bail!("invalid --duration 0: give at least 1 second, or leave it out");
@@ -163,32 +197,17 @@ impl RssArgs {
             (false, None) => RssOutput::Text,
         };
         let leak = LeakConfig {
-            target,
-            kernel: false,
-            trace: false,
-            show_allocs: false,
-            older_ms: 0,
-            sample_rate: 1,
             top: self.top,
-            min_size: None,
-            max_size: None,
             obj: self.obj,
             symbols_prefix: self.symbols_prefix,
-            percpu: false,
-            combined_only: true,
-            sort: LeakSort::Size,
-            folded: false,
-            pprof: None,
-            call_graph,
             max_entries: self.max_entries,
             mmap_pages: self.mmap_pages,
             probe_via: self.probe_via,
-            interval: Duration::from_secs(1),
-            count: None,
             faults: Some(FaultOptions {
                 touchers: self.touchers,
                 call_graph,
             }),
+            ..LeakConfig::allocations(target, call_graph)
         };
         Ok(RssConfig {
             leak,
@@ -196,6 +215,8 @@ impl RssArgs {
             output,
             pprof: self.pprof,
             top: self.top,
+            write: self.write,
+            input: self.input,
         })
     }
 }
@@ -223,8 +244,10 @@ mod tests {
         assert_eq!(c.duration, Some(Duration::from_secs(30)));
         assert!(c.leak.faults.is_some_and(|f| f.touchers));
         assert_eq!(c.output, RssOutput::Text);
-        let c = parse(&["-c", "./app x", "--flamegraph", "rss.svg"]).unwrap();
+        assert_eq!(c.write, None);
+        let c = parse(&["-c", "./app x", "--flamegraph", "rss.svg", "-w", "r.data"]).unwrap();
         assert_eq!(c.output, RssOutput::Flamegraph("rss.svg".into()));
+        assert_eq!(c.write, Some("r.data".into()));
         assert!(c.leak.faults.is_some_and(|f| !f.touchers));
     }
 
@@ -237,5 +260,11 @@ mod tests {
         assert!(e(&["-c", "  "]).contains("empty command"));
         assert!(parse(&["-p", "1", "--call-graph", "bogus"]).is_err());
         assert!(parse(&["-p", "1", "--folded", "--flamegraph", "x"]).is_err());
+        assert!(parse(&["-p", "1", "-i", "r.data"]).is_err());
+        assert!(parse(&["-i", "r.data", "-w", "w.data"]).is_err());
+        assert_eq!(
+            parse(&["-i", "r.data"]).unwrap().input,
+            Some("r.data".into())
+        );
     }
 }

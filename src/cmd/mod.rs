@@ -28,6 +28,9 @@ pub(crate) struct ToolEvents {
     /// How it is run, when it matters (`leak -K`).
     pub how: &'static str,
     pub wants: Vec<Want>,
+    /// It also places uprobes on the allocator (`rss`): `--check` tries those beside its
+    /// events.
+    pub uprobes: bool,
 }
 
 /// Every command with fixed events, with them: what `memperf list` shows and `--check`
@@ -38,6 +41,7 @@ pub(crate) fn tools() -> Vec<ToolEvents> {
         name,
         how: "",
         wants: wants.to_vec(),
+        uprobes: false,
     };
     vec![
         tool("faults", &[faults::want("page-faults")]),
@@ -56,6 +60,11 @@ pub(crate) fn tools() -> Vec<ToolEvents> {
             name: "leak",
             how: "-K",
             wants: crate::allocs::kernel::wants(),
+            uprobes: false,
+        },
+        ToolEvents {
+            uprobes: true,
+            ..tool("rss", &crate::allocs::plan::RSS_WANTS)
         },
     ]
 }

@@ -1,6 +1,6 @@
 //! Turning a record configuration into open perf events and ring buffers.
 
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 
 use anyhow::{Context, Result, anyhow, bail};
 use perf_event_open_sys::bindings::{
@@ -17,7 +17,9 @@ use crate::sys::clock::{PerfClock, SampleClock};
 use crate::sys::diagnose::{
     EventClass, OpenContext, SystemFacts, explain_mmap_error, explain_open_error,
 };
-use crate::sys::open::{FORMAT_LOST, FeatureState, SysOpener, ioc_id, ioc_set_output, open_event};
+use crate::sys::open::{
+    FORMAT_LOST, FeatureState, SysOpener, ioc_id, ioc_set_output, open_event_in,
+};
 use crate::sys::ring::RingBuffer;
 use crate::sys::tracefs::Tracefs;
 
@@ -61,6 +63,16 @@ pub struct ResolvedEvent {
     /// The user probe this event is opened on (`live::probes`), removed when the last event
     /// holding it is dropped.
     pub probe: Option<std::sync::Arc<super::probes::Placed>>,
+    /// Sample bits beyond the recording's (a memory event's data address and source,
+    /// weight, physical address and page size).
+    pub sample_extra: u64,
+    /// The earlier event whose group this one joins (perf's `{leader,member}`): opened with
+    /// the leader's fd as group_fd, on each CPU and thread the leader is opened on.
+    pub leader: Option<usize>,
+    /// Opened only to lead a group, never sampled (Intel's `mem-loads-aux`): a counting
+    /// event (sample_period 0) that still describes samples as the others do, so that the
+    /// file's events share one sample id layout.
+    pub counting: bool,
 }
 
 /// Everything opened for one recording. (`events` is the last field: fields drop in order,
@@ -314,6 +326,9 @@ fn resolve_one(spec: &EventSpec, tracefs: &mut Option<Tracefs>) -> Result<Resolv
         attr: None,
         ids: Vec::new(),
         probe: None,
+        sample_extra: 0,
+        leader: None,
+        counting: false,
     })
 }
 
@@ -420,6 +435,7 @@ pub fn attr_config(
     if let Some(sampling) = &ev.sampling {
         return sampled_attr_config(cfg, ev, sampling, sample_type, tracking, watermark);
     }
+    sample_type |= ev.sample_extra;
     if ev.spec.is_tracepoint() {
         sample_type |= PERF_SAMPLE_RAW;
     }
@@ -448,12 +464,15 @@ pub fn attr_config(
             }
         }
     }
-    let period = ev
-        .spec
-        .terms
-        .period
-        .or(cfg.period)
-        .unwrap_or_else(|| ev.spec.default_period());
+    let period = if ev.counting {
+        Period::Count(0)
+    } else {
+        ev.spec
+            .terms
+            .period
+            .or(cfg.period)
+            .unwrap_or_else(|| ev.spec.default_period())
+    };
     if matches!(period, Period::Frequency(_)) {
         // Only a frequency makes the period vary. For a fixed period the bit would be wrong:
         // the kernel samples every software and tracepoint event that carries
@@ -500,6 +519,7 @@ fn sampled_attr_config(
     tracking: bool,
     watermark: u32,
 ) -> AttrConfig {
+    sample_type |= ev.sample_extra;
     if s.raw {
         sample_type |= PERF_SAMPLE_RAW;
     }
@@ -538,7 +558,7 @@ fn sampled_attr_config(
         exclude_user: ev.spec.modifiers.exclude_user,
         exclude_kernel: ev.spec.modifiers.exclude_kernel,
         exclude_hv: ev.spec.modifiers.exclude_kernel,
-        precise_ip: 0,
+        precise_ip: ev.spec.modifiers.precise,
         inherit: matches!(cfg.target, Target::Pids(_) | Target::Command)
             && can_inherit(&ev.spec.kind),
         disabled: true,
@@ -666,21 +686,41 @@ pub fn open_all(
         .filter(|e| e.type_ == PERF_TYPE_SOFTWARE)
         .count();
     let own_ring = |e: &ResolvedEvent| software >= 2 && e.type_ == PERF_TYPE_SOFTWARE;
+    let tracker = side_band_event(&events);
+    check_groups(&events)?;
     let mut ring_events: Vec<Option<usize>> = Vec::new();
     let mut placements = Vec::new();
     for &cpu in &cfg.cpus {
         let mut ring_of: FxHashMap<usize, usize> = FxHashMap::default();
         for &pid in &targets {
+            // This CPU's and thread's fd of each event that leads a group.
+            let mut leaders: FxHashMap<usize, i32> = FxHashMap::default();
             for (i, ev) in events.iter_mut().enumerate() {
                 let group = if own_ring(ev) { i } else { usize::MAX };
                 let ring_idx = ring_of.get(&group).copied();
-                let mut ac = attr_config(cfg, ev, i == 0 && cfg.side_band, wakeup_watermark(pages));
+                let group_fd = match ev.leader {
+                    Some(l) => match leaders.get(&l) {
+                        Some(&fd) => fd,
+                        // The leader's thread exited before it was opened.
+                        None => continue,
+                    },
+                    None => -1,
+                };
+                let mut ac = attr_config(
+                    cfg,
+                    ev,
+                    i == tracker && cfg.side_band,
+                    wakeup_watermark(pages),
+                );
                 ac.use_clockid = kernel_clock.is_none();
                 if kernel_excluded {
                     exclude_kernel(&mut ac);
                 }
                 let mut attr = build_attr(&ac);
-                let fd = match open_event(&opener, &mut attr, pid, cpu as i32, &mut features) {
+                let open = |attr: &mut perf_event_attr, features: &mut FeatureState| {
+                    open_event_in(&opener, attr, pid, cpu as i32, group_fd, features)
+                };
+                let fd = match open(&mut attr, &mut features) {
                     Ok(fd) => fd,
                     Err(errno)
                         if is_access(errno) && !ev.spec.is_tracepoint() && !ac.exclude_kernel =>
@@ -688,7 +728,7 @@ pub fn open_all(
                         // As perf does: an unprivileged user may still sample user space.
                         exclude_kernel(&mut ac);
                         attr = build_attr(&ac);
-                        let fd = open_event(&opener, &mut attr, pid, cpu as i32, &mut features)
+                        let fd = open(&mut attr, &mut features)
                             .map_err(|e| open_error(e, ev, pid, cpu as i32, &cfg.target, facts))?;
                         if !kernel_excluded {
                             kernel_excluded = true;
@@ -713,6 +753,7 @@ pub fn open_all(
                 })?;
                 ev.ids.push(id);
                 ids.insert(id, i);
+                leaders.insert(i, fd.as_raw_fd());
                 if ev.attr.is_none() {
                     ev.attr = Some(attr);
                 }
@@ -794,6 +835,33 @@ pub fn open_all(
         tracefs,
         placements,
     })
+}
+
+/// The event whose attr asks for the side band (MMAP2, COMM, FORK records): the first one
+/// that samples (a group's counting leader does not).
+pub fn side_band_event(events: &[ResolvedEvent]) -> usize {
+    events.iter().position(|e| !e.counting).unwrap_or(0)
+}
+
+/// A group's leader comes before its members and leads no group of another's.
+pub fn check_groups(events: &[ResolvedEvent]) -> Result<()> {
+    for (i, ev) in events.iter().enumerate() {
+        let Some(l) = ev.leader else { continue };
+        let leader = events.get(l).filter(|_| l < i).ok_or_else(|| {
+            anyhow!(
+                "event `{}` joins the group of event {l}, which is not opened before it",
+                ev.spec.name
+            )
+        })?;
+        if leader.leader.is_some() {
+            bail!(
+                "event `{}` joins the group of `{}`, which is itself in a group",
+                ev.spec.name,
+                leader.spec.name
+            );
+        }
+    }
+    Ok(())
 }
 
 /// As perf's --exclude-perf: a system-wide run's tracepoints get `common_pid != memperf`,
@@ -893,13 +961,18 @@ pub fn open_error(
 }
 
 /// The attr written to the file for an event: after online unwinding, samples
-/// carry a callchain instead of registers and stack bytes.
+/// carry a callchain instead of registers and stack bytes. An event that sampled registers
+/// of its own beside those unwinding needs (a probe's arguments, `Sampling::regs`) keeps
+/// them all: they are what its samples mean.
 pub fn output_attr(opened: &perf_event_attr, online_unwind: bool) -> perf_event_attr {
     let mut attr = *opened;
     if online_unwind && attr.sample_type & PERF_SAMPLE_STACK_USER != 0 {
-        attr.sample_type &= !(PERF_SAMPLE_REGS_USER | PERF_SAMPLE_STACK_USER);
+        attr.sample_type &= !PERF_SAMPLE_STACK_USER;
+        if attr.sample_regs_user & !user_regs_mask_for_unwind() == 0 {
+            attr.sample_type &= !PERF_SAMPLE_REGS_USER;
+            attr.sample_regs_user = 0;
+        }
         attr.sample_type |= PERF_SAMPLE_CALLCHAIN;
-        attr.sample_regs_user = 0;
         attr.sample_stack_user = 0;
         attr.set_exclude_callchain_user(0);
     }
@@ -921,3 +994,6 @@ pub fn check_period(cfg: &RecordConfig) -> Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests;

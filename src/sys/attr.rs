@@ -160,6 +160,14 @@ pub fn build_attr(cfg: &AttrConfig) -> perf_event_attr {
     attr
 }
 
+/// The attr's `config1` (a union of u64s in the bindings: `config1`, `kprobe_func`,
+/// `uprobe_path`, `bp_addr`), for the tests that check the attrs built.
+#[cfg(test)]
+pub fn config1_of(attr: &perf_event_attr) -> u64 {
+    // SAFETY: every member of the union is a u64, so any bit pattern is a valid `config1`.
+    unsafe { attr.__bindgen_anon_3.config1 }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

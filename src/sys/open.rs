@@ -213,6 +213,18 @@ pub fn open_event(
     cpu: i32,
     features: &mut FeatureState,
 ) -> Result<OwnedFd, i32> {
+    open_event_in(opener, attr, pid, cpu, -1, features)
+}
+
+/// `open_event` into the group led by `group_fd` (-1: a group of its own).
+pub fn open_event_in(
+    opener: &dyn Opener,
+    attr: &mut perf_event_attr,
+    pid: i32,
+    cpu: i32,
+    group_fd: i32,
+    features: &mut FeatureState,
+) -> Result<OwnedFd, i32> {
     let (orig_attr, orig_features) = (*attr, features.clone());
     apply_missing(attr, features);
     let mut first_err = None;
@@ -223,7 +235,7 @@ pub fn open_event(
         } else {
             u64::from(b::PERF_FLAG_FD_CLOEXEC)
         };
-        let errno = match opener.open(attr, pid, cpu, -1, flags) {
+        let errno = match opener.open(attr, pid, cpu, group_fd, flags) {
             Ok(fd) => {
                 if features.no_cloexec {
                     set_cloexec(&fd);

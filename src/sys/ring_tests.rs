@@ -166,27 +166,6 @@ fn rejects_non_power_of_two() {
     assert_eq!(err.kind(), io::ErrorKind::InvalidInput);
 }
 
-/// Touches `n` fresh anonymous pages, one write each.
-fn touch_fresh_pages(n: usize) {
-    let page = super::super::page_size();
-    // SAFETY: a private anonymous mapping we write to and unmap before returning.
-    unsafe {
-        let p = libc::mmap(
-            std::ptr::null_mut(),
-            n * page,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-            -1,
-            0,
-        );
-        assert_ne!(p, libc::MAP_FAILED);
-        for i in 0..n {
-            std::ptr::write_volatile(p.cast::<u8>().add(i * page), 1);
-        }
-        libc::munmap(p, n * page);
-    }
-}
-
 #[test]
 fn live_page_fault_samples() {
     use crate::events::Period;
@@ -209,7 +188,7 @@ fn live_page_fault_samples() {
     let fd = open_event(&SysOpener, &mut attr, 0, -1, &mut features).unwrap();
     let mut ring = RingBuffer::new(fd, 8).unwrap();
     assert_eq!(ring.data_size(), 8 * super::super::page_size());
-    touch_fresh_pages(64);
+    crate::sys::testutil::touch_fresh_pages(64);
     crate::sys::ioc_disable(ring.fd()).unwrap();
 
     // SAFETY: getpid and gettid have no preconditions.

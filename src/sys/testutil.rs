@@ -17,3 +17,25 @@ pub fn require_perf(what: &str) -> bool {
         }
     }
 }
+
+/// Touches `n` fresh anonymous pages, one write each: `n` page faults of this thread (a
+/// mapping of its own, which no allocator may have touched before).
+pub fn touch_fresh_pages(n: usize) {
+    let page = super::page_size();
+    // SAFETY: a private anonymous mapping we write to and unmap before returning.
+    unsafe {
+        let p = libc::mmap(
+            std::ptr::null_mut(),
+            n * page,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        );
+        assert_ne!(p, libc::MAP_FAILED);
+        for i in 0..n {
+            std::ptr::write_volatile(p.cast::<u8>().add(i * page), 1);
+        }
+        libc::munmap(p, n * page);
+    }
+}

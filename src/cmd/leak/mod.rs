@@ -43,7 +43,7 @@ pub fn run(cfg: LeakConfig) -> Result<i32> {
         duration: None,
         tick: Some(cfg.interval),
     };
-    let mut traced = run::trace(&cfg, &schedule, &mut announce, &mut on_tick)?;
+    let mut traced = run::trace(&cfg, &schedule, None, &mut announce, &mut on_tick)?;
     // The final report: when tracing ended otherwise than by reaching the count.
     if !traced.requested && !cfg.folded {
         let mut names = output::Names::default();

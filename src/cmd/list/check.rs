@@ -146,7 +146,15 @@ fn check_tool(
         }
     }
     if !whole.usable() {
-        failed.push(name);
+        failed.push(name.clone());
+    }
+    if t.uprobes {
+        let a = p.uprobes();
+        let name = format!("{name} (uprobes)");
+        write_verdict(out, &name, &a, p)?;
+        if !a.usable() {
+            failed.push(name);
+        }
     }
     Ok(())
 }

@@ -343,18 +343,26 @@ fn write_tools(
             writeln!(out, "\nTools (the events each reads; * optional):")?;
             header = true;
         }
-        let (whole, _) = p.tool(&t.wants);
-        writeln!(out, "  {}", tool_line(t.name, t.how, &t.wants, &whole))?;
+        let (mut whole, _) = p.tool(&t.wants);
+        if t.uprobes && whole.usable() {
+            whole = p.uprobes();
+        }
+        writeln!(out, "  {}", tool_line(&t, &whole))?;
     }
     Ok(())
 }
 
 /// `mmapsnoop: syscalls:sys_enter_mmap, syscalls:sys_exit_munmap* (works here)`.
-fn tool_line(name: &str, how: &str, wants: &[crate::tool::Want], whole: &Avail) -> String {
-    let events: Vec<String> = wants
+fn tool_line(t: &super::ToolEvents, whole: &Avail) -> String {
+    let (name, how) = (t.name, t.how);
+    let mut events: Vec<String> = t
+        .wants
         .iter()
         .map(|w| format!("{}{}", w.name, if w.optional { "*" } else { "" }))
         .collect();
+    if t.uprobes {
+        events.push("uprobes on the allocator".to_string());
+    }
     let name = if how.is_empty() {
         name.to_string()
     } else {
@@ -496,10 +504,20 @@ mod tests {
             why: "needs root or CAP_PERFMON".into(),
             fix: String::new(),
         };
+        let tool = |name, how, uprobes| super::super::ToolEvents {
+            name,
+            how,
+            wants: wants.to_vec(),
+            uprobes,
+        };
         assert_eq!(
-            tool_line("mmapsnoop", "", &wants, &no),
+            tool_line(&tool("mmapsnoop", "", false), &no),
             "mmapsnoop: syscalls:sys_enter_mmap, syscalls:sys_exit_munmap* (needs root or CAP_PERFMON)"
         );
-        assert!(tool_line("leak", "-K", &wants, &Avail::Works).starts_with("leak -K: "));
+        assert!(tool_line(&tool("leak", "-K", false), &Avail::Works).starts_with("leak -K: "));
+        assert!(
+            tool_line(&tool("rss", "", true), &Avail::Works)
+                .ends_with("syscalls:sys_exit_munmap*, uprobes on the allocator (works here)")
+        );
     }
 }

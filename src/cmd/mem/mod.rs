@@ -5,46 +5,14 @@
 
 pub mod place;
 pub mod pmu;
+pub mod record;
 pub mod report;
 
-use std::path::Path;
+use anyhow::Result;
 
-use anyhow::{Result, bail};
+use crate::cli::mem::MemReportConfig;
 
-use crate::cli::mem::{MemRecordConfig, MemReportConfig};
-
-const DEVICES: &str = "/sys/bus/event_source/devices";
-
-/// `memperf mem record`: the events for this machine's PMU, or why there are none.
-pub fn record(cfg: MemRecordConfig) -> Result<i32> {
-    let Some(found) = pmu::discover(Path::new(DEVICES), cfg.ldlat) else {
-        let facts = crate::sys::diagnose::SystemFacts::read();
-        bail!(
-            "{}",
-            crate::sys::diagnose::no_memory_pmu(
-                crate::sys::diagnose::in_virtual_machine(),
-                facts.pmu_cpu_present
-            )
-        );
-    };
-    let events = pmu::events(&found, cfg.types, cfg.ldlat, pmu::kernel_version())
-        .map_err(|e| anyhow::anyhow!("cannot sample memory accesses: {e}"))?;
-    let names: Vec<&str> = events.iter().map(|e| e.name.as_str()).collect();
-    bail!(
-        "found {} ({}), but opening memory events through the recorder is not wired yet; \
-         record with `perf mem record -o {}` and read it with `memperf mem report -i {}`",
-        names.join(", "),
-        if cfg.types.loads && cfg.types.stores {
-            "loads and stores"
-        } else if cfg.types.loads {
-            "loads"
-        } else {
-            "stores"
-        },
-        cfg.output.display(),
-        cfg.output.display()
-    )
-}
+pub use record::record;
 
 /// `memperf mem report`.
 pub fn report(cfg: MemReportConfig) -> Result<i32> {

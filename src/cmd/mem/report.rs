@@ -2,7 +2,8 @@
 //! perf mem report groups them, one table per event: a row per distinct local weight,
 //! memory level, function, data address and snoop/TLB/lock/block state, ordered by
 //! overhead (the weight, 1 for a sample without one) as perf orders them; or `--by
-//! mapping`, the weight by the mapping that holds the data address.
+//! mapping`, the weight by the mapping that holds the data address; or `--by allocation`,
+//! by the live allocation holding it (`place`).
 
 use std::collections::BTreeMap;
 use std::io::{self, Write};
@@ -16,7 +17,7 @@ use crate::datasrc::{DataSrc, Weight};
 use crate::maps::ProcessMaps;
 use crate::perfdata::PerfDataFile;
 use crate::session::order::{self, Slack};
-use crate::session::{Handler, Keep, Processes, SampleCtx, Session};
+use crate::session::{Handler, Keep, Processes, SampleCtx, Session, SideBand};
 use crate::symbolize::AddrNames;
 
 use super::place::{self, Place};
@@ -42,12 +43,17 @@ struct Collect<'p> {
     /// Module paths by the session's module id.
     modules: FxHashMap<u32, Vec<u8>>,
     place: &'p mut dyn Place,
+    /// Whether each event's samples are the accesses reported on.
+    access: Vec<bool>,
     samples: Vec<u64>,
 }
 
 impl Handler for Collect<'_> {
     fn sample(&mut self, c: &SampleCtx<'_>) -> io::Result<()> {
         let s = c.sample;
+        if self.place.take(c) || !self.access.get(c.ev).copied().unwrap_or(false) {
+            return Ok(());
+        }
         let Some(n) = self.samples.get_mut(c.ev) else {
             return Ok(());
         };
@@ -90,6 +96,11 @@ impl Handler for Collect<'_> {
     fn wants_unwind(&mut self, _: usize, _: &crate::records::Sample<'_>, _: &Processes) -> bool {
         false
     }
+
+    fn side_band(&mut self, r: &SideBand<'_>) -> io::Result<()> {
+        self.place.side_band(r);
+        Ok(())
+    }
 }
 
 /// What `mem report` groups by.
@@ -99,17 +110,34 @@ pub enum Group {
     Perf,
     /// The mapping holding the data address.
     Mapping,
-    /// The allocation holding it (needs the allocation table of `memperf rss`).
+    /// The live allocation holding it (the recording's allocator calls replayed), else
+    /// the mapping.
     Allocation,
 }
 
 /// Reads `file` and writes the report to `out`.
 pub fn report(file: &PerfDataFile, input: &str, group: Group, out: &mut dyn Write) -> Result<()> {
     let names = file.event_names();
-    let with_src: Vec<usize> = (0..file.events.len())
-        .filter(|&i| file.events[i].attr.sample_type & PERF_SAMPLE_DATA_SRC != 0)
+    let has = |i: usize, bit: u64| file.events[i].attr.sample_type & bit != 0;
+    let mut allocation = match group {
+        Group::Allocation => Some(place::ByAllocation::of_file(file, input)?),
+        _ => None,
+    };
+    let access: Vec<bool> = (0..file.events.len())
+        .map(|i| match &allocation {
+            // Any sample with a data address: memory samples, page faults.
+            Some(a) => has(i, PERF_SAMPLE_ADDR) && a.is_access(i),
+            None => has(i, PERF_SAMPLE_DATA_SRC),
+        })
         .collect();
-    if with_src.is_empty() {
+    if !access.contains(&true) {
+        if group == Group::Allocation {
+            bail!(
+                "`{input}` has no samples with a data address beside its allocator calls: none \
+                 of its other events ({}) carries PERF_SAMPLE_ADDR",
+                names.join(", ")
+            );
+        }
         bail!(
             "`{input}` has no memory samples: none of its events ({}) carries a data source \
              (PERF_SAMPLE_DATA_SRC); record with `memperf mem record` or `perf mem record`",
@@ -117,9 +145,7 @@ pub fn report(file: &PerfDataFile, input: &str, group: Group, out: &mut dyn Writ
         );
     }
     if group == Group::Mapping
-        && let Some(&i) = with_src
-            .iter()
-            .find(|&&i| file.events[i].attr.sample_type & PERF_SAMPLE_ADDR == 0)
+        && let Some(i) = (0..access.len()).find(|&i| access[i] && !has(i, PERF_SAMPLE_ADDR))
     {
         bail!(
             "--by mapping: the samples of `{}` in `{input}` carry no data address (PERF_SAMPLE_ADDR)",
@@ -127,13 +153,11 @@ pub fn report(file: &PerfDataFile, input: &str, group: Group, out: &mut dyn Writ
         );
     }
     let mut mapping = place::ByMapping::default();
-    let mut allocation = place::ByAllocation;
-    let place: &mut dyn Place = match group {
-        Group::Allocation => &mut allocation,
-        _ => &mut mapping,
+    let place: &mut dyn Place = match &mut allocation {
+        Some(a) => a,
+        None => &mut mapping,
     };
-    place.check()?;
-    let (seen, modules, samples) = collect(file, place)?;
+    let (seen, modules, samples) = collect(file, place, access)?;
     match group {
         Group::Perf => write_tables(file, &names, &seen, &modules, &samples, out)?,
         Group::Mapping | Group::Allocation => place.write(&names, out)?,
@@ -143,7 +167,7 @@ pub fn report(file: &PerfDataFile, input: &str, group: Group, out: &mut dyn Writ
 
 type Collected = (FxHashMap<Seen, u64>, FxHashMap<u32, Vec<u8>>, Vec<u64>);
 
-fn collect(file: &PerfDataFile, place: &mut dyn Place) -> Result<Collected> {
+fn collect(file: &PerfDataFile, place: &mut dyn Place, access: Vec<bool>) -> Result<Collected> {
     let keep = Keep {
         unwind: None,
         maps: Some(ProcessMaps::new(FxHashMap::default())),
@@ -160,6 +184,7 @@ fn collect(file: &PerfDataFile, place: &mut dyn Place) -> Result<Collected> {
         seen: FxHashMap::default(),
         modules: FxHashMap::default(),
         place,
+        access,
         samples: vec![0; file.events.len()],
     };
     let read = order::replay(file, &mut session, &mut c, Slack::OneRound, &mut |_| {})
@@ -171,6 +196,15 @@ fn collect(file: &PerfDataFile, place: &mut dyn Place) -> Result<Collected> {
     if malformed > 0 {
         eprintln!("memperf: warning: {malformed} records could not be parsed and were skipped");
     }
+    let lost = session.stats().lost + session.stats().lost_samples;
+    if lost > 0 {
+        eprintln!(
+            "memperf: warning: the recording lost {lost} events: samples are missing, and a \
+             lost allocator call misplaces the addresses of its block"
+        );
+    }
+    let maps = session.take_maps().unwrap_or_default();
+    c.place.finish(&maps);
     Ok((c.seen, c.modules, c.samples))
 }
 

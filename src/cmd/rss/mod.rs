@@ -39,7 +39,20 @@ pub fn run(cfg: RssConfig) -> Result<i32> {
         duration: cfg.duration,
         tick: None,
     };
-    let mut traced = run::trace(&cfg.leak, &schedule, &mut announce, &mut on_tick)?;
+    let mut traced = match &cfg.input {
+        Some(path) => {
+            let input = crate::cli::Input::from_arg(path.clone());
+            let file = crate::input::open(&input)?;
+            crate::allocs::replay::trace_file(&file, &input.to_string())?
+        }
+        None => run::trace(
+            &cfg.leak,
+            &schedule,
+            cfg.write.as_deref(),
+            &mut announce,
+            &mut on_tick,
+        )?,
+    };
     let resident = traced
         .sink
         .table

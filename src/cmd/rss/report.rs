@@ -343,6 +343,10 @@ pub(super) fn write_flamegraph(path: &Path, cfg: &RssConfig, b: &mut Built) -> R
         .collect();
     let total: u64 = b.rows.iter().map(|r| r.t.live_pages).sum();
     let what = match &cfg.leak.target {
+        _ if cfg.input.is_some() => cfg
+            .input
+            .as_ref()
+            .map_or(String::new(), |p| p.display().to_string()),
         crate::cli::leak::LeakTarget::Pid(p) => format!("pid {p}"),
         crate::cli::leak::LeakTarget::Command(argv) => argv
             .iter()
