@@ -85,6 +85,7 @@ pub(super) fn record_config(cfg: &MemRecordConfig, specs: Vec<EventSpec>) -> Res
         cmdline: std::env::args().collect(),
         include_self: false,
         side_band: true,
+        stack_auto: false,
     })
 }
 

@@ -92,6 +92,7 @@ fn a_group_opens_with_its_leader_counting_and_its_member_sampling_only_with_it()
         cmdline: Vec::new(),
         include_self: false,
         side_band: false,
+        stack_auto: false,
     };
     let facts = SystemFacts::read();
     let mut opened = open_all(&cfg, events, tracefs, None, &facts).unwrap();
