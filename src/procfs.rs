@@ -172,15 +172,54 @@ pub fn ppid(pid: u32) -> io::Result<u32> {
     status_field(pid, b"PPid")
 }
 
-/// The threads of `roots` and of every process descending from them (what an inherited
-/// event follows), sorted; processes that exit while /proc is read are left out.
-pub fn tree_threads(roots: &[u32]) -> Vec<u32> {
+/// The threads of `roots` and of every process descending from them that started at or
+/// after `born_after` (clock ticks after boot, as [`start_ticks`]): what an inherited event
+/// opened on the roots at that time follows, as far as /proc still shows the ancestry.
+/// Sorted; processes that exit while /proc is read are left out.
+pub fn tree_threads(roots: &[u32], born_after: Option<u64>) -> Vec<u32> {
+    let young = |p: u32| born_after.is_none_or(|t| start_ticks(p).is_ok_and(|s| s >= t));
+    let mut tree: Vec<u32> = roots.iter().copied().filter(|&p| exists(p)).collect();
+    let mut seen: std::collections::HashSet<u32> = tree.iter().copied().collect();
+    let mut i = 0;
+    while i < tree.len() {
+        let Some(kids) = children(tree[i]) else {
+            return tree_threads_by_scan(roots, &young);
+        };
+        i += 1;
+        for k in kids {
+            if young(k) && seen.insert(k) {
+                tree.push(k);
+            }
+        }
+    }
+    threads_of(&tree)
+}
+
+/// The child processes of every thread of `pid` (`/proc/PID/task/TID/children`, Linux 3.5+
+/// with CONFIG_PROC_CHILDREN); `None` where the kernel has no such file.
+fn children(pid: u32) -> Option<Vec<u32>> {
+    let mut out = Vec::new();
+    for tid in threads(pid).unwrap_or_default() {
+        match std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/children")) {
+            Ok(text) => out.extend(
+                text.split_whitespace()
+                    .filter_map(|c| c.parse::<u32>().ok()),
+            ),
+            Err(e) if e.kind() == io::ErrorKind::NotFound && exists(tid) => return None,
+            Err(_) => {}
+        }
+    }
+    Some(out)
+}
+
+/// [`tree_threads`] by every process's parent, where /proc has no `children` files.
+fn tree_threads_by_scan(roots: &[u32], young: &dyn Fn(u32) -> bool) -> Vec<u32> {
     let mut tree: std::collections::HashSet<u32> =
         roots.iter().copied().filter(|&p| exists(p)).collect();
     let others: Vec<(u32, u32)> = all_pids()
         .unwrap_or_default()
         .into_iter()
-        .filter(|p| !tree.contains(p))
+        .filter(|p| !tree.contains(p) && young(*p))
         .filter_map(|p| Some((p, ppid(p).ok()?)))
         .collect();
     // Children may be listed before their parents: repeat until no process joins.
@@ -195,12 +234,35 @@ pub fn tree_threads(roots: &[u32]) -> Vec<u32> {
             break;
         }
     }
-    let mut tids: Vec<u32> = tree
+    threads_of(&tree.into_iter().collect::<Vec<_>>())
+}
+
+fn threads_of(procs: &[u32]) -> Vec<u32> {
+    let mut tids: Vec<u32> = procs
         .iter()
         .flat_map(|&p| threads(p).unwrap_or_default())
         .collect();
     tids.sort_unstable();
+    tids.dedup();
     tids
+}
+
+/// When process `pid` started, in clock ticks after boot (`/proc/PID/stat`, field 22).
+pub fn start_ticks(pid: u32) -> io::Result<u64> {
+    let stat = std::fs::read(proc_path(pid, "stat"))?;
+    parse_start_ticks(&stat).ok_or_else(|| {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("no start time in /proc/{pid}/stat"),
+        )
+    })
+}
+
+fn parse_start_ticks(stat: &[u8]) -> Option<u64> {
+    // The command name (field 2) may hold spaces and parentheses: count from the last ')'.
+    let close = stat.iter().rposition(|&b| b == b')')?;
+    let rest = std::str::from_utf8(stat.get(close + 1..)?).ok()?;
+    rest.split_whitespace().nth(19)?.parse().ok()
 }
 
 /// The devices (`major:minor`) of the hugetlbfs mounts this process sees, from
@@ -314,6 +376,19 @@ pub fn parse_memory_cgroup(text: &str) -> Option<MemoryCgroup> {
 #[cfg(test)]
 #[allow(clippy::expect_used, clippy::unwrap_used)]
 mod tests {
+
+    #[test]
+    fn start_ticks_are_field_22_even_when_the_name_has_parentheses() {
+        let stat = b"42 (a) b) S 1 42 42 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 123456 1000 10";
+        assert_eq!(super::parse_start_ticks(stat), Some(123_456));
+        assert_eq!(super::parse_start_ticks(b"42 (x) S 1"), None);
+        let me = super::start_ticks(std::process::id()).unwrap();
+        assert!(me > 0);
+        // This test's own process started after boot and is its own tree's root.
+        let tids = super::tree_threads(&[std::process::id()], Some(me));
+        assert!(tids.contains(&std::process::id()), "{tids:?}");
+    }
+
     use super::*;
 
     #[test]

@@ -231,10 +231,18 @@ fn dwarf_auto_keeps_once_what_both_openings_wrote() {
         .unwrap_or(0);
     assert!(twins > 0, "no record was written twice: {err}");
     let text = folded(&out);
-    assert_eq!(
-        count_ending(&text, ";main;pf_level1;pf_level2;pf_level3;touch_pages"),
-        pages,
-        "{text}\n{err}"
+    let whole = count_ending(&text, ";main;pf_level1;pf_level2;pf_level3;touch_pages");
+    // Exact unless the rings overflowed (a loaded machine): then never more than the
+    // faults, and no fewer than the faults less what was lost.
+    let lost: u64 = err
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("lost "))
+        .and_then(|l| l.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    assert!(
+        whole <= pages && whole + lost >= pages,
+        "{whole} of {pages} (lost {lost}): {text}\n{err}"
     );
 }
 

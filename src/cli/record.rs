@@ -103,11 +103,13 @@ pub struct RecordArgs {
     #[arg(short = 'F', long = "freq", value_name = "HZ")]
     pub freq: Option<u64>,
 
-    /// Record stacks with the default call-graph mode (dwarf).
+    /// Record stacks with the default call-graph mode (perf's flag; stacks are recorded
+    /// unless --call-graph none).
     #[arg(short = 'g')]
     pub g: bool,
 
-    /// How to record user stacks: `dwarf,auto` (the default: copy the user stack and unwind
+    /// How to record user stacks: `dwarf,auto` (the default, `dwarf` with --unwind offline:
+    /// copy the user stack and unwind
     /// it with DWARF CFI, falling back to frame pointers where no CFI covers an address; the
     /// copy starts at 8192 bytes, and the events are opened again with the size the unwinds
     /// show the stacks need, larger at once when stacks go past it), `dwarf[,STACK_BYTES]`

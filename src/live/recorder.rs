@@ -171,7 +171,7 @@ pub(crate) fn record<H: Live>(run: Run<'_>, tool: &mut H) -> Result<Recorded> {
 
     let first_id = opened.events[0].ids.first().copied().unwrap_or(0);
     let sizer = online
-        .then(|| super::resize::StackSizer::new(cfg, &opened, child_pid))
+        .then(|| super::resize::StackSizer::new(cfg, &opened, child_pid, &mut session))
         .flatten();
     let mut driver = Driver::new(opened, signals, gated, &cfg.target)
         .with_sizer(sizer)

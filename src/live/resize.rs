@@ -11,10 +11,14 @@
 //! size it had to grow to, and is opened again at most [`MAX_REOPENS`] times.
 //!
 //! Opening again: the new fds write into the same rings (`SET_OUTPUT`) and are enabled before
-//! the old ones are disabled, so no event goes unseen; a record both wrote meanwhile is handed
-//! on once, with the event's first id (`Session::add_ids`). Where the event is inherited (a
-//! command, `-p`), the new one is opened on every thread of the target's process tree, and
-//! the tree is read again once the old ones are disabled, for threads that started between.
+//! the old ones are disabled; a record both wrote meanwhile is handed on once, and every
+//! record with the event's first id (`Session::add_ids`, `Session::arm_twins`). Where the
+//! event is inherited (a command, `-p`), the new one is opened on every thread the old one
+//! follows (the targets' process tree as /proc shows it, and every thread the FORK records
+//! started), read again until no new thread appears, before the old ones are disabled. What
+//! is left: a thread started in the instant between the last read and the disabling, whose
+//! parent had no new fd yet, is not sampled after it; and a fd that cannot be disabled goes
+//! on writing twins once they are no longer looked for.
 
 use std::os::fd::{AsFd, OwnedFd};
 
@@ -24,7 +28,7 @@ use perf_event_open_sys::bindings::{
     PERF_TYPE_TRACEPOINT, perf_event_attr,
 };
 
-use super::open::{FdSlot, Opened, Placement, ResolvedEvent, set_filter};
+use super::open::{FdSlot, Opened, Placement, set_filter};
 use crate::cli::{MAX_STACK_BYTES, RecordConfig, Target};
 use crate::procfs;
 use crate::session::{Session, StackDepth};
@@ -96,19 +100,40 @@ struct Auto {
 /// The `dwarf,auto` sizing of one recording.
 pub(crate) struct StackSizer {
     autos: Vec<Auto>,
-    /// The processes whose trees inherited events follow; `None`: open again where the
-    /// first fds were (system-wide, per CPU; or the given threads).
-    tree: Option<Vec<u32>>,
+    /// What inherited events follow; `None`: open again where the first fds were
+    /// (system-wide, per CPU; or the given threads).
+    tree: Option<Tree>,
     generation: u32,
-    /// Why sizing stopped, if it did.
+    /// Sizing is over: every target exited, or an event could not be opened again (why,
+    /// for the summary).
+    done: bool,
     stopped: Option<String>,
 }
 
+/// The threads an inherited event follows: the targets, their descendants that started
+/// with or after the recording (a `-p` target's older children were never followed), and
+/// every thread the FORK records started (`Session::follow_tasks`: the processes left to
+/// init by a parent that exited too).
+struct Tree {
+    roots: Vec<u32>,
+    born_after: Option<u64>,
+}
+
+/// Drain rounds after an event is opened again in which records are checked for twins: the
+/// round that opened it and the next two, by which the records written before the old fds
+/// were disabled are out of the rings (the drain holds back only its last milliseconds).
+const TWIN_ROUNDS: u32 = 3;
+
 impl StackSizer {
     /// The sizer for a recording with `--call-graph dwarf,auto`, else `None`. Events with
-    /// their own stack size (`/stack-size=N/`) and uprobe PMU events (their attr points at
-    /// the probe's path) keep theirs.
-    pub(crate) fn new(cfg: &RecordConfig, opened: &Opened, child: Option<i32>) -> Option<Self> {
+    /// their own stack size (`/stack-size=N/`), uprobe PMU events (their attr points at the
+    /// probe's path) and events in a group keep theirs.
+    pub(crate) fn new(
+        cfg: &RecordConfig,
+        opened: &Opened,
+        child: Option<i32>,
+        session: &mut Session,
+    ) -> Option<Self> {
         if !cfg.stack_auto {
             return None;
         }
@@ -116,7 +141,7 @@ impl StackSizer {
             .events
             .iter()
             .enumerate()
-            .filter(|(_, e)| e.spec.terms.call_graph.is_none() && resizable(e))
+            .filter(|&(i, e)| e.spec.terms.call_graph.is_none() && resizable(opened, i))
             .filter_map(|(ev, e)| {
                 let size = e.attr.as_ref()?.sample_stack_user;
                 (size > 0).then(|| Auto {
@@ -135,15 +160,29 @@ impl StackSizer {
         if autos.is_empty() {
             return None;
         }
-        let tree = match &cfg.target {
+        let roots = match &cfg.target {
             Target::Command => Some(vec![u32::try_from(child?).ok()?]),
             Target::Pids(p) => Some(p.clone()),
             Target::SystemWide | Target::Tids(_) => None,
         };
+        let tree = roots.map(|roots| {
+            let mut tids: Vec<u32> = opened
+                .placements
+                .iter()
+                .filter_map(|p| u32::try_from(p.pid).ok())
+                .collect();
+            tids.extend(&roots);
+            session.follow_tasks(&tids);
+            Tree {
+                roots,
+                born_after: procfs::start_ticks(std::process::id()).ok(),
+            }
+        });
         Some(StackSizer {
             autos,
             tree,
             generation: 0,
+            done: false,
             stopped: None,
         })
     }
@@ -152,7 +191,8 @@ impl StackSizer {
     /// copy size should change. A failure to open stops sizing (the events stay as they
     /// are) and is said in the summary.
     pub(crate) fn round(&mut self, opened: &mut Opened, session: &mut Session) {
-        if self.stopped.is_some() {
+        session.end_round();
+        if self.done {
             return;
         }
         for i in 0..self.autos.len() {
@@ -172,12 +212,19 @@ impl StackSizer {
             if a.reopens >= MAX_REOPENS {
                 continue;
             }
-            self.generation += 1;
-            let (ev, generation) = (a.ev, self.generation);
-            match reopen(opened, ev, new, self.tree.as_deref()) {
-                Ok(None) => return,
-                Ok(Some(ids)) => {
-                    session.add_ids(ev, &ids, generation);
+            let ev = a.ev;
+            let to = Reopen {
+                ev,
+                stack: new,
+                tree: self.tree.as_ref(),
+            };
+            match reopen(opened, session, &to, &mut self.generation) {
+                Ok(false) => {
+                    // Every target thread has exited: the run is ending.
+                    self.done = true;
+                    return;
+                }
+                Ok(true) => {
                     let a = &mut self.autos[i];
                     if new > a.size {
                         a.floor = new;
@@ -193,6 +240,7 @@ impl StackSizer {
                         "dwarf,auto: could not open `{name}` again with a {new}-byte stack copy \
                          ({e:#}); it kept its size"
                     ));
+                    self.done = true;
                     return;
                 }
             }
@@ -234,16 +282,22 @@ impl StackSizer {
     }
 }
 
-/// Event types whose attr holds no pointer into memperf's memory.
-fn resizable(e: &ResolvedEvent) -> bool {
-    matches!(
-        e.type_,
-        PERF_TYPE_SOFTWARE
-            | PERF_TYPE_TRACEPOINT
-            | PERF_TYPE_HARDWARE
-            | PERF_TYPE_HW_CACHE
-            | PERF_TYPE_RAW
-    )
+/// Whether event `i` may be opened again alone: its attr holds no pointer into memperf's
+/// memory (uprobe PMU events hold their path), and it neither leads nor joins a group (a
+/// member opened again alone would leave its group; a leader disabled stops its members).
+fn resizable(opened: &Opened, i: usize) -> bool {
+    let e = &opened.events[i];
+    let grouped =
+        e.leader.is_some() || e.counting || opened.events.iter().any(|o| o.leader == Some(i));
+    !grouped
+        && matches!(
+            e.type_,
+            PERF_TYPE_SOFTWARE
+                | PERF_TYPE_TRACEPOINT
+                | PERF_TYPE_HARDWARE
+                | PERF_TYPE_HW_CACHE
+                | PERF_TYPE_RAW
+        )
 }
 
 /// Fds opened for a new copy size, not yet part of `Opened`.
@@ -253,20 +307,44 @@ struct Fresh {
     ids: Vec<u64>,
 }
 
-/// Opens event `ev` again with a `stack`-byte copy, in the rings it writes to, enables it,
-/// then disables its fds in use until now. Returns the new fds' ids, or `None` when no
-/// target thread is left.
-fn reopen(
-    opened: &mut Opened,
+/// What [`reopen`] opens: event `ev` with a `stack`-byte copy, where `tree` says.
+struct Reopen<'a> {
     ev: usize,
     stack: u32,
-    tree: Option<&[u32]>,
-) -> Result<Option<Vec<u64>>> {
-    let event = opened.events.get(ev).context("no such event")?;
-    let mut attr = event
+    tree: Option<&'a Tree>,
+}
+
+/// The threads to open an inherited event on now.
+fn tree_tids(tree: &Tree, session: &Session) -> Vec<i32> {
+    let mut tids = procfs::tree_threads(&tree.roots, tree.born_after);
+    if let Some(f) = session.followed_tasks() {
+        tids.extend(f.iter().copied().filter(|&t| procfs::exists(t)));
+    }
+    tids.sort_unstable();
+    tids.dedup();
+    tids.into_iter()
+        .filter_map(|t| i32::try_from(t).ok())
+        .collect()
+}
+
+/// Opens event `to.ev` again with a `to.stack`-byte copy in the rings it writes to, enables
+/// it, then disables its fds in use until now. The session knows the new ids before any is
+/// enabled and looks for twins in the next rounds. Where the event is inherited, threads
+/// that appear while the new fds are placed get fds of their own (another generation: a
+/// thread that also inherited its parent's new fd writes twins of those) until no more
+/// appear, before the old fds are disabled. Returns false when no target thread is left;
+/// on an error, the new fds are disabled and closed and the old ones stay in use.
+fn reopen(
+    opened: &mut Opened,
+    session: &mut Session,
+    to: &Reopen<'_>,
+    generation: &mut u32,
+) -> Result<bool> {
+    let ev = to.ev;
+    let mut attr = opened.events[ev]
         .attr
         .ok_or_else(|| anyhow!("the event was never opened"))?;
-    attr.sample_stack_user = stack;
+    attr.sample_stack_user = to.stack;
     attr.set_disabled(1);
     attr.set_enable_on_exec(0);
     let old: Vec<usize> = (0..opened.placements.len())
@@ -278,65 +356,66 @@ fn reopen(
         .collect();
     rings.sort_unstable();
     rings.dedup_by_key(|r| r.0);
-    let pids: Vec<i32> = match tree {
-        Some(roots) => procfs::tree_threads(roots)
-            .into_iter()
-            .filter_map(|t| i32::try_from(t).ok())
-            .collect(),
-        None => {
-            let mut p: Vec<i32> = old.iter().map(|&i| opened.placements[i].pid).collect();
-            p.sort_unstable();
-            p.dedup();
-            p
-        }
+    let mut covered: Vec<i32> = match to.tree {
+        Some(tree) => tree_tids(tree, session),
+        None => old.iter().map(|&i| opened.placements[i].pid).collect(),
     };
+    covered.sort_unstable();
+    covered.dedup();
+    session.arm_twins(TWIN_ROUNDS);
     let mut fresh = Fresh::default();
-    open_on(opened, ev, &attr, (&rings, &pids), &mut fresh)?;
-    if fresh.fds.is_empty() {
-        // Every target thread has exited: the run is ending, nothing is left to size.
-        return Ok(None);
-    }
-    for (fd, _) in &fresh.fds {
-        ioc_enable(fd.as_fd()).context("failed to enable the new fd")?;
-    }
-    if let Some(hold) = overlap_for_tests() {
-        std::thread::sleep(hold);
-    }
-    for &i in &old {
-        if let Some(fd) = opened.fd_of(opened.placements[i].fd) {
-            ioc_disable(fd).context("failed to disable the former fd")?;
-        }
-        opened.placements[i].enabled = false;
-    }
-    if let Some(roots) = tree {
-        // Threads that started after the tree was read but took their events from a parent
-        // before the new fds were on it.
-        let late: Vec<i32> = procfs::tree_threads(roots)
-            .into_iter()
-            .filter_map(|t| i32::try_from(t).ok())
-            .filter(|t| pids.binary_search(t).is_err())
-            .collect();
+    let mut pids = covered.clone();
+    // At most a few sweeps: a program that starts threads faster than they can be opened
+    // on keeps what the last sweep found (and its new threads inherit the new fds).
+    for _ in 0..4 {
+        *generation += 1;
         let n = fresh.fds.len();
-        let sweep = open_on(opened, ev, &attr, (&rings, &late), &mut fresh).and_then(|()| {
+        if let Err(e) = open_on(opened, (ev, &attr), (&rings, &pids), &mut fresh).and_then(|()| {
+            let ids: Vec<u64> = fresh.ids[n..].to_vec();
+            session.add_ids(ev, &ids, *generation);
             fresh.fds[n..]
                 .iter()
                 .try_for_each(|(fd, _)| ioc_enable(fd.as_fd()))
-                .context("failed to enable the new fd")
-        });
-        if let Err(e) = sweep {
-            // Keep every thread seen: the former fds again (records both write are kept
-            // once), then say why sizing stopped.
-            for &i in &old {
-                if let Some(fd) = opened.fd_of(opened.placements[i].fd) {
-                    let _ = ioc_enable(fd);
-                }
-                opened.placements[i].enabled = true;
+                .context("failed to enable a new fd")
+        }) {
+            for (fd, _) in &fresh.fds {
+                let _ = ioc_disable(fd.as_fd());
             }
-            commit(opened, fresh);
             return Err(e);
         }
+        let Some(tree) = to.tree else { break };
+        if let Some(hold) = overlap_for_tests() {
+            std::thread::sleep(hold);
+        }
+        pids = tree_tids(tree, session)
+            .into_iter()
+            .filter(|t| covered.binary_search(t).is_err())
+            .collect();
+        if pids.is_empty() {
+            break;
+        }
+        covered.extend(&pids);
+        covered.sort_unstable();
     }
-    Ok(Some(commit(opened, fresh)))
+    if to.tree.is_none()
+        && let Some(hold) = overlap_for_tests()
+    {
+        std::thread::sleep(hold);
+    }
+    if fresh.fds.is_empty() {
+        return Ok(false);
+    }
+    for &i in &old {
+        if let Some(fd) = opened.fd_of(opened.placements[i].fd) {
+            // A fd that cannot be disabled goes on writing: its records are the twins of
+            // the new fd's, kept once while they are looked for, and after that counted
+            // twice; nothing is lost.
+            let _ = ioc_disable(fd);
+        }
+        opened.placements[i].enabled = false;
+    }
+    commit(opened, fresh);
+    Ok(true)
 }
 
 /// How long the old and new fds stay enabled together: a moment (the ioctls between), or
@@ -351,21 +430,19 @@ fn overlap_for_tests() -> Option<std::time::Duration> {
 }
 
 /// Keeps the fresh fds in `opened` (the driver reads their losses and closes them at the
-/// end) and returns their ids.
-fn commit(opened: &mut Opened, fresh: Fresh) -> Vec<u64> {
+/// end).
+fn commit(opened: &mut Opened, fresh: Fresh) {
     for (fd, mut p) in fresh.fds {
         p.fd = FdSlot::Fd(opened.fds.len());
         opened.fds.push(fd);
         opened.placements.push(p);
     }
-    fresh.ids
 }
 
 /// Opens `attr` for event `ev` on each (CPU, ring) × pid, redirected to that ring.
 fn open_on(
     opened: &Opened,
-    ev: usize,
-    attr: &perf_event_attr,
+    (ev, attr): (usize, &perf_event_attr),
     (rings, pids): (&[(u32, usize)], &[i32]),
     fresh: &mut Fresh,
 ) -> Result<()> {
@@ -389,8 +466,13 @@ fn open_on(
                 // A thread that exited since the tree was read.
                 Err(libc::ESRCH) => continue,
                 Err(errno) => bail!(
-                    "perf_event_open on CPU {cpu}, pid {pid}: {}",
-                    std::io::Error::from_raw_os_error(errno)
+                    "perf_event_open on CPU {cpu}, pid {pid}: {}{}",
+                    std::io::Error::from_raw_os_error(errno),
+                    if errno == libc::EMFILE {
+                        " (each thread of the target needs a fd per CPU: raise `ulimit -n`)"
+                    } else {
+                        ""
+                    }
                 ),
             };
             set_filter(fd.as_fd(), event)?;

@@ -227,6 +227,11 @@ pub struct Session {
     /// events are re-opened: see [`Session::twin`].
     ring: Option<usize>,
     last_in_ring: Vec<Option<Twin>>,
+    /// Drain rounds left in which twins are looked for (see [`Session::arm_twins`]).
+    twin_rounds: u32,
+    /// The threads the events follow, from the targets and the FORK and EXIT records (see
+    /// [`Session::follow_tasks`]).
+    followed: Option<rustc_hash::FxHashSet<u32>>,
 }
 
 /// The stack copy each event's unwinds needed: what `--call-graph dwarf,auto` sizes the
@@ -362,6 +367,8 @@ impl Session {
             generation: FxHashMap::default(),
             ring: None,
             last_in_ring: Vec::new(),
+            twin_rounds: 0,
+            followed: None,
         }
     }
 
@@ -374,6 +381,31 @@ impl Session {
             self.ids.insert(id, ev);
             self.generation.insert(id, generation);
         }
+    }
+
+    /// Keeps the set of threads the events follow: `tids` now, then every thread a FORK
+    /// record starts and none an EXIT record ends (what an inherited event follows, even a
+    /// process its parent left to init).
+    pub fn follow_tasks(&mut self, tids: &[u32]) {
+        self.followed = Some(tids.iter().copied().collect());
+    }
+
+    /// The threads the events follow, when [`Session::follow_tasks`] asked for them.
+    pub fn followed_tasks(&self) -> Option<&rustc_hash::FxHashSet<u32>> {
+        self.followed.as_ref()
+    }
+
+    /// Looks for twins in the next `rounds` drain rounds (an event was opened again: records
+    /// both openings wrote are in the rings until they are drained); [`Session::end_round`]
+    /// counts them down. Outside them no record is taken for a twin.
+    pub fn arm_twins(&mut self, rounds: u32) {
+        self.twin_rounds = rounds;
+        self.last_in_ring.clear();
+    }
+
+    /// One drain round ended.
+    pub fn end_round(&mut self) {
+        self.twin_rounds = self.twin_rounds.saturating_sub(1);
     }
 
     /// How much stack copy event `ev`'s unwinds needed since the last call; starts over.
@@ -597,7 +629,7 @@ impl Session {
         } else {
             None
         };
-        if !self.generation.is_empty()
+        if self.twin_rounds > 0
             && self.ring.is_some()
             && is_kernel_side_band(ty)
             && ty != PERF_RECORD_LOST
@@ -633,6 +665,17 @@ impl Session {
 
     fn handle_side_band(&mut self, misc: u16, rec: &Record<'_>) {
         self.procs.apply(misc, rec);
+        if let Some(f) = &mut self.followed {
+            match *rec {
+                Record::Fork { tid, .. } => {
+                    f.insert(tid);
+                }
+                Record::Exit { tid, .. } => {
+                    f.remove(&tid);
+                }
+                _ => {}
+            }
+        }
         match *rec {
             Record::Lost { lost, ref sid, .. } => {
                 self.stats.lost += lost;
@@ -754,7 +797,7 @@ impl Session {
             return Ok(());
         }
         let generation = self.generation_of(PERF_RECORD_SAMPLE, body);
-        if !self.generation.is_empty() && self.ring.is_some() {
+        if self.twin_rounds > 0 && self.ring.is_some() {
             let key = twin_key(&[
                 &ev.to_ne_bytes(),
                 &sample.tid.unwrap_or(0).to_ne_bytes(),
@@ -962,8 +1005,13 @@ mod tests {
         let mut session = Session::new(vec![info], ids, Keep::default());
         // Event 0 opened again (a new stack copy size): its new fd has id 9.
         session.add_ids(0, &[9], 1);
+        session.arm_twins(1);
         let mut seen = Seen::default();
-        let mut feed = |session: &mut Session, ring: usize, id: u64, addr: u64, time: u64| {
+        let feed = |session: &mut Session,
+                    seen: &mut Seen,
+                    (ring, id): (usize, u64),
+                    addr: u64,
+                    time: u64| {
             let s = Sample {
                 identifier: Some(id),
                 pid: Some(1),
@@ -975,28 +1023,28 @@ mod tests {
             let mut buf = Vec::new();
             encode_sample(&mut buf, 0, &s, &info, None).unwrap();
             session
-                .handle_from_ring(ring, None, PERF_RECORD_SAMPLE, 0, &buf, &mut seen)
+                .handle_from_ring(ring, None, PERF_RECORD_SAMPLE, 0, &buf, seen)
                 .unwrap();
         };
         // One fault seen by both fds, the new one first (the kernel adds an event at the
         // head of its list): one sample.
-        feed(&mut session, 0, 9, 0x1000, 10);
-        feed(&mut session, 0, 7, 0x1000, 11);
+        feed(&mut session, &mut seen, (0, 9), 0x1000, 10);
+        feed(&mut session, &mut seen, (0, 7), 0x1000, 11);
         // The same address again, by the new fd only (the old one is disabled): a fault of
         // its own, not a twin.
-        feed(&mut session, 0, 9, 0x1000, 20);
+        feed(&mut session, &mut seen, (0, 9), 0x1000, 20);
         // Different addresses are never twins.
-        feed(&mut session, 0, 7, 0x2000, 30);
-        feed(&mut session, 0, 9, 0x3000, 31);
+        feed(&mut session, &mut seen, (0, 7), 0x2000, 30);
+        feed(&mut session, &mut seen, (0, 9), 0x3000, 31);
         // Nor are records of two rings.
-        feed(&mut session, 0, 7, 0x4000, 40);
-        feed(&mut session, 1, 9, 0x4000, 41);
+        feed(&mut session, &mut seen, (0, 7), 0x4000, 40);
+        feed(&mut session, &mut seen, (1, 9), 0x4000, 41);
         // Nor two records of one opening at two times.
-        feed(&mut session, 1, 9, 0x5000, 50);
-        feed(&mut session, 1, 9, 0x5000, 51);
+        feed(&mut session, &mut seen, (1, 9), 0x5000, 50);
+        feed(&mut session, &mut seen, (1, 9), 0x5000, 51);
         // Since 6.2 both samples of one fault carry the first fd's id and its time.
-        feed(&mut session, 1, 9, 0x6000, 60);
-        feed(&mut session, 1, 9, 0x6000, 60);
+        feed(&mut session, &mut seen, (1, 9), 0x6000, 60);
+        feed(&mut session, &mut seen, (1, 9), 0x6000, 60);
         assert_eq!(
             seen.0,
             [
@@ -1013,6 +1061,12 @@ mod tests {
         );
         assert_eq!(session.stats().twins, 2);
         assert_eq!(session.stats().samples, [9]);
+        // Once the rings held nothing written before the switch, nothing is a twin.
+        session.end_round();
+        seen.0.clear();
+        feed(&mut session, &mut seen, (1, 9), 0x7000, 70);
+        feed(&mut session, &mut seen, (1, 9), 0x7000, 70);
+        assert_eq!(seen.0, [(9, 0x7000, Some(7)), (9, 0x7000, Some(7))]);
     }
 
     #[test]
