@@ -4,7 +4,8 @@
 # (one fault each), every tool in every round, ROUNDS rounds after a warm-up round.
 # Prints each tool's slowdown of the touching phase (the fixture times it itself, so start-up
 # and the tools' own set-up do not count) as the minimum and median over rounds, the median
-# of its ratio to bpftrace's in the same round, and how many faults got a whole stack
+# of its ratio to bpftrace's and to perf -g's in the same round, and how many faults got a
+# whole stack
 # (main -> pf_level1 -> pf_level2 -> pf_level3 -> touch_pages).
 #
 # Usage: benches/auto-stacks.sh [PAGES] [ROUNDS]     (defaults: 200000 pages, 5 rounds)
@@ -84,13 +85,15 @@ for r in range(rounds + 1):
 alone = walls["alone"]
 bpf = walls.get("bpftrace ustack (fp)")
 print(f"workload: {pages} page faults, no frame pointers; {rounds} rounds after a warm-up")
-print(f"{'':22} {'min slowdown':>13} {'median':>8} {'/bpftrace':>10} {'whole stacks':>13}")
+pg = walls["perf -g (fp)"]
+print(f"{'':22} {'min slowdown':>13} {'median':>8} {'/bpftrace':>10} {'/perf -g':>9} {'whole stacks':>13}")
 for name, ws in walls.items():
     if name == "alone":
         continue
     slow = [w / a for w, a in zip(ws, alone)]
     vs = f"{statistics.median(w / b for w, b in zip(ws, bpf)):.2f}" if bpf else "-"
+    vg = statistics.median(w / g for w, g in zip(ws, pg))
     f = full.get(name)
-    print(f"{name:22} {min(slow):12.2f}x {statistics.median(slow):7.2f}x {vs:>10} "
+    print(f"{name:22} {min(slow):12.2f}x {statistics.median(slow):7.2f}x {vs:>10} {vg:9.2f} "
           f"{'-' if f is None else f:>13}")
 PY

@@ -517,22 +517,8 @@ impl Session {
         records::record_time(ty, body, info)
     }
 
-    /// Handles one record of a ring that holds the samples of `sole_event` only (if any).
-    pub fn handle_in_ring(
-        &mut self,
-        sole_event: Option<usize>,
-        ty: u32,
-        misc: u16,
-        bytes: &[u8],
-        handler: &mut dyn Handler,
-    ) -> io::Result<()> {
-        self.ring_event = sole_event;
-        let r = self.handle(ty, misc, bytes, handler);
-        self.ring_event = None;
-        r
-    }
-
-    /// [`Session::handle_in_ring`] for a record of ring number `ring` of a live run.
+    /// Handles one record of ring number `ring` of a live run, a ring that holds the samples
+    /// of `sole_event` only (if any).
     pub fn handle_from_ring(
         &mut self,
         ring: usize,
@@ -543,7 +529,9 @@ impl Session {
         handler: &mut dyn Handler,
     ) -> io::Result<()> {
         self.ring = Some(ring);
-        let r = self.handle_in_ring(sole_event, ty, misc, bytes, handler);
+        self.ring_event = sole_event;
+        let r = self.handle(ty, misc, bytes, handler);
+        self.ring_event = None;
         self.ring = None;
         r
     }
