@@ -5,8 +5,7 @@
 # Prints each tool's slowdown of the touching phase (the fixture times it itself, so start-up
 # and the tools' own set-up do not count) as the minimum and median over rounds, the median
 # of its ratio to bpftrace's and to perf -g's in the same round, and how many faults got a
-# whole stack
-# (main -> pf_level1 -> pf_level2 -> pf_level3 -> touch_pages).
+# whole stack (main -> pf_level1 -> pf_level2 -> pf_level3 -> touch_pages).
 #
 # Usage: benches/auto-stacks.sh [PAGES] [ROUNDS]     (defaults: 200000 pages, 5 rounds)
 # Needs perf; bpftrace is optional (its rows are left out without it).
