@@ -33,23 +33,6 @@ fn folded(text: &str) -> BTreeMap<String, u64> {
     out
 }
 
-/// Whether inferno's collapser is here; required under MEMPERF_REQUIRE_PERF=1, where
-/// scripts/test.sh installs it.
-fn have_inferno() -> bool {
-    let ok = Command::new("inferno-collapse-perf")
-        .arg("--help")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !ok {
-        assert!(
-            std::env::var("MEMPERF_REQUIRE_PERF").as_deref() != Ok("1"),
-            "inferno-collapse-perf is required (scripts/test.sh installs it with cargo)"
-        );
-        eprintln!("skipping: inferno-collapse-perf is not installed");
-    }
-    ok
-}
-
 /// `perf script -i FILE | inferno-collapse-perf`.
 fn perf_folded(file: &Path) -> BTreeMap<String, u64> {
     let script = Command::new("perf")

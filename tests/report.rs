@@ -1370,16 +1370,7 @@ fn kmem_byte_weights_agree_with_perf_script() {
 
 /// Runs `memperf script ARGS | inferno-collapse-perf` and returns the folded lines, sorted.
 fn script_through_inferno(args: &[&str]) -> Option<Vec<String>> {
-    let have = Command::new("inferno-collapse-perf")
-        .arg("--help")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !have {
-        assert!(
-            std::env::var("MEMPERF_REQUIRE_PERF").as_deref() != Ok("1"),
-            "inferno-collapse-perf is required (scripts/test.sh installs it with cargo)"
-        );
-        eprintln!("skipping: inferno-collapse-perf is not installed");
+    if !common::have_inferno() {
         return None;
     }
     let mut all = vec!["script", "-q"];

@@ -384,9 +384,6 @@ fn reopen(
             return Err(e);
         }
         let Some(tree) = to.tree else { break };
-        if let Some(hold) = overlap_for_tests() {
-            std::thread::sleep(hold);
-        }
         pids = tree_tids(tree, session)
             .into_iter()
             .filter(|t| covered.binary_search(t).is_err())
@@ -397,13 +394,11 @@ fn reopen(
         covered.extend(&pids);
         covered.sort_unstable();
     }
-    if to.tree.is_none()
-        && let Some(hold) = overlap_for_tests()
-    {
-        std::thread::sleep(hold);
-    }
     if fresh.fds.is_empty() {
         return Ok(false);
+    }
+    if let Some(hold) = overlap_for_tests() {
+        std::thread::sleep(hold);
     }
     for &i in &old {
         if let Some(fd) = opened.fd_of(opened.placements[i].fd) {

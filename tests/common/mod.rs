@@ -388,3 +388,20 @@ pub fn run_memperf_stdin(args: &[&str], input: &[u8]) -> Output {
     drop(stdin);
     child.wait_with_output().expect("wait for memperf")
 }
+
+/// Whether inferno's collapser is here; required under MEMPERF_REQUIRE_PERF=1, where
+/// scripts/test.sh installs it.
+pub fn have_inferno() -> bool {
+    let ok = Command::new("inferno-collapse-perf")
+        .arg("--help")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        assert!(
+            std::env::var("MEMPERF_REQUIRE_PERF").as_deref() != Ok("1"),
+            "inferno-collapse-perf is required (scripts/test.sh installs it with cargo)"
+        );
+        eprintln!("skipping: inferno-collapse-perf is not installed");
+    }
+    ok
+}
