@@ -392,13 +392,23 @@ pub fn for_process(pid: u32, obj: Option<&str>) -> Result<PathBuf> {
     if let Some(o) = obj.filter(|o| o.contains('/')) {
         return Ok(PathBuf::from(o));
     }
-    let maps = crate::procfs::read_maps(pid).with_context(|| format!("no such process: {pid}"))?;
     let name = obj.unwrap_or("c");
-    let found = maps
-        .iter()
-        .filter(|m| m.is_exec())
-        .map(|m| String::from_utf8_lossy(&m.path).into_owned())
-        .find(|p| p.starts_with('/') && matches_obj(p, name));
+    // A process started an instant ago (`app & memperf leak -p $!`) may still be in its
+    // dynamic loader, which maps the libraries after exec: look again for a while.
+    let deadline = std::time::Instant::now() + LOADER_WAIT;
+    let found = loop {
+        let maps =
+            crate::procfs::read_maps(pid).with_context(|| format!("no such process: {pid}"))?;
+        let found = maps
+            .iter()
+            .filter(|m| m.is_exec())
+            .map(|m| String::from_utf8_lossy(&m.path).into_owned())
+            .find(|p| p.starts_with('/') && matches_obj(p, name));
+        if found.is_some() || !in_dynamic_loader(&maps) || std::time::Instant::now() > deadline {
+            break found;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    };
     match found {
         Some(p) => Ok(PathBuf::from(format!("/proc/{pid}/root{p}"))),
         None if obj.is_none() => bail!(
@@ -407,6 +417,24 @@ pub fn for_process(pid: u32, obj: Option<&str>) -> Result<PathBuf> {
         ),
         None => bail!("process {pid} maps no object named `{name}` (given to -O)"),
     }
+}
+
+/// How long `for_process` waits for a process's dynamic loader to map its libraries.
+const LOADER_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Whether a process is still in glibc's dynamic loader: the kernel mapped the interpreter
+/// (`ld-linux*`, `ld64.so*`, `ld.so*`) at exec, and the loader has not yet mapped libc.
+/// (musl's interpreter is its libc, which `is_libc` does not name: no wait there.)
+fn in_dynamic_loader(maps: &[crate::procfs::MapEntry]) -> bool {
+    let mapped = |f: fn(&str) -> bool| {
+        maps.iter().any(|m| {
+            let path = String::from_utf8_lossy(&m.path);
+            f(path.rsplit('/').next().unwrap_or(&path))
+        })
+    };
+    let is_interp: fn(&str) -> bool =
+        |b| b.starts_with("ld-linux") || b.starts_with("ld64.so") || b.starts_with("ld.so");
+    mapped(is_interp) && !mapped(is_libc)
 }
 
 /// The allocator of a command about to run: `-O` as a path, or the libc the command links
@@ -526,6 +554,27 @@ mod tests {
         // test %rdi,%rdi followed by a mov: not worth moving.
         assert_eq!(emulatable_skip(&[0x48, 0x85, 0xff, 0x48, 0x89, 0xf8]), 0);
         assert_eq!(emulatable_skip(&[]), 0);
+    }
+
+    #[test]
+    fn a_process_is_in_its_loader_while_ld_so_is_mapped_and_libc_is_not() {
+        let line = |path: &str| {
+            format!("7f0000000000-7f0000001000 r-xp 00000000 08:01 1 {path}\n").into_bytes()
+        };
+        let maps = |paths: &[&str]| {
+            let text: Vec<u8> = paths.iter().flat_map(|p| line(p)).collect();
+            crate::procfs::parse_maps(&text)
+        };
+        let ld = "/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2";
+        let libc = "/usr/lib/x86_64-linux-gnu/libc.so.6";
+        assert!(in_dynamic_loader(&maps(&["/usr/bin/sleep", ld, "[vdso]"])));
+        assert!(!in_dynamic_loader(&maps(&["/usr/bin/sleep", ld, libc])));
+        // Static programs and musl (whose loader is its libc) are not waited for.
+        assert!(!in_dynamic_loader(&maps(&["/usr/bin/busybox", "[vdso]"])));
+        assert!(!in_dynamic_loader(&maps(&[
+            "/app",
+            "/lib/ld-musl-x86_64.so.1"
+        ])));
     }
 
     #[test]

@@ -19,6 +19,22 @@ fn unprivileged_refusals_name_the_rule_the_kernel_applied() {
         panic!("useradd failed (as root)");
     };
     let paranoid = perf_event_paranoid();
+    // memperf mounts tracefs when root finds it absent (a machine just booted has none):
+    // after this the user meets the rule for tracepoints, not the missing mount.
+    let o = run_memperf(&[
+        "record",
+        "-o",
+        "/dev/null",
+        "-e",
+        "syscalls:sys_enter_brk",
+        "--",
+        "true",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        std::path::Path::new("/sys/kernel/tracing/events").exists()
+            || std::path::Path::new("/sys/kernel/debug/tracing/events").exists()
+    );
 
     // Another user's process (init): ptrace access decides, not perf_event_paranoid.
     let o = user.sh("$MEMPERF record -o /dev/null -p 1");
