@@ -249,6 +249,24 @@ fn a_full_disk_stops_the_command_and_leaves_a_readable_file() {
 }
 
 #[test]
+fn a_recording_into_dev_null_finishes() {
+    // As with perf, to measure the recorder alone: /dev/null cannot be synced (EINVAL), and
+    // must be neither moved aside nor replaced.
+    if !require_perf("recording into /dev/null") {
+        return;
+    }
+    let pf = fixture("pagefault", Variant::NoFp);
+    let o = record(Path::new("/dev/null"), &[], &pf, &["100"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(summary_samples(&stderr(&o)) >= 100, "{}", stderr(&o));
+    let meta = std::fs::metadata("/dev/null").unwrap();
+    assert!(std::os::unix::fs::FileTypeExt::is_char_device(
+        &meta.file_type()
+    ));
+    assert!(!Path::new("/dev/null.old").exists());
+}
+
+#[test]
 fn devices_directories_and_foreign_streams_are_refused_at_once() {
     let o = run_memperf(&["report", "-i", "/dev/zero"]);
     assert!(!o.status.success());
