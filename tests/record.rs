@@ -408,20 +408,20 @@ fn perf_report_opens_the_file_without_warnings() {
     );
 }
 
-#[test]
-fn attach_to_a_process_catches_every_thread_including_new_ones() {
-    if !require_perf("attach with -p") || !require_perf_tool("attach with -p") {
-        return;
-    }
+/// Attaches `memperf record -e page-faults -p PID` to the threads fixture (with `env`): its
+/// early worker and `T` late threads touch `k` pages each. Asserts that every thread's faults
+/// are there, each with a stack that unwinds to start_thread; returns perf script's samples
+/// and memperf's summary.
+fn attach_to_threads(k: usize, env: &[(&str, &str)]) -> (Vec<ScriptSample>, String) {
     // A recorder of its own beside the other tests' would starve them (see recording_turn).
     let _turn = recording_turn();
     const T: usize = 3;
-    const K: usize = 150;
     let dir = scratch();
     let out = dir.path().join("p.data");
     let prog = fixture("threads", Variant::NoFp);
     let mut work = Command::new(&prog)
-        .args([T.to_string(), K.to_string()])
+        .args([T.to_string(), k.to_string()])
+        .envs(env.iter().copied())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .spawn()
@@ -435,7 +435,11 @@ fn attach_to_a_process_catches_every_thread_including_new_ones() {
         .strip_prefix("ready ")
         .expect("ready PID")
         .to_string();
-    let rec = Recording::start(&["-e", "page-faults", "-p", &pid], &out, &[]);
+    let rec = Recording::start(
+        &["-m", TEST_RING_PAGES, "-e", "page-faults", "-p", &pid],
+        &out,
+        &[],
+    );
     work.stdin
         .take()
         .expect("stdin")
@@ -453,11 +457,11 @@ fn attach_to_a_process_catches_every_thread_including_new_ones() {
     assert_eq!(
         per_tid.len(),
         T + 1,
-        "one early and {T} late threads: {per_tid:?}"
+        "one early and {T} late threads: {per_tid:?}\n{rest}"
     );
     assert!(
-        per_tid.values().all(|&n| n == K),
-        "{K} faults in each thread: {per_tid:?}"
+        per_tid.values().all(|&n| n == k),
+        "{k} faults in each thread: {per_tid:?}\n{rest}"
     );
     let full = samples
         .iter()
@@ -465,9 +469,43 @@ fn attach_to_a_process_catches_every_thread_including_new_ones() {
         .count();
     assert_eq!(
         full,
-        (T + 1) * K,
-        "every thread's stack unwinds to start_thread"
+        (T + 1) * k,
+        "every thread's stack unwinds to start_thread\n{rest}"
     );
+    (samples, rest)
+}
+
+#[test]
+fn attach_to_a_process_catches_every_thread_including_new_ones() {
+    if !require_perf("attach with -p") || !require_perf_tool("attach with -p") {
+        return;
+    }
+    attach_to_threads(150, &[]);
+}
+
+#[test]
+fn attach_with_dwarf_auto_opens_again_on_every_thread_of_the_process() {
+    if !require_perf("attach with -p") || !require_perf_tool("attach with -p") {
+        return;
+    }
+    // The attached process's main thread faults 3000 pages and pauses (the event is opened
+    // again with a smaller copy meanwhile, on every thread of the process: the early worker
+    // was there before the attach), then that worker and 3 new threads fault 500 pages each.
+    let (samples, summary) =
+        attach_to_threads(500, &[("THREADS_WARMUP", "3000"), ("THREADS_ATTACH", "1")]);
+    let warm = samples
+        .iter()
+        .filter(|s| s.has_chain(&["warm_up", "main"]))
+        .count();
+    assert_eq!(warm, 3000, "{summary}");
+    let sized = summary
+        .lines()
+        .find_map(|l| {
+            l.trim()
+                .strip_prefix("note: dwarf,auto: `page-faults` copied 8192 bytes, then ")
+        })
+        .unwrap_or_else(|| panic!("the copy was not sized again: {summary}"));
+    assert!(sized.contains(" from stack "), "{summary}");
 }
 
 #[test]

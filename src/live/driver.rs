@@ -434,12 +434,11 @@ impl Driver {
 
     /// Every event fd: the ring owners and the others.
     fn event_fds(&self) -> impl Iterator<Item = BorrowedFd<'_>> {
-        let owners = self.opened.rings.iter().map(|r| r.fd());
-        owners.chain(self.opened.fds.iter().map(|f| f.as_fd()))
+        self.opened.open_fds()
     }
 
     fn kernel_lost(&self) -> Result<u64> {
-        let mut counted = 0;
+        let mut counted = self.opened.retired_lost;
         for fd in self.event_fds() {
             counted += read_lost(fd).context("failed to read an event's lost count")?;
         }

@@ -81,8 +81,11 @@ pub struct Opened {
     pub rings: Vec<RingBuffer>,
     /// For each ring, the one event whose samples it holds, when it holds one only.
     pub ring_events: Vec<Option<usize>>,
-    /// Every event fd that is not the owner of a ring (those stay inside their ring).
-    pub fds: Vec<OwnedFd>,
+    /// Every event fd that is not the owner of a ring (those stay inside their ring); `None`
+    /// once closed (`live::resize` closes the fds it replaced).
+    pub fds: Vec<Option<OwnedFd>>,
+    /// The kernel's lost counts (PERF_FORMAT_LOST) of the fds closed while recording.
+    pub retired_lost: u64,
     pub ids: FxHashMap<u64, usize>,
     /// Notes for the summary (e.g. kernel samples excluded by perf_event_paranoid).
     pub notes: Vec<String>,
@@ -125,8 +128,40 @@ impl Opened {
     pub fn fd_of(&self, slot: FdSlot) -> Option<std::os::fd::BorrowedFd<'_>> {
         match slot {
             FdSlot::Ring(r) => self.rings.get(r).map(|r| r.fd()),
-            FdSlot::Fd(i) => self.fds.get(i).map(|f| f.as_fd()),
+            FdSlot::Fd(i) => self.fds.get(i).and_then(Option::as_ref).map(|f| f.as_fd()),
         }
+    }
+
+    /// Closes the fd of placement `i`, which no longer records (disabled by `live::resize`),
+    /// after adding its lost count to `retired_lost`: the fds replaced while recording do not
+    /// pile up. Its records already in the ring stay there. A ring's owner stays open (it
+    /// holds the ring), and so does a fd whose count cannot be read (the end of the run
+    /// reads it again, and says why it failed).
+    pub fn retire(&mut self, i: usize) {
+        let Some(&Placement {
+            fd: FdSlot::Fd(n), ..
+        }) = self.placements.get(i)
+        else {
+            return;
+        };
+        let Some(slot) = self.fds.get_mut(n) else {
+            return;
+        };
+        if let Some(fd) = slot.as_ref() {
+            if self.format_lost {
+                match crate::sys::open::read_lost(fd.as_fd()) {
+                    Ok(lost) => self.retired_lost += lost,
+                    Err(_) => return,
+                }
+            }
+            *slot = None;
+        }
+    }
+
+    /// The fds open now: the rings' owners, then the others.
+    pub fn open_fds(&self) -> impl Iterator<Item = std::os::fd::BorrowedFd<'_>> {
+        let owners = self.rings.iter().map(|r| r.fd());
+        owners.chain(self.fds.iter().flatten().map(|f| f.as_fd()))
     }
 }
 
@@ -773,7 +808,7 @@ pub fn open_all(
                             fd: FdSlot::Fd(fds.len()),
                             enabled: true,
                         });
-                        fds.push(fd);
+                        fds.push(Some(fd));
                     }
                     None => {
                         let ring = RingBuffer::new(fd, pages).map_err(|e| {
@@ -823,6 +858,7 @@ pub fn open_all(
         rings,
         ring_events,
         fds,
+        retired_lost: 0,
         ids,
         clock_monotonic: kernel_clock.is_none() && !features.no_clockid,
         clock: match kernel_clock {

@@ -402,12 +402,16 @@ fn reopen(
     }
     for &i in &old {
         if let Some(fd) = opened.fd_of(opened.placements[i].fd) {
-            // A fd that cannot be disabled goes on writing: its records are the twins of
-            // the new fd's, kept once while they are looked for, and after that counted
-            // twice; nothing is lost.
+            // A fd that cannot be disabled is closed all the same (which stops it), unless
+            // it owns a ring: that one goes on writing the twins of the new fd's records,
+            // kept once while they are looked for, and after that counted twice; nothing
+            // is lost.
             let _ = ioc_disable(fd);
         }
         opened.placements[i].enabled = false;
+        // Its records stay in the ring; its lost count is kept. Without this, every
+        // generation's fds (threads × CPUs) stayed open to the end of the run.
+        opened.retire(i);
     }
     commit(opened, fresh);
     Ok(true)
@@ -429,7 +433,7 @@ fn overlap_for_tests() -> Option<std::time::Duration> {
 fn commit(opened: &mut Opened, fresh: Fresh) {
     for (fd, mut p) in fresh.fds {
         p.fd = FdSlot::Fd(opened.fds.len());
-        opened.fds.push(fd);
+        opened.fds.push(Some(fd));
         opened.placements.push(p);
     }
 }
@@ -508,6 +512,112 @@ mod tests {
             w.add(deep_need, i < cut);
         }
         w
+    }
+
+    /// Page-fault samples waiting in every ring, which are then emptied.
+    fn samples_in_rings(opened: &mut Opened) -> u64 {
+        let mut n = 0;
+        for ring in &mut opened.rings {
+            let mut reader = ring.reader();
+            while let Some(rec) = reader.peek() {
+                n += u64::from(rec.ty == perf_event_open_sys::bindings::PERF_RECORD_SAMPLE);
+                reader.consume();
+            }
+        }
+        n
+    }
+
+    /// An event opened again for real (page faults of this thread, on every CPU): the fds
+    /// it replaced are closed, generation after generation, with the samples they dropped
+    /// still counted, and the new fds sample. The first generation owns the rings, and stays.
+    #[test]
+    fn the_fds_an_event_replaced_are_closed_with_their_losses_kept() {
+        use crate::cli::{CallGraph, Consume, UnwindWhen};
+        use crate::live::open::{open_all, resolve_events};
+        use crate::sys::open::read_lost;
+        use crate::sys::testutil::{require_perf, touch_fresh_pages};
+        if !require_perf("software events opened again") {
+            return;
+        }
+        let tid: u32 = std::fs::read_link("/proc/thread-self")
+            .ok()
+            .and_then(|l| l.file_name()?.to_str()?.parse().ok())
+            .unwrap();
+        let specs = crate::events::parse_event_list("page-faults").unwrap();
+        let (events, tracefs) = resolve_events(&specs).unwrap();
+        let cfg = RecordConfig {
+            events: specs,
+            target: Target::Tids(vec![tid]),
+            cpus: crate::sys::online_cpus().unwrap(),
+            command: None,
+            period: None,
+            call_graph: CallGraph::Dwarf { stack_bytes: 8192 },
+            unwind: UnwindWhen::Online,
+            user_only: true,
+            // Two pages: a sample with an 8 KiB stack does not fit, and is lost.
+            mmap_pages: Some(2),
+            output: "/dev/null".into(),
+            duration: None,
+            quiet: true,
+            consume: Consume::All,
+            cmdline: Vec::new(),
+            include_self: false,
+            side_band: false,
+            stack_auto: true,
+        };
+        let facts = crate::sys::diagnose::SystemFacts::read();
+        let mut opened = open_all(&cfg, events, tracefs, None, &facts).unwrap();
+        if !opened.format_lost {
+            eprintln!("skipping: this kernel has no PERF_FORMAT_LOST (6.0+)");
+            return;
+        }
+        let ncpu = cfg.cpus.len();
+        assert_eq!((opened.rings.len(), opened.fds.len()), (ncpu, 0));
+        for ring in &opened.rings {
+            ioc_enable(ring.fd()).unwrap();
+        }
+        let infos = vec![crate::records::ParseInfo::default()];
+        let mut session = Session::new(infos, opened.ids.clone(), Default::default());
+        let mut generation = 0;
+        let mut again = |opened: &mut Opened, stack| {
+            let to = Reopen {
+                ev: 0,
+                stack,
+                tree: None,
+            };
+            assert!(reopen(opened, &mut session, &to, &mut generation).unwrap());
+        };
+        let open_now = |o: &Opened| o.fds.iter().flatten().count();
+        // A second generation as large as the first: its 16 samples do not fit either.
+        again(&mut opened, 8192);
+        assert_eq!(open_now(&opened), ncpu);
+        touch_fresh_pages(16);
+        assert_eq!(samples_in_rings(&mut opened), 0);
+        again(&mut opened, 512);
+        assert_eq!(
+            open_now(&opened),
+            ncpu,
+            "the second generation's fds are closed"
+        );
+        assert!(opened.retired_lost >= 16, "{}", opened.retired_lost);
+        assert_eq!(opened.placements.len(), 3 * ncpu);
+        for p in &opened.placements {
+            // The rings' owners stay open, disabled; the second generation is closed.
+            let open = matches!(p.fd, FdSlot::Ring(_)) || p.enabled;
+            assert_eq!(opened.fd_of(p.fd).is_some(), open, "{p:?}");
+        }
+        // The third generation samples, and with a 512-byte copy its samples fit.
+        let retired = opened.retired_lost;
+        touch_fresh_pages(4);
+        let lost_now: Vec<u64> = opened
+            .placements
+            .iter()
+            .filter(|p| p.enabled)
+            .map(|p| read_lost(opened.fd_of(p.fd).unwrap()).unwrap())
+            .collect();
+        assert_eq!(lost_now, vec![0; ncpu]);
+        assert_eq!(opened.retired_lost, retired);
+        assert!(samples_in_rings(&mut opened) >= 4);
     }
 
     #[test]
