@@ -446,7 +446,6 @@ fn is_fault_event(spec: &EventSpec) -> bool {
             || config == PERF_COUNT_SW_PAGE_FAULTS_MAJ as u64)
 }
 
-/// The attr configuration of one event in the ring buffer.
 /// Wake the reader when a quarter of the ring is full. Waking it after every record (the
 /// kernel's `wakeup_events = 1`) costs an irq_work and a context switch per sample, which
 /// made the kernel side of a fault-heavy recording 1.5x slower than perf's; records that
@@ -456,6 +455,7 @@ pub fn wakeup_watermark(pages: usize) -> u32 {
     u32::try_from(bytes).unwrap_or(u32::MAX).max(1)
 }
 
+/// The attr configuration of one event in the ring buffer.
 pub fn attr_config(
     cfg: &RecordConfig,
     ev: &ResolvedEvent,

@@ -96,7 +96,8 @@ impl RingBuffer {
         let tail = tail_word.load(Ordering::Relaxed);
         // SAFETY: the data area is `data_size` bytes after the control page, inside the
         // mapping. Between tail and head the kernel does not write until we advance data_tail,
-        // which only the reader's Drop does, and `pending_slices` only hands out that range.
+        // which the reader does only past records it consumed and never reads again, and
+        // `pending_slices` only hands out that range.
         // `&mut self` keeps other readers away.
         let data = unsafe {
             std::slice::from_raw_parts(map.as_ptr().add(self.data_offset), self.data_size)
@@ -148,7 +149,15 @@ fn pending_slices(data: &[u8], head: u64, tail: u64) -> Option<(&[u8], &[u8])> {
     Some((first, second))
 }
 
-/// Reads the records of one snapshot; dropping it hands the consumed space back to the kernel.
+/// Consumed bytes after which a reader hands the space back to the kernel before its round
+/// ends: a round that unwinds megabytes of samples would otherwise leave the kernel only the
+/// space that was free when it began, and the kernel drops what does not fit. (Not after
+/// every record: the kernel reads `data_tail` on every write, and each store moves its cache
+/// line.)
+const PUBLISH_EVERY: usize = 64 * 1024;
+
+/// Reads the records of one snapshot; it hands the consumed space back to the kernel as it
+/// goes (every [`PUBLISH_EVERY`] bytes) and when dropped.
 pub struct RingReader<'a> {
     first: &'a [u8],
     second: &'a [u8],
@@ -157,6 +166,8 @@ pub struct RingReader<'a> {
     head: u64,
     skipped: bool,
     pos: usize,
+    /// `pos` as last stored into `tail`.
+    published: usize,
     peeked: Option<usize>,
     scratch: &'a mut Vec<u8>,
     corrupt: bool,
@@ -184,6 +195,7 @@ impl<'a> RingReader<'a> {
             head,
             skipped: false,
             pos: 0,
+            published: 0,
             peeked: None,
             scratch,
             corrupt,
@@ -250,9 +262,16 @@ impl<'a> RingReader<'a> {
     }
 
     /// Moves past the record last returned by `peek`.
+    /// The bytes of the records before it are never read again (`peek`'s borrow has ended
+    /// by now), so they may be handed back to the kernel at once.
     pub fn consume(&mut self) {
         if let Some(size) = self.peeked.take() {
             self.pos += size;
+            if self.pos - self.published >= PUBLISH_EVERY {
+                self.published = self.pos;
+                self.tail
+                    .store(self.start.wrapping_add(self.pos as u64), Ordering::Release);
+            }
         }
     }
 

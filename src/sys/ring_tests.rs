@@ -102,6 +102,37 @@ fn every_start_offset_and_size_round_trips() {
 }
 
 #[test]
+fn consumed_space_is_handed_back_during_a_long_round() {
+    // 1 MiB of 1 KiB records: the tail moves every PUBLISH_EVERY bytes while the reader
+    // still reads, never past what it consumed, and reaches the head when it is dropped.
+    let mut data = vec![0u8; 1 << 20];
+    let tail = 512;
+    let mut head = tail;
+    let payload = vec![7u8; 1024 - HEADER_SIZE];
+    while head + 1024 <= tail + data.len() as u64 {
+        head = put(&mut data, head, 9, 0, &payload);
+    }
+    let tail_word = AtomicU64::new(tail);
+    let mut scratch = Vec::new();
+    let mut stores = Vec::new();
+    {
+        let mut r = RingReader::from_parts(&data, head, tail, &tail_word, &mut scratch);
+        let mut consumed = tail;
+        while r.peek().is_some() {
+            r.consume();
+            consumed += 1024;
+            let t = tail_word.load(Ordering::Acquire);
+            assert!(t <= consumed && consumed - t < PUBLISH_EVERY as u64);
+            if stores.last() != Some(&t) {
+                stores.push(t);
+            }
+        }
+    }
+    assert_eq!(stores.len(), (head - tail) as usize / PUBLISH_EVERY + 1);
+    assert_eq!(tail_word.load(Ordering::Relaxed), head);
+}
+
+#[test]
 fn peek_does_not_consume() {
     let mut data = vec![0u8; 64];
     let head = put(&mut data, 0, 1, 0, &[1; 8]);
