@@ -33,7 +33,7 @@ use crate::cli::{MAX_STACK_BYTES, RecordConfig, Target};
 use crate::procfs;
 use crate::session::{Session, StackDepth};
 use crate::sys::open::{
-    FeatureState, SysOpener, ioc_disable, ioc_enable, ioc_id, ioc_set_output, open_event,
+    FeatureState, Opener, SysOpener, ioc_disable, ioc_enable, ioc_id, ioc_set_output, open_event,
 };
 
 /// Stacks measured before an event's copy is made smaller.
@@ -217,6 +217,7 @@ impl StackSizer {
                 ev,
                 stack: new,
                 tree: self.tree.as_ref(),
+                opener: &SysOpener,
             };
             match reopen(opened, session, &to, &mut self.generation) {
                 Ok(false) => {
@@ -307,11 +308,13 @@ struct Fresh {
     ids: Vec<u64>,
 }
 
-/// What [`reopen`] opens: event `ev` with a `stack`-byte copy, where `tree` says.
+/// What [`reopen`] opens: event `ev` with a `stack`-byte copy, where `tree` says, through
+/// `opener` (the syscall; the tests' inject errors).
 struct Reopen<'a> {
     ev: usize,
     stack: u32,
     tree: Option<&'a Tree>,
+    opener: &'a dyn Opener,
 }
 
 /// The threads to open an inherited event on now.
@@ -370,7 +373,8 @@ fn reopen(
     for _ in 0..4 {
         *generation += 1;
         let n = fresh.fds.len();
-        if let Err(e) = open_on(opened, (ev, &attr), (&rings, &pids), &mut fresh).and_then(|()| {
+        let placed = open_on(opened, to.opener, (ev, &attr), (&rings, &pids), &mut fresh);
+        if let Err(e) = placed.and_then(|()| {
             let ids: Vec<u64> = fresh.ids[n..].to_vec();
             session.add_ids(ev, &ids, *generation);
             fresh.fds[n..]
@@ -441,6 +445,7 @@ fn commit(opened: &mut Opened, fresh: Fresh) {
 /// Opens `attr` for event `ev` on each (CPU, ring) × pid, redirected to that ring.
 fn open_on(
     opened: &Opened,
+    opener: &dyn Opener,
     (ev, attr): (usize, &perf_event_attr),
     (rings, pids): (&[(u32, usize)], &[i32]),
     fresh: &mut Fresh,
@@ -455,7 +460,7 @@ fn open_on(
         for &pid in pids {
             let mut a = *attr;
             let fd = match open_event(
-                &SysOpener,
+                opener,
                 &mut a,
                 pid,
                 cpu as i32,
@@ -527,17 +532,14 @@ mod tests {
         n
     }
 
-    /// An event opened again for real (page faults of this thread, on every CPU): the fds
-    /// it replaced are closed, generation after generation, with the samples they dropped
-    /// still counted, and the new fds sample. The first generation owns the rings, and stays.
-    #[test]
-    fn the_fds_an_event_replaced_are_closed_with_their_losses_kept() {
+    /// Page faults of this thread on every CPU, sampled with a `stack`-byte copy into rings
+    /// of `pages` pages, and a session that knows their ids; `None` where the kernel cannot
+    /// open perf events or lacks PERF_FORMAT_LOST (6.0+).
+    fn own_faults(stack: u32, pages: usize) -> Option<(Opened, Session)> {
         use crate::cli::{CallGraph, Consume, UnwindWhen};
         use crate::live::open::{open_all, resolve_events};
-        use crate::sys::open::read_lost;
-        use crate::sys::testutil::{require_perf, touch_fresh_pages};
-        if !require_perf("software events opened again") {
-            return;
+        if !crate::sys::testutil::require_perf("software events opened again") {
+            return None;
         }
         let tid: u32 = std::fs::read_link("/proc/thread-self")
             .ok()
@@ -551,11 +553,10 @@ mod tests {
             cpus: crate::sys::online_cpus().unwrap(),
             command: None,
             period: None,
-            call_graph: CallGraph::Dwarf { stack_bytes: 8192 },
+            call_graph: CallGraph::Dwarf { stack_bytes: stack },
             unwind: UnwindWhen::Online,
             user_only: true,
-            // Two pages: a sample with an 8 KiB stack does not fit, and is lost.
-            mmap_pages: Some(2),
+            mmap_pages: Some(pages),
             output: "/dev/null".into(),
             duration: None,
             quiet: true,
@@ -566,24 +567,39 @@ mod tests {
             stack_auto: true,
         };
         let facts = crate::sys::diagnose::SystemFacts::read();
-        let mut opened = open_all(&cfg, events, tracefs, None, &facts).unwrap();
+        let opened = open_all(&cfg, events, tracefs, None, &facts).unwrap();
         if !opened.format_lost {
             eprintln!("skipping: this kernel has no PERF_FORMAT_LOST (6.0+)");
-            return;
+            return None;
         }
-        let ncpu = cfg.cpus.len();
-        assert_eq!((opened.rings.len(), opened.fds.len()), (ncpu, 0));
+        assert_eq!((opened.rings.len(), opened.fds.len()), (cfg.cpus.len(), 0));
         for ring in &opened.rings {
             ioc_enable(ring.fd()).unwrap();
         }
         let infos = vec![crate::records::ParseInfo::default()];
-        let mut session = Session::new(infos, opened.ids.clone(), Default::default());
+        let session = Session::new(infos, opened.ids.clone(), Default::default());
+        Some((opened, session))
+    }
+
+    /// An event opened again for real: the fds it replaced are closed, generation after
+    /// generation, with the samples they dropped still counted, and the new fds sample.
+    /// The first generation owns the rings, and stays.
+    #[test]
+    fn the_fds_an_event_replaced_are_closed_with_their_losses_kept() {
+        use crate::sys::open::read_lost;
+        use crate::sys::testutil::touch_fresh_pages;
+        // Two pages: a sample with an 8 KiB stack does not fit, and is lost.
+        let Some((mut opened, mut session)) = own_faults(8192, 2) else {
+            return;
+        };
+        let ncpu = opened.rings.len();
         let mut generation = 0;
         let mut again = |opened: &mut Opened, stack| {
             let to = Reopen {
                 ev: 0,
                 stack,
                 tree: None,
+                opener: &SysOpener,
             };
             assert!(reopen(opened, &mut session, &to, &mut generation).unwrap());
         };
@@ -617,6 +633,70 @@ mod tests {
             .collect();
         assert_eq!(lost_now, vec![0; ncpu]);
         assert_eq!(opened.retired_lost, retired);
+        assert!(samples_in_rings(&mut opened) >= 4);
+    }
+
+    /// The syscall, until `left` opens have succeeded; then `errno`.
+    struct FailAfter {
+        left: std::cell::Cell<usize>,
+        errno: i32,
+    }
+
+    impl Opener for FailAfter {
+        fn open(
+            &self,
+            attr: &perf_event_attr,
+            pid: i32,
+            cpu: i32,
+            group_fd: i32,
+            flags: u64,
+        ) -> std::result::Result<OwnedFd, i32> {
+            match self.left.get() {
+                0 => Err(self.errno),
+                n => {
+                    self.left.set(n - 1);
+                    SysOpener.open(attr, pid, cpu, group_fd, flags)
+                }
+            }
+        }
+    }
+
+    /// An open that fails midway (the fd limit, here on the last CPU) leaves the event as it
+    /// was: the fds opened before the failure are closed without having been enabled, the
+    /// old ones go on sampling with their copy, and the error says what to raise.
+    #[test]
+    fn an_event_that_cannot_be_opened_again_keeps_its_fds() {
+        use crate::sys::testutil::touch_fresh_pages;
+        let Some((mut opened, mut session)) = own_faults(8192, 16) else {
+            return;
+        };
+        let placements = opened.placements.clone();
+        let fail = FailAfter {
+            left: std::cell::Cell::new(opened.rings.len() - 1),
+            errno: libc::EMFILE,
+        };
+        let to = Reopen {
+            ev: 0,
+            stack: 512,
+            tree: None,
+            opener: &fail,
+        };
+        let mut generation = 0;
+        let err = reopen(&mut opened, &mut session, &to, &mut generation).unwrap_err();
+        let err = format!("{err:#}");
+        assert!(err.contains("raise `ulimit -n`"), "{err}");
+        assert_eq!(
+            fail.left.get(),
+            0,
+            "the failure came after an open that succeeded"
+        );
+        assert_eq!(opened.placements, placements);
+        assert!(opened.fds.is_empty());
+        assert_eq!(opened.events[0].attr.unwrap().sample_stack_user, 8192);
+        // The old fds still sample (a 16-page ring holds 7 of their 8 KiB copies: emptied
+        // first, as the faults of the work above may have filled it).
+        samples_in_rings(&mut opened);
+        touch_fresh_pages(4);
         assert!(samples_in_rings(&mut opened) >= 4);
     }
 
