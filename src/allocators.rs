@@ -423,18 +423,23 @@ pub fn for_process(pid: u32, obj: Option<&str>) -> Result<PathBuf> {
 const LOADER_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// Whether a process is still in glibc's dynamic loader: the kernel mapped the interpreter
-/// (`ld-linux*`, `ld64.so*`, `ld.so*`) at exec, and the loader has not yet mapped libc.
-/// (musl's interpreter is its libc, which `is_libc` does not name: no wait there.)
+/// (`ld-linux*`, `ld64.so*`, `ld.so*`, or before glibc 2.34 the file those link to,
+/// `ld-2.31.so`) at exec, and the loader has not yet mapped libc's code. (musl's interpreter
+/// is its libc, which `is_libc` does not name: no wait there.)
 fn in_dynamic_loader(maps: &[crate::procfs::MapEntry]) -> bool {
-    let mapped = |f: fn(&str) -> bool| {
-        maps.iter().any(|m| {
+    let mapped = |f: fn(&str) -> bool, exec_only: bool| {
+        maps.iter().filter(|m| !exec_only || m.is_exec()).any(|m| {
             let path = String::from_utf8_lossy(&m.path);
             f(path.rsplit('/').next().unwrap_or(&path))
         })
     };
-    let is_interp: fn(&str) -> bool =
-        |b| b.starts_with("ld-linux") || b.starts_with("ld64.so") || b.starts_with("ld.so");
-    mapped(is_interp) && !mapped(is_libc)
+    let is_interp: fn(&str) -> bool = |b| {
+        b.starts_with("ld-linux")
+            || b.starts_with("ld64.so")
+            || b.starts_with("ld.so")
+            || (b.starts_with("ld-") && b.ends_with(".so") && !b.starts_with("ld-musl"))
+    };
+    mapped(is_interp, false) && !mapped(is_libc, true)
 }
 
 /// The allocator of a command about to run: `-O` as a path, or the libc the command links
@@ -569,6 +574,19 @@ mod tests {
         let libc = "/usr/lib/x86_64-linux-gnu/libc.so.6";
         assert!(in_dynamic_loader(&maps(&["/usr/bin/sleep", ld, "[vdso]"])));
         assert!(!in_dynamic_loader(&maps(&["/usr/bin/sleep", ld, libc])));
+        // Before glibc 2.34 the loader's file is ld-VERSION.so, and libc libc-VERSION.so.
+        let old_ld = "/lib/x86_64-linux-gnu/ld-2.31.so";
+        assert!(in_dynamic_loader(&maps(&["/usr/bin/sleep", old_ld])));
+        let old_libc = "/lib/x86_64-linux-gnu/libc-2.31.so";
+        assert!(!in_dynamic_loader(&maps(&[
+            "/usr/bin/sleep",
+            old_ld,
+            old_libc
+        ])));
+        // libc mapped read-only, its code not yet: still loading.
+        let mut loading = maps(&["/usr/bin/sleep", ld, libc]);
+        loading[2].perms = *b"r--p";
+        assert!(in_dynamic_loader(&loading));
         // Static programs and musl (whose loader is its libc) are not waited for.
         assert!(!in_dynamic_loader(&maps(&["/usr/bin/busybox", "[vdso]"])));
         assert!(!in_dynamic_loader(&maps(&[
