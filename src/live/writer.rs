@@ -77,20 +77,77 @@ impl Handler for RecordWriter {
             return self.writer.write_record(r.bytes);
         };
         // A record of an event opened again during the run: the file names the event by
-        // its first ids only, so the record's id becomes one of them. The id is the last
-        // word of the sample_id trailer (PERF_SAMPLE_IDENTIFIER), and a LOST record names
-        // its event in its first word too.
-        self.buf.clear();
-        self.buf.extend_from_slice(r.bytes);
-        let n = self.buf.len();
-        if n >= 16 {
-            self.buf[n - 8..].copy_from_slice(&id.to_ne_bytes());
-            if u32::from_ne_bytes([r.bytes[0], r.bytes[1], r.bytes[2], r.bytes[3]])
-                == perf_event_open_sys::bindings::PERF_RECORD_LOST
-            {
-                self.buf[8..16].copy_from_slice(&id.to_ne_bytes());
-            }
-        }
+        // its first ids only, so the record's id becomes one of them.
+        renamed(r.bytes, id, &mut self.buf);
         self.writer.write_record(&self.buf)
+    }
+}
+
+/// `bytes`, a side-band record of an event opened again, into `out` with `id` (one of the
+/// event's first ids) wherever the record names its event: the last word of the sample_id
+/// trailer (PERF_SAMPLE_IDENTIFIER), the first word of a LOST record's body, and the `id`
+/// after the time in a THROTTLE or UNTHROTTLE record's (perf finds the event by it).
+fn renamed(bytes: &[u8], id: u64, out: &mut Vec<u8>) {
+    use perf_event_open_sys::bindings::{
+        PERF_RECORD_LOST, PERF_RECORD_THROTTLE, PERF_RECORD_UNTHROTTLE,
+    };
+    out.clear();
+    out.extend_from_slice(bytes);
+    let n = out.len();
+    if n < 16 {
+        return;
+    }
+    out[n - 8..].copy_from_slice(&id.to_ne_bytes());
+    let body_id = match u32::from_ne_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]) {
+        PERF_RECORD_LOST => 8..16,
+        PERF_RECORD_THROTTLE | PERF_RECORD_UNTHROTTLE => 16..24,
+        _ => return,
+    };
+    // A body too short for its id is written as it came.
+    if body_id.end <= n - 8 {
+        out[body_id].copy_from_slice(&id.to_ne_bytes());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use perf_event_open_sys::bindings as b;
+
+    use super::renamed;
+
+    fn record(ty: u32, words: &[u64]) -> Vec<u8> {
+        let mut r = ty.to_ne_bytes().to_vec();
+        r.extend_from_slice(&0u16.to_ne_bytes());
+        r.extend_from_slice(
+            &u16::try_from(8 + 8 * words.len())
+                .unwrap_or(0)
+                .to_ne_bytes(),
+        );
+        for w in words {
+            r.extend_from_slice(&w.to_ne_bytes());
+        }
+        r
+    }
+
+    #[test]
+    fn a_record_of_an_event_opened_again_names_its_first_id_everywhere() {
+        let mut out = Vec::new();
+        // THROTTLE: time, id, stream_id, then the trailer (tid, time, identifier here).
+        let throttle = record(b::PERF_RECORD_THROTTLE, &[100, 77, 78, 5, 100, 77]);
+        renamed(&throttle, 7, &mut out);
+        assert_eq!(
+            out,
+            record(b::PERF_RECORD_THROTTLE, &[100, 7, 78, 5, 100, 7])
+        );
+        let lost = record(b::PERF_RECORD_LOST, &[77, 3, 100, 77]);
+        renamed(&lost, 7, &mut out);
+        assert_eq!(out, record(b::PERF_RECORD_LOST, &[7, 3, 100, 7]));
+        let exit = record(b::PERF_RECORD_EXIT, &[1, 1, 1, 1, 100, 77]);
+        renamed(&exit, 7, &mut out);
+        assert_eq!(out, record(b::PERF_RECORD_EXIT, &[1, 1, 1, 1, 100, 7]));
+        // Too short to hold its id: only the trailer's word changes.
+        let short = record(b::PERF_RECORD_UNTHROTTLE, &[77]);
+        renamed(&short, 7, &mut out);
+        assert_eq!(out, record(b::PERF_RECORD_UNTHROTTLE, &[7]));
     }
 }
