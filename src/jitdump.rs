@@ -6,6 +6,8 @@
 //! grows while its JIT runs: a record cut at the end of the bytes read is
 //! [`Next::Incomplete`], to be read again later, not damage.
 
+/// The most of a dump that is read: code bytes make dumps large, names come first.
+pub(crate) const MAX_DUMP_BYTES: u64 = 1 << 30;
 /// `JiTD` as the writer's u32.
 const MAGIC: u32 = 0x4A69_5444;
 const HEADER_MIN: usize = 40;
@@ -71,6 +73,9 @@ impl<'a> Bytes<'a> {
 pub(crate) struct Header {
     pub big_endian: bool,
     pub size: usize,
+    /// `JITDUMP_FLAGS_ARCH_TIMESTAMP`: the records' times are the CPU's timestamp counter,
+    /// not CLOCK_MONOTONIC.
+    pub arch_timestamp: bool,
 }
 
 impl Header {
@@ -95,6 +100,7 @@ impl Header {
         Ok(Header {
             big_endian: big,
             size,
+            arch_timestamp: r.u64(32).is_some_and(|f| f & 1 != 0),
         })
     }
 }
@@ -261,6 +267,87 @@ fn unwinding(r: Bytes<'_>, body: usize, end: usize) -> Option<Record<'_>> {
 }
 
 /// A dump writer for the tests, in the machine's byte order.
+/// Where and when a dump placed code (`JIT_CODE_LOAD`, `JIT_CODE_MOVE`), without names: what
+/// tells, by a sample's time, which of several functions the JIT placed at one address ran
+/// (`perf inject --jit` tells it by an MMAP of each load at its time).
+#[derive(Debug, Default)]
+pub(crate) struct LoadTimes {
+    /// (start, size, timestamp), sorted by start, then timestamp.
+    code: Vec<(u64, u64, u64)>,
+    /// The records' times are the CPU's counter (`JITDUMP_FLAGS_ARCH_TIMESTAMP`), not
+    /// CLOCK_MONOTONIC.
+    pub arch_timestamp: bool,
+}
+
+/// How many loads starting at or below an address a lookup considers.
+pub(crate) const OVERLAP_SCAN: usize = 64;
+
+impl LoadTimes {
+    /// The loads of a dump's bytes, up to the first damage (the symbolizer says where).
+    pub(crate) fn parse(data: &[u8]) -> LoadTimes {
+        let Ok(header) = Header::parse(data) else {
+            return LoadTimes::default();
+        };
+        let mut loads = LoadTimes {
+            code: Vec::new(),
+            arch_timestamp: header.arch_timestamp,
+        };
+        let mut indexes = rustc_hash::FxHashSet::default();
+        let mut records = Records::new(data, header);
+        while let Next::Record(record) = records.next_record() {
+            let (start, size, timestamp) = match record {
+                Record::Load {
+                    timestamp,
+                    code_addr,
+                    code_size,
+                    code_index,
+                    ..
+                } => {
+                    indexes.insert(code_index);
+                    (code_addr, code_size, timestamp)
+                }
+                // A move of code never loaded names nothing.
+                Record::Move {
+                    timestamp,
+                    new_code_addr,
+                    code_size,
+                    code_index,
+                } if indexes.contains(&code_index) => (new_code_addr, code_size, timestamp),
+                Record::Close => break,
+                _ => continue,
+            };
+            if size > 0 && start.checked_add(size).is_some() {
+                loads.code.push((start, size, timestamp));
+            }
+        }
+        loads.code.sort_unstable();
+        loads
+    }
+
+    /// Of the loads whose code covers `addr`, the time of the one in effect at time `t` (on
+    /// the dump's clock): the last loaded at or before `t`, else the first. `None` when at
+    /// most one covers it: its name does not depend on when it ran.
+    pub(crate) fn load_at(&self, addr: u64, t: u64) -> Option<u64> {
+        let end = self.code.partition_point(|&(start, _, _)| start <= addr);
+        let mut covering = self.code[..end]
+            .iter()
+            .rev()
+            .take(OVERLAP_SCAN)
+            .filter(|&&(start, size, _)| addr - start < size)
+            .map(|&(_, _, time)| time);
+        let first = covering.next()?;
+        let (mut n, mut earliest, mut in_effect) = (1, first, (first <= t).then_some(first));
+        for time in covering {
+            n += 1;
+            earliest = earliest.min(time);
+            if time <= t && in_effect.is_none_or(|e| time > e) {
+                in_effect = Some(time);
+            }
+        }
+        (n > 1).then(|| in_effect.unwrap_or(earliest))
+    }
+}
+
 #[cfg(test)]
 pub(crate) struct Writer(pub Vec<u8>);
 
@@ -352,6 +439,37 @@ mod tests {
                 other => return (out, other),
             }
         }
+    }
+
+    #[test]
+    fn the_load_in_effect_at_a_time_is_the_last_before_it() {
+        let mut w = Writer::new();
+        w.load(10, (0x1000, 0x20, 1), "first");
+        w.load(20, (0x2000, 0x10, 2), "alone");
+        // The JIT reuses the first's memory twice, the second time partly.
+        w.load(30, (0x1000, 0x20, 3), "second");
+        w.load(40, (0x1010, 0x20, 4), "third");
+        w.moved(50, (0x2000, 0x3000, 0x10, 2));
+        w.moved(60, (0x9000, 0x1000, 0x20, 99));
+        w.close(70);
+        w.load(80, (0x1000, 0x20, 5), "after the close");
+        let loads = LoadTimes::parse(&w.0);
+        assert!(!loads.arch_timestamp);
+        assert_eq!(loads.load_at(0x1004, 15), Some(10));
+        assert_eq!(loads.load_at(0x1004, 30), Some(30));
+        assert_eq!(loads.load_at(0x1004, 1000), Some(30));
+        // Before every load (a clock a little off): the first.
+        assert_eq!(loads.load_at(0x1004, 5), Some(10));
+        assert_eq!(loads.load_at(0x1018, 45), Some(40));
+        assert_eq!(loads.load_at(0x1028, 45), None, "one load covers it");
+        assert_eq!(loads.load_at(0x2004, 45), None);
+        assert_eq!(loads.load_at(0x3004, 55), None, "moved once: one load");
+        assert_eq!(loads.load_at(0x5000, 55), None);
+        // A writer that stamps records with the CPU's counter says so in its header.
+        let mut arch = Writer::new();
+        arch.0[32] |= 1;
+        assert!(LoadTimes::parse(&arch.0).arch_timestamp);
+        assert_eq!(LoadTimes::parse(b"not a dump").load_at(0, 0), None);
     }
 
     #[test]

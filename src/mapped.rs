@@ -92,9 +92,14 @@ fn checked(file: File, path: &Path, expect: Option<DevIno>) -> io::Result<File> 
 
 /// The whole of a regular file (see [`open_regular`]).
 pub fn read_regular(path: &Path) -> io::Result<Vec<u8>> {
-    let mut file = open_regular(path, None)?;
+    read_regular_at_most(path, u64::MAX)
+}
+
+/// The first `max` bytes of a regular file (see [`open_regular`]).
+pub fn read_regular_at_most(path: &Path, max: u64) -> io::Result<Vec<u8>> {
+    let file = open_regular(path, None)?;
     let mut data = Vec::new();
-    file.read_to_end(&mut data)?;
+    file.take(max).read_to_end(&mut data)?;
     Ok(data)
 }
 

@@ -621,3 +621,72 @@ fn jitdump_unwinding_info_is_read_as_perf_inject_reads_it() {
         .collect();
     assert_eq!(through, vec![(want, perfs.len() as u64)], "{ours:#?}");
 }
+
+/// A JIT that places a second function where the first was (`jitdump N DIR reuse`: two
+/// loads of one address, N faults under each) has each sample named by the load in effect
+/// when it ran, as `perf inject --jit` names them: in memperf's recording (its clocks read
+/// together say where CLOCK_MONOTONIC, the dump's clock, was), and in perf's recording on
+/// CLOCK_MONOTONIC (`-k 1`) read as it is, beside perf inject's own reading of it.
+#[test]
+fn jit_code_at_a_reused_address_is_named_by_the_load_in_effect_when_it_ran() {
+    let what = "jitdump names by sample time";
+    if !require_perf(what) || !require_perf_tool(what) {
+        return;
+    }
+    if !cfg!(target_arch = "x86_64") {
+        eprintln!("skipping {what}: the fixture's JIT code is x86-64");
+        return;
+    }
+    const N: u64 = 150;
+    let per_function = |stacks: &BTreeMap<String, u64>| -> Vec<(String, u64)> {
+        let mut by: BTreeMap<String, u64> = BTreeMap::new();
+        for (s, n) in stacks.iter().filter(|(s, _)| s.contains(";jd_level1;")) {
+            *by.entry(s.rsplit(';').next().unwrap().to_string())
+                .or_default() += n;
+        }
+        by.into_iter().collect()
+    };
+    let want = vec![
+        ("jit_touch_again".to_string(), N),
+        ("jit_touch_pages".to_string(), N),
+    ];
+    let dir = scratch();
+    let (out, _, _) = record_jitdump(dir.path(), Variant::Fp, N as u32, "reuse");
+    let ours = report_folded(&["-i", out.to_str().unwrap()]);
+    assert_eq!(per_function(&ours), want, "{ours:#?}");
+
+    let dir = scratch();
+    let (raw, injected) = (dir.path().join("perf.data"), dir.path().join("jit.data"));
+    {
+        let _turn = recording_turn();
+        let o = Command::new("perf")
+            .args(["record", "-q", "-k", "1", "-e", "page-faults:u", "-c", "1"])
+            .args(["-m", "4096", "--call-graph", "dwarf", "-o"])
+            .arg(&raw)
+            .arg("--")
+            .arg(fixture("jitdump", Variant::Fp))
+            .args([&N.to_string(), dir.path().to_str().unwrap(), "reuse"])
+            .output()
+            .expect("run perf record");
+        assert!(o.status.success(), "perf record: {}", stderr(&o));
+    }
+    let ours = report_folded(&["-i", raw.to_str().unwrap()]);
+    assert_eq!(
+        per_function(&ours),
+        want,
+        "memperf on perf's file: {ours:#?}"
+    );
+    let o = Command::new("perf")
+        .args(["inject", "--jit", "-i"])
+        .arg(&raw)
+        .arg("-o")
+        .arg(&injected)
+        .output()
+        .expect("run perf inject");
+    assert!(o.status.success(), "perf inject: {}", stderr(&o));
+    let samples = perf_script(&injected);
+    for (name, n) in &want {
+        let named = samples.iter().filter(|s| s.has_frame(name)).count();
+        assert_eq!(named as u64, *n, "perf inject names {name}");
+    }
+}

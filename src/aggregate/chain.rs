@@ -5,6 +5,7 @@ use perf_event_open_sys::bindings as b;
 use rustc_hash::FxHashMap;
 
 use super::FrameKey;
+use super::jit::JitTimes;
 use crate::abi::{
     PERF_CONTEXT_GUEST, PERF_CONTEXT_GUEST_KERNEL, PERF_CONTEXT_GUEST_USER, PERF_CONTEXT_HV,
     PERF_CONTEXT_KERNEL, PERF_CONTEXT_MAX, PERF_CONTEXT_USER,
@@ -26,6 +27,11 @@ pub struct StackBook {
     /// from the live process, before the first such frame (the text report and `memperf
     /// script` show them as recovered; the other outputs want names only).
     pub mark_recovered: bool,
+    /// Names JIT frames by the load in effect at the sample's time, where a jitdump placed
+    /// several functions at one address (`report` of a recording whose clock allows it).
+    pub jit: Option<JitTimes>,
+    /// The time of the sample being walked.
+    time: Option<u64>,
     leaf_first: Vec<FrameId>,
     /// Where the user frames begin in `leaf_first`.
     user_start: Option<usize>,
@@ -41,6 +47,8 @@ impl StackBook {
             space,
             kernel_frames: false,
             mark_recovered: false,
+            jit: None,
+            time: None,
             leaf_first: Vec::with_capacity(128),
             user_start: None,
             memo: FxHashMap::default(),
@@ -57,6 +65,7 @@ impl StackBook {
     pub fn stack_of(&mut self, c: &SampleCtx<'_>, maps: &ProcessMaps, pid: u32) -> Option<StackId> {
         self.leaf_first.clear();
         self.user_start = None;
+        self.time = c.sample.time;
         // Each kind of chain walked by its own copy of the loop: no branch per address.
         match c.callchain() {
             Some(Chain::Recorded(chain)) => self.walk_chain(chain, maps, pid),
@@ -139,9 +148,17 @@ impl StackBook {
             self.leaf_first.push(id);
             return;
         }
-        let key = FrameKey::user(maps, pid, addr, ret);
+        let mut key = FrameKey::user(maps, pid, addr, ret);
+        if let (FrameKey::Jit { load, .. }, Some(jit), Some(t)) =
+            (&mut key, self.jit.as_mut(), self.time)
+        {
+            *load = jit.load(maps, pid, addr, t);
+        }
         let id = self.frames.intern(&key);
-        self.memo.insert((pid, addr, ret), id);
+        // A frame named by the sample's time is looked up again for the next sample.
+        if !matches!(key, FrameKey::Jit { load: Some(_), .. }) {
+            self.memo.insert((pid, addr, ret), id);
+        }
         self.leaf_first.push(id);
     }
 }

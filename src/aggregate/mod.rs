@@ -4,6 +4,7 @@
 
 mod by;
 mod chain;
+mod jit;
 pub mod weigh;
 
 use std::io;
@@ -21,6 +22,7 @@ use crate::stacks::{CodeAddr, FrameTable, StackId};
 
 pub use by::ByRow;
 pub use chain::StackBook;
+pub use jit::{JitTimes, ToMonotonic};
 use weigh::{BrkTracker, Target};
 pub use weigh::{Weigher, weighers};
 
@@ -35,10 +37,13 @@ pub enum FrameKey {
         module: u32,
         offset: CodeAddr,
     },
-    /// Anonymous executable memory or no known mapping: a JIT map may name it.
+    /// Anonymous executable memory or no known mapping: a JIT map may name it. `load`: of
+    /// several functions a jitdump placed at `addr`, the time of the one in effect when the
+    /// sample ran (`JitTimes`); `None` where time does not tell them apart.
     Jit {
         pid: u32,
         addr: u64,
+        load: Option<u64>,
     },
     /// Not a frame: where a stack's user frames read from the live process begin (towards
     /// the root), when a report marks them (`StackBook::mark_recovered`). It has no name.
@@ -56,7 +61,11 @@ impl FrameKey {
                     offset: CodeAddr::new(offset, ret),
                 }
             }
-            _ => FrameKey::Jit { pid, addr },
+            _ => FrameKey::Jit {
+                pid,
+                addr,
+                load: None,
+            },
         }
     }
 }
@@ -217,6 +226,7 @@ pub fn read<'c>(
         brk: BrkTracker::default(),
         weighers,
     };
+    a.agg.book.jit = ToMonotonic::of(file).map(JitTimes::new);
     a.agg.sized = a
         .weighers
         .iter()

@@ -206,6 +206,12 @@ pub(crate) fn record<H: Live>(run: Run<'_>, tool: &mut H) -> Result<Recorded> {
         ClockData::KERNEL_DEFAULT
     };
     let clock = driver.clock_now().map(|now| ClockData::now(clockid, now));
+    // CLOCK_MONOTONIC beside it, at the start and the end: a report places samples among a
+    // jitdump's loads, stamped on that clock, by them.
+    let sync_start = clock.and_then(|c| {
+        let monotonic = driver.opened().clock.monotonic_at(c.clock_ns)?;
+        Some((c.clock_ns, monotonic))
+    });
     let started = Instant::now();
     // The handler speaks first (a tool's banner, record's line), then the command runs:
     // their outputs often share a terminal or a pipe.
@@ -257,6 +263,8 @@ pub(crate) fn record<H: Live>(run: Run<'_>, tool: &mut H) -> Result<Recorded> {
         // Where the run ended on the sample clock: a replay's intervals end there too.
         if let (Some(stats), Some(end)) = (&mut features.memperf_stats, done.now) {
             stats.counts.push(("end_time".to_string(), end));
+            let sync_end = opened.clock.monotonic_at(end).map(|m| (end, m));
+            stats.set_clock_sync(sync_start, sync_end);
         }
         let mut w = w;
         features.recovered_marks = std::mem::take(&mut w.recovered);

@@ -241,13 +241,16 @@ impl Resolver {
                 RECOVERED.to_string(),
                 "",
             ),
-            FrameKey::Jit { pid, addr } => {
+            FrameKey::Jit { pid, addr, load } => {
                 let fallback = if cfg.addrs {
                     format!("{addr:#x}")
                 } else {
                     "[unknown]".to_string()
                 };
-                let s = match self.sym.symbolize_jit(pid, addr, maps.jitdump_path(pid)) {
+                let s = match self
+                    .sym
+                    .symbolize_jit(pid, addr, (maps.jitdump_path(pid), load))
+                {
                     Some((f, source)) => {
                         jit_source = Some(source);
                         Symbolized {
@@ -301,7 +304,7 @@ impl Resolver {
                 String::from_utf8_lossy(&maps.module(module).path).into_owned(),
             ),
             FrameKey::Recovered => (0, String::new()),
-            FrameKey::Jit { pid, addr } => (
+            FrameKey::Jit { pid, addr, .. } => (
                 addr,
                 match jit_source {
                     Some(JitSource::PerfMap) => format!("/tmp/perf-{pid}.map"),

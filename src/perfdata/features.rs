@@ -83,9 +83,35 @@ pub struct MemperfStats {
     pub counts: Vec<(String, u64)>,
 }
 
+/// Names of the clock readings in [`MemperfStats`]: (sample clock, CLOCK_MONOTONIC) read
+/// together at the start and at the end of a run.
+const CLOCK_SYNC: [[&str; 2]; 2] = [
+    ["clock_sync.start.sample", "clock_sync.start.monotonic"],
+    ["clock_sync.end.sample", "clock_sync.end.monotonic"],
+];
+
 impl MemperfStats {
     pub fn get(&self, name: &str) -> Option<u64> {
         self.counts.iter().find(|(n, _)| n == name).map(|&(_, v)| v)
+    }
+
+    /// Keeps the sample clock and CLOCK_MONOTONIC read together at the run's start and end
+    /// (the clock a jitdump's times are on), each pair where both were read.
+    pub fn set_clock_sync(&mut self, start: Option<(u64, u64)>, end: Option<(u64, u64)>) {
+        for (names, pair) in CLOCK_SYNC.iter().zip([start, end]) {
+            if let Some((sample, monotonic)) = pair {
+                self.counts.push((names[0].to_string(), sample));
+                self.counts.push((names[1].to_string(), monotonic));
+            }
+        }
+    }
+
+    /// The pairs [`MemperfStats::set_clock_sync`] kept: the start's, and the end's when the
+    /// recording has it (else the start's again).
+    pub fn clock_sync(&self) -> Option<[(u64, u64); 2]> {
+        let pair = |names: &[&str; 2]| Some((self.get(names[0])?, self.get(names[1])?));
+        let start = pair(&CLOCK_SYNC[0])?;
+        Some([start, pair(&CLOCK_SYNC[1]).unwrap_or(start)])
     }
 
     fn encode(&self) -> Vec<u8> {

@@ -9,17 +9,12 @@
 //! (`unwind::jitcfi`). A truncated or corrupt file keeps what was read before the damage and
 //! says where it stopped.
 
-use std::io::Read;
 use std::path::Path;
 
 use rustc_hash::FxHashMap;
 
-use crate::jitdump::{Bytes, Header, Next, Record, Records};
+use crate::jitdump::{Bytes, Header, MAX_DUMP_BYTES, Next, OVERLAP_SCAN, Record, Records};
 
-/// The most of a dump that is read: code bytes make dumps large, names come first.
-pub(crate) const MAX_DUMP_BYTES: u64 = 1 << 30;
-/// How many loads starting at or below an address a lookup considers.
-const OVERLAP_SCAN: usize = 64;
 /// Debug entries kept per load, at most.
 const MAX_LINES_PER_LOAD: usize = 1 << 16;
 
@@ -63,9 +58,7 @@ impl JitDump {
     /// Reads the dump at `path`, a path taken from a recording: a regular file only, never
     /// a FIFO or a device, at most [`MAX_DUMP_BYTES`].
     pub(crate) fn read(path: &Path) -> std::io::Result<JitDump> {
-        let file = crate::mapped::open_regular(path, None)?;
-        let mut data = Vec::new();
-        file.take(MAX_DUMP_BYTES).read_to_end(&mut data)?;
+        let data = crate::mapped::read_regular_at_most(path, MAX_DUMP_BYTES)?;
         Ok(JitDump::parse(&data))
     }
 
@@ -157,17 +150,16 @@ impl JitDump {
     }
 
     /// The function whose code covers `addr`: of several (the JIT reused the memory), the
-    /// one loaded last. Samples carry no time to the symbolizer, which names each unique
-    /// address once, so earlier code at a reused address takes the later name, as a perf
-    /// map's later line replaces an earlier one.
-    pub(crate) fn lookup(&self, addr: u64) -> Option<JitName<'_>> {
+    /// one loaded at time `load` (`LoadTimes::load_at` picked it by the sample's time),
+    /// else the one loaded last, as a perf map's later line replaces an earlier one.
+    pub(crate) fn lookup(&self, addr: u64, load: Option<u64>) -> Option<JitName<'_>> {
         let end = self.code.partition_point(|c| c.start <= addr);
         let code = self.code[..end]
             .iter()
             .rev()
             .take(OVERLAP_SCAN)
             .filter(|c| addr - c.start < c.size)
-            .max_by_key(|c| c.timestamp)?;
+            .max_by_key(|c| (load == Some(c.timestamp), c.timestamp))?;
         let entry = code
             .lines
             .iter()
@@ -235,15 +227,19 @@ mod tests {
         let d = JitDump::parse(&w.0);
         assert_eq!(d.damage, None);
         assert_eq!(d.len(), 4);
-        let fib = d.lookup(0x1010).unwrap();
+        let fib = d.lookup(0x1010, None).unwrap();
         assert_eq!((fib.name, fib.offset), ("LazyCompile:*fib a.js:10", 0x10));
         assert_eq!((fib.file, fib.line), (Some("a.js"), Some(11)));
-        assert_eq!(d.lookup(0x2004).map(|n| n.name), Some("newer"));
-        assert_eq!(d.lookup(0x2009).map(|n| n.name), Some("stub"));
-        let moved = d.lookup(0x3001).unwrap();
+        assert_eq!(d.lookup(0x2004, None).map(|n| n.name), Some("newer"));
+        // Named by the load in effect when a sample ran there.
+        assert_eq!(d.lookup(0x2004, Some(11)).map(|n| n.name), Some("stub"));
+        assert_eq!(d.lookup(0x2004, Some(20)).map(|n| n.name), Some("newer"));
+        assert_eq!(d.lookup(0x2004, Some(99)).map(|n| n.name), Some("newer"));
+        assert_eq!(d.lookup(0x2009, None).map(|n| n.name), Some("stub"));
+        let moved = d.lookup(0x3001, None).unwrap();
         assert_eq!((moved.name, moved.offset), ("LazyCompile:*fib a.js:10", 1));
-        assert_eq!(d.lookup(0x1020), None);
-        assert_eq!(d.lookup(0xfff), None);
+        assert_eq!(d.lookup(0x1020, None), None);
+        assert_eq!(d.lookup(0xfff, None), None);
     }
 
     #[test]
@@ -274,7 +270,7 @@ mod tests {
         for i in 0..w.0.len() {
             let mut m = w.0.clone();
             m[i] ^= 0xff;
-            let _ = JitDump::parse(&m).lookup(0x1000);
+            let _ = JitDump::parse(&m).lookup(0x1000, None);
         }
         assert!(JitDump::parse(b"").damage.is_some());
         assert!(

@@ -503,11 +503,13 @@ impl Symbolizer {
     /// Symbolizes a JIT address of `pid`: through its jitdump file when it mapped one
     /// (`dump`: the one it mapped so far, if any; a streaming output names JIT frames as
     /// they come, maybe before the process maps its dump), else `/tmp/perf-PID.map`.
+    /// Of several functions the dump placed at `addr`, the one loaded at time `load` (see
+    /// `aggregate::JitTimes`), else the last.
     pub fn symbolize_jit(
         &mut self,
         pid: u32,
         addr: u64,
-        dump: Option<&[u8]>,
+        (dump, load): (Option<&[u8]>, Option<u64>),
     ) -> Option<(Frame, JitSource)> {
         self.stats.lookups += 1;
         if let Some(path) = dump {
@@ -520,7 +522,7 @@ impl Symbolizer {
         }
         let found = dump
             .and_then(|_| self.jit_dumps.get(&pid))
-            .and_then(|(_, d)| d.as_ref()?.lookup(addr));
+            .and_then(|(_, d)| d.as_ref()?.lookup(addr, load));
         if let Some(found) = found {
             let lines = self.opts.lines;
             let frame = Frame {

@@ -429,7 +429,7 @@ fn jit_map_names_and_malformed_lines() -> TestResult {
         "7f00a000 100 jitted_fn\nthis line is bad\n0x7f00b000 0x20 Interpreter::stub\n",
     )?;
     let mut s = Symbolizer::new(SymbolizeOptions::default());
-    let mut jit = |pid, addr| s.symbolize_jit(pid, addr, None).map(|(f, _)| f);
+    let mut jit = |pid, addr| s.symbolize_jit(pid, addr, (None, None)).map(|(f, _)| f);
     let a = jit(pid, 0x7f00a010);
     let b = jit(pid, 0x7f00b01f);
     let c = jit(pid, 0x7f00b020);

@@ -135,6 +135,16 @@ pub enum SampleClock {
 }
 
 impl SampleClock {
+    /// CLOCK_MONOTONIC at sample-clock time `t`, a time near now (by the offset last
+    /// measured), when the sample clock can be read.
+    pub fn monotonic_at(&self, t: u64) -> Option<u64> {
+        match self {
+            SampleClock::Kernel(c) => Some((i128::from(t) + i128::from(c.offset)).max(0) as u64),
+            SampleClock::Monotonic => Some(t),
+            SampleClock::Unread => None,
+        }
+    }
+
     /// The sample clock now, when it can be read.
     pub fn now(&mut self) -> Option<u64> {
         match self {

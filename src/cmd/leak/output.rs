@@ -78,8 +78,11 @@ impl Names {
                     _ => format!("{} {tag}", String::from_utf8_lossy(&m.path)),
                 }
             }
-            Some(&FrameKey::Jit { pid, addr }) => {
-                match self.sym.symbolize_jit(pid, addr, maps.jitdump_path(pid)) {
+            Some(&FrameKey::Jit { pid, addr, load }) => {
+                match self
+                    .sym
+                    .symbolize_jit(pid, addr, (maps.jitdump_path(pid), load))
+                {
                     Some((f, _)) => with_offset(Some(&f), "[jit]"),
                     None => "[unknown]".to_string(),
                 }
