@@ -463,7 +463,8 @@ impl Driver {
             None
         };
         let now = self.opened.clock.now();
-        if let Some(sizer) = &self.sizer {
+        if let Some(sizer) = &mut self.sizer {
+            sizer.take_depths(session);
             let notes = sizer.notes(&self.opened, session);
             self.opened.notes.extend(notes);
         }

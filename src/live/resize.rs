@@ -196,15 +196,9 @@ impl StackSizer {
         if self.done {
             return;
         }
+        self.take_depths(session);
         for i in 0..self.autos.len() {
             let a = &mut self.autos[i];
-            let d = session.take_depth(a.ev);
-            if d.samples == 0 || d.size != u64::from(a.size) {
-                continue;
-            }
-            a.window.merge(&d);
-            a.need_max = a.need_max.max(d.need_max).max(d.cut_need_max);
-            a.seen += d.samples;
             let decided = decide(a.size, (a.floor, a.max), &a.window);
             if a.window.samples >= LEARN_SAMPLES {
                 a.window = StackDepth::default();
@@ -246,6 +240,22 @@ impl StackSizer {
                     return;
                 }
             }
+        }
+    }
+
+    /// Adds what the unwinds of the last drain needed to each event's counts (those of a
+    /// copy size no longer in use are only counted: they would mislead the next decision).
+    /// The driver calls it once more after the final drain, so that the summary counts
+    /// every stack.
+    pub(crate) fn take_depths(&mut self, session: &mut Session) {
+        for a in &mut self.autos {
+            let d = session.take_depth(a.ev);
+            a.seen += d.samples + d.other_sizes;
+            if d.samples == 0 || d.size != u64::from(a.size) {
+                continue;
+            }
+            a.window.merge(&d);
+            a.need_max = a.need_max.max(d.need_max).max(d.cut_need_max);
         }
     }
 

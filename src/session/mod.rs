@@ -255,6 +255,9 @@ pub struct StackDepth {
     /// How many stacks needed each size, in steps of [`NEED_STEP`] bytes (the last holds
     /// every need beyond): `needs[k]` counts needs in `((k-1)*STEP, k*STEP]`.
     pub needs: [u32; NEED_STEPS],
+    /// Stacks measured with another copy size since the counts were last taken (left out
+    /// of the counts above, which started over when the size changed).
+    pub other_sizes: u64,
 }
 
 /// The step of [`StackDepth::needs`], and its length (steps up to 64 KiB, the kernel's
@@ -271,6 +274,7 @@ impl Default for StackDepth {
             cut: 0,
             cut_need_max: 0,
             needs: [0; NEED_STEPS],
+            other_sizes: 0,
         }
     }
 }
@@ -778,6 +782,7 @@ impl Session {
             if d.size != stack.size {
                 *d = StackDepth {
                     size: stack.size,
+                    other_sizes: d.other_sizes + d.samples,
                     ..StackDepth::default()
                 };
             }
