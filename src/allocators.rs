@@ -399,6 +399,14 @@ pub fn for_process(pid: u32, obj: Option<&str>) -> Result<PathBuf> {
     let found = loop {
         let maps =
             crate::procfs::read_maps(pid).with_context(|| format!("no such process: {pid}"))?;
+        if maps.is_empty() {
+            let comm = crate::procfs::comm(pid).unwrap_or_default();
+            bail!(
+                "process {pid} ({}) has no user memory: a kernel thread, or a process that \
+                 has exited",
+                String::from_utf8_lossy(&comm).trim_end()
+            );
+        }
         let found = maps
             .iter()
             .filter(|m| m.is_exec())

@@ -320,6 +320,18 @@ fn bad_rss_input_gets_clear_errors() {
         assert!(err.contains(want), "{args:?}: {err}");
         assert!(!err.contains("panicked"), "{args:?}: {err}");
     }
+    // A kernel thread has no user memory to join (kthreadd is pid 2 on Linux).
+    if std::fs::read_to_string("/proc/2/comm").is_ok_and(|c| c.trim() == "kthreadd") {
+        for tool in ["rss", "leak"] {
+            let o = run_memperf(&[tool, "-p", "2"]);
+            let err = stderr(&o);
+            assert!(!o.status.success(), "{tool}: {err}");
+            assert!(
+                err.contains("process 2 (kthreadd) has no user memory: a kernel thread"),
+                "{tool}: {err}"
+            );
+        }
+    }
 }
 
 /// `mem report --by allocation` rows: (samples, the allocation stack's frames leaf first,
@@ -419,6 +431,16 @@ fn rss_writes_a_recording_that_rss_i_and_mem_report_by_allocation_replay_to_the_
         )),
         "{report}"
     );
+    // --by mapping places the same faults by mapping alone: every fault is in a row.
+    let o = run_memperf(&["mem", "report", "--by", "mapping", "-i", f]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let by_mapping = String::from_utf8_lossy(&o.stdout).into_owned();
+    let placed: u64 = by_mapping
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .filter_map(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+        .sum();
+    assert_eq!(placed, faults, "{by_mapping}");
     // rss -i replays the same file into the same join: the live report, line for line.
     let o = run_memperf(&["rss", "-T", "100", "-i", f]);
     assert!(o.status.success(), "{}", stderr(&o));

@@ -98,7 +98,7 @@ fn stacks_past_the_copy_are_finished_from_the_live_process() {
         // The copy alone (unwound from the file, after the process is gone) does not reach
         // main: the recovered frames are what made the difference.
         let raw = dir.path().join(format!("{mode}-offline.data"));
-        record(
+        let o = record(
             &raw,
             &["-e", "page-faults", "--unwind", "offline"],
             &prog,
@@ -111,7 +111,12 @@ fn stacks_past_the_copy_are_finished_from_the_live_process() {
             .iter()
             .filter(|(_, f)| f.iter().any(|x| x == "main"))
             .count();
-        assert_eq!((total, with_main), (PAGES, 0), "{mode}: {text}");
+        assert_eq!(
+            (total, with_main),
+            (PAGES, 0),
+            "{mode}: {text}\n{}",
+            stderr(&o)
+        );
     }
 }
 

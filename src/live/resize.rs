@@ -276,7 +276,7 @@ impl StackSizer {
                 })
                 .collect();
             notes.push(format!(
-                "dwarf,auto: `{name}` copied {} ({} stacks; the deepest read {} bytes of its copy)",
+                "dwarf,auto: `{name}` copied {} ({} stacks; the deepest needed {} bytes)",
                 sizes.join(", then "),
                 a.seen,
                 a.need_max

@@ -240,6 +240,9 @@ pub struct UnwindStats {
     /// The largest copy size a stack cut at the copy's end needed (of the copies as long as
     /// asked): exact for the recovered ones, at least this for the others; 0 when none was.
     pub copy_needed_max: u64,
+    /// Of the stacks cut at the end of a copy as long as asked, those the live process did
+    /// not finish: how much copy they needed is not known (more than they read).
+    pub cut_unmeasured: u64,
     /// JIT functions given the unwind info of their process's jitdump
     /// (`JIT_CODE_UNWINDING_INFO`) and its bytes, and those left out (past
     /// [`JIT_CFI_MAX_BYTES`] or [`JIT_CFI_MAX_FUNCTIONS`] per process, or over a file's CFI).
@@ -813,6 +816,7 @@ impl Unwinders {
             st.cut_short_copy += 1;
         } else {
             st.copy_needed_max = st.copy_needed_max.max(c.needed);
+            st.cut_unmeasured += u64::from(c.recovered.is_none());
         }
         match c.recovered {
             Some(first) => {
@@ -930,7 +934,10 @@ fn settle(
         std::hash::Hash::hash(&*m.path, &mut h);
         Some((std::hash::Hasher::finish(&h), ra - m.avma.start + m.pgoff))
     };
-    if complete && rec.validate(out, site_of) {
+    // A walk that found no frame past the copy (a zero read where the thread's frames
+    // were: it has moved on) finished nothing, unless the copy ended at the stack's root.
+    let found_more = out.len() > first || in_entry_function(p, out);
+    if complete && found_more && rec.validate(out, site_of) {
         let cut = Cut {
             needed: needed_to(rec.max_addr.get()),
             recovered: Some(first),

@@ -521,6 +521,35 @@ fn a_process_gone_leaves_the_copy_frames() {
     );
 }
 
+/// A thread that moved on after the sample: past the copy, its stack no longer holds the
+/// sampled frames (zeros here, as a stack's unused top). A walk that ends there with no
+/// frame found past the copy did not finish the stack: it stays truncated.
+#[test]
+fn a_walk_that_finds_no_frame_past_the_copy_is_not_finished() {
+    let (dump, regs) = run_fixture(true);
+    let (mut u, pid) = unwinders_for(&dump, UnwindMode::Dwarf);
+    u.set_live(Some(Box::new(FakeLive {
+        sp: regs.sp,
+        stack: dump.stack[..40].to_vec(),
+        call: true,
+        gone: false,
+    })));
+    let mut frames = Vec::new();
+    let outcome = u.unwind(pid, regs, &dump.stack[..40], &mut frames);
+    assert_eq!(
+        outcome,
+        UnwindOutcome::Truncated(TruncReason::StackEnd),
+        "{frames:x?}"
+    );
+    assert_eq!(u.last_recovered(), None);
+    let s = u.stats();
+    assert_eq!(
+        (s.recovered, s.recovered_frames, s.recovery_rejected),
+        (0, 0, 1)
+    );
+    assert_eq!(s.cut_unmeasured, 1);
+}
+
 #[test]
 fn copy_size_suggestions_cover_the_deepest_need() {
     let mut s = UnwindStats::default();

@@ -127,6 +127,7 @@ pub fn report(file: &PerfDataFile, input: &str, group: Group, out: &mut dyn Writ
         .map(|i| match &allocation {
             // Any sample with a data address: memory samples, page faults.
             Some(a) => has(i, PERF_SAMPLE_ADDR) && a.is_access(i),
+            None if group == Group::Mapping => has(i, PERF_SAMPLE_ADDR),
             None => has(i, PERF_SAMPLE_DATA_SRC),
         })
         .collect();

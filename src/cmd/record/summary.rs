@@ -225,11 +225,19 @@ fn copy_end_lines(s: &UnwindStats, unwound: u64, cfg: &RecordConfig) -> Vec<Stri
             lines.push(format!(
                 "    {short} stacks ended early in the copy: the kernel stops copying at the \
                  first stack page the thread never touched (a large, partly used buffer on the \
-                 stack); no copy size helps there, the live process finishes them"
+                 stack); no copy size helps there, the live process finishes them while the \
+                 thread is still in those frames"
             ));
         }
         if short < s.cut_at_copy_end {
             match s.copy_size_needed() {
+                // Some were not finished from the live process: their depth is not known.
+                Some(_) if s.cut_unmeasured > 0 => lines.push(format!(
+                    "    {pct:.1}% of stacks went past the copy, {} of them deeper than the \
+                     live process could show (more than {} bytes): a larger copy holds more \
+                     of them, --call-graph dwarf,65528 the most",
+                    s.cut_unmeasured, s.copy_needed_max
+                )),
                 Some(size) if size > u64::from(copy) => lines.push(format!(
                     "    {pct:.1}% of stacks went past the copy: --call-graph dwarf,{size} would \
                      have held them all"
