@@ -186,6 +186,19 @@ fn dwarf_auto_shrinks_the_copy_and_follows_every_thread() {
         sizes.len() >= 2 && sizes[0] == 8192 && sizes[1] < 4096,
         "{sizes:?}: {err}"
     );
+    // The note counts every stack unwound, of every size and of the last drain too.
+    let number_after = |prefix: &str| -> u64 {
+        err.lines()
+            .find_map(|l| l.trim().strip_prefix(prefix))
+            .and_then(|rest| rest.split(' ').next()?.parse().ok())
+            .unwrap_or_else(|| panic!("no `{prefix}`: {err}"))
+    };
+    let noted: u64 = err
+        .lines()
+        .find_map(|l| l.split_once(" on (").map(|(_, rest)| rest))
+        .and_then(|rest| rest.split(' ').next()?.parse().ok())
+        .unwrap_or_else(|| panic!("no stack count in the note: {err}"));
+    assert_eq!(noted, number_after("unwound "), "{err}");
     let text = folded(&out);
     assert_eq!(count_ending(&text, ";main;warm_up"), 3000, "{text}");
     assert_eq!(
