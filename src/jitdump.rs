@@ -266,13 +266,13 @@ fn unwinding(r: Bytes<'_>, body: usize, end: usize) -> Option<Record<'_>> {
     })
 }
 
-/// A dump writer for the tests, in the machine's byte order.
 /// Where and when a dump placed code (`JIT_CODE_LOAD`, `JIT_CODE_MOVE`), without names: what
 /// tells, by a sample's time, which of several functions the JIT placed at one address ran
 /// (`perf inject --jit` tells it by an MMAP of each load at its time).
 #[derive(Debug, Default)]
 pub(crate) struct LoadTimes {
-    /// (start, size, timestamp), sorted by start, then timestamp.
+    /// (start, timestamp, size), sorted so: by start, then timestamp, as the symbolizer's
+    /// table (`symbolize::jitdump`), so that both scan the same loads at an address.
     code: Vec<(u64, u64, u64)>,
     /// The records' times are the CPU's counter (`JITDUMP_FLAGS_ARCH_TIMESTAMP`), not
     /// CLOCK_MONOTONIC.
@@ -317,7 +317,7 @@ impl LoadTimes {
                 _ => continue,
             };
             if size > 0 && start.checked_add(size).is_some() {
-                loads.code.push((start, size, timestamp));
+                loads.code.push((start, timestamp, size));
             }
         }
         loads.code.sort_unstable();
@@ -325,16 +325,17 @@ impl LoadTimes {
     }
 
     /// Of the loads whose code covers `addr`, the time of the one in effect at time `t` (on
-    /// the dump's clock): the last loaded at or before `t`, else the first. `None` when at
-    /// most one covers it: its name does not depend on when it ran.
+    /// the dump's clock): the last loaded at or before `t`, else (a sample a little before
+    /// every load, by the clocks' error) the first. `None` when at most one covers it (its
+    /// name does not depend on when it ran), or when the [`OVERLAP_SCAN`] loads looked at
+    /// hold none at or before `t` and may not be all.
     pub(crate) fn load_at(&self, addr: u64, t: u64) -> Option<u64> {
         let end = self.code.partition_point(|&(start, _, _)| start <= addr);
-        let mut covering = self.code[..end]
+        let window = &self.code[end.saturating_sub(OVERLAP_SCAN)..end];
+        let mut covering = window
             .iter()
-            .rev()
-            .take(OVERLAP_SCAN)
-            .filter(|&&(start, size, _)| addr - start < size)
-            .map(|&(_, _, time)| time);
+            .filter(|&&(start, _, size)| addr - start < size)
+            .map(|&(_, time, _)| time);
         let first = covering.next()?;
         let (mut n, mut earliest, mut in_effect) = (1, first, (first <= t).then_some(first));
         for time in covering {
@@ -344,10 +345,16 @@ impl LoadTimes {
                 in_effect = Some(time);
             }
         }
-        (n > 1).then(|| in_effect.unwrap_or(earliest))
+        let whole = window.len() < OVERLAP_SCAN;
+        match in_effect {
+            Some(load) if n > 1 => Some(load),
+            None if n > 1 && whole => Some(earliest),
+            _ => None,
+        }
     }
 }
 
+/// A dump writer for the tests, in the machine's byte order.
 #[cfg(test)]
 pub(crate) struct Writer(pub Vec<u8>);
 
@@ -465,9 +472,19 @@ mod tests {
         assert_eq!(loads.load_at(0x2004, 45), None);
         assert_eq!(loads.load_at(0x3004, 55), None, "moved once: one load");
         assert_eq!(loads.load_at(0x5000, 55), None);
+        // More loads at one address than a lookup scans: the latest ones are scanned; a
+        // time before all of those may belong to one not scanned, and names none.
+        let mut many = Writer::new();
+        for i in 0..OVERLAP_SCAN as u64 + 6 {
+            many.load(100 + i, (0x5000, 0x10, i), "again");
+        }
+        let loads = LoadTimes::parse(&many.0);
+        assert_eq!(loads.load_at(0x5004, 150), Some(150));
+        assert_eq!(loads.load_at(0x5004, 1000), Some(169));
+        assert_eq!(loads.load_at(0x5004, 50), None);
         // A writer that stamps records with the CPU's counter says so in its header.
         let mut arch = Writer::new();
-        arch.0[32] |= 1;
+        arch.0[32..40].copy_from_slice(&1u64.to_ne_bytes());
         assert!(LoadTimes::parse(&arch.0).arch_timestamp);
         assert_eq!(LoadTimes::parse(b"not a dump").load_at(0, 0), None);
     }

@@ -90,6 +90,38 @@ fn checked(file: File, path: &Path, expect: Option<DevIno>) -> io::Result<File> 
     Ok(file)
 }
 
+/// The path to read for a file a recording names (`recorded`, as process `pid` mapped it):
+/// under `/proc/PID/root` while the process lives and that is the file the process itself
+/// would reach, else the recorded path. Returns (the path to read, the recorded path).
+pub fn resolve_recorded(recorded: &[u8], pid: Option<u32>) -> (PathBuf, PathBuf) {
+    use std::os::unix::ffi::OsStrExt;
+    let recorded = PathBuf::from(std::ffi::OsStr::from_bytes(recorded));
+    if let Some(pid) = pid
+        && recorded.is_absolute()
+    {
+        let rel = recorded.strip_prefix("/").unwrap_or(&recorded);
+        let under_root = Path::new("/proc")
+            .join(pid.to_string())
+            .join("root")
+            .join(rel);
+        if under_root.exists() {
+            // The kernel resolves an absolute symlink met under /proc/PID/root against our
+            // root, not the process's: use the path only when it is the file the process
+            // itself would reach (a container cannot point the report at a host file).
+            let inside = open_in_process_root(pid, &recorded, None)
+                .and_then(|f| f.metadata())
+                .ok();
+            let plain = std::fs::metadata(&under_root).ok();
+            let same = matches!((inside, plain), (Some(a), Some(b)) if (a.dev(), a.ino()) == (b.dev(), b.ino()));
+            if same {
+                return (under_root, recorded);
+            }
+            return (PathBuf::from("/proc/self/root/nonexistent"), recorded);
+        }
+    }
+    (recorded.clone(), recorded)
+}
+
 /// The whole of a regular file (see [`open_regular`]).
 pub fn read_regular(path: &Path) -> io::Result<Vec<u8>> {
     read_regular_at_most(path, u64::MAX)

@@ -58,6 +58,9 @@ impl StackBook {
     /// Forgets what addresses meant: a mapping changed.
     pub fn mappings_changed(&mut self) {
         self.memo.clear();
+        if let Some(jit) = &mut self.jit {
+            jit.mappings_changed();
+        }
     }
 
     /// The sample's stack, interned: its callchain (with the user frames the session

@@ -9,10 +9,6 @@
 //! clocks read together at its start and end (`MemperfStats::clock_sync`). Any other
 //! recording keeps the last load's name.
 
-use std::ffi::OsStr;
-use std::os::unix::ffi::OsStrExt;
-use std::path::Path;
-
 use rustc_hash::FxHashMap;
 
 use crate::jitdump::{LoadTimes, MAX_DUMP_BYTES};
@@ -46,14 +42,17 @@ impl ToMonotonic {
         Some(ToMonotonic { sync })
     }
 
-    /// Sample time `t` on CLOCK_MONOTONIC.
+    /// Sample time `t` on CLOCK_MONOTONIC. (The readings come from a file: a product too
+    /// large for i128 keeps the start's offset.)
     pub fn at(&self, t: u64) -> u64 {
         let [(s0, m0), (s1, m1)] = self.sync.map(|(s, m)| (i128::from(s), i128::from(m)));
         let (off0, off1) = (m0 - s0, m1 - s1);
         let t = i128::from(t);
         let off = if s1 > s0 {
             let along = (t - s0).clamp(0, s1 - s0);
-            off0 + (off1 - off0) * along / (s1 - s0)
+            (off1 - off0)
+                .checked_mul(along)
+                .map_or(off0, |d| off0 + d / (s1 - s0))
         } else {
             off0
         };
@@ -68,6 +67,9 @@ pub struct JitTimes {
     /// pid → the dump's path as recorded, and its loads (`None`: unreadable; the
     /// symbolizer says why when it names the frames).
     dumps: FxHashMap<u32, (Vec<u8>, Option<LoadTimes>)>,
+    /// The processes whose dump `dumps` holds is still the one they map: until a mapping
+    /// changes ([`JitTimes::mappings_changed`]), their mappings are not searched again.
+    checked: rustc_hash::FxHashSet<u32>,
 }
 
 impl JitTimes {
@@ -75,21 +77,35 @@ impl JitTimes {
         JitTimes {
             clock,
             dumps: FxHashMap::default(),
+            checked: rustc_hash::FxHashSet::default(),
         }
+    }
+
+    /// A process mapped or unmapped something: which dump it maps is looked up again.
+    pub fn mappings_changed(&mut self) {
+        self.checked.clear();
     }
 
     /// For a JIT address of `pid` sampled at time `t`, the time of the load in effect
     /// there, when the process's jitdump placed more than one function at `addr` (see
     /// `LoadTimes::load_at`).
     pub fn load(&mut self, maps: &ProcessMaps, pid: u32, addr: u64, t: u64) -> Option<u64> {
-        let path = maps.jitdump_path(pid)?;
-        let fresh = self.dumps.get(&pid).is_none_or(|(p, _)| p != path);
-        if fresh {
-            let recorded = Path::new(OsStr::from_bytes(path));
-            let loads = crate::mapped::read_regular_at_most(recorded, MAX_DUMP_BYTES)
-                .ok()
-                .map(|data| LoadTimes::parse(&data));
-            self.dumps.insert(pid, (path.to_vec(), loads));
+        if self.checked.insert(pid) {
+            match maps.jitdump_path(pid) {
+                None => {
+                    self.dumps.remove(&pid);
+                }
+                Some(path) if self.dumps.get(&pid).is_none_or(|(p, _)| p != path) => {
+                    // Read as the symbolizer reads it: inside the process's root while it
+                    // lives, never a FIFO or a device.
+                    let (opened, _) = crate::mapped::resolve_recorded(path, Some(pid));
+                    let loads = crate::mapped::read_regular_at_most(&opened, MAX_DUMP_BYTES)
+                        .ok()
+                        .map(|data| LoadTimes::parse(&data));
+                    self.dumps.insert(pid, (path.to_vec(), loads));
+                }
+                Some(_) => {}
+            }
         }
         let loads = self.dumps.get(&pid)?.1.as_ref()?;
         if loads.arch_timestamp {
@@ -125,5 +141,15 @@ mod tests {
         };
         assert_eq!(behind.at(12), 5);
         assert_eq!(behind.at(2), 0);
+        // Readings from a crafted file: an end before the start, offsets that would
+        // overflow the interpolation. The start's offset, no panic.
+        let backwards = ToMonotonic {
+            sync: [(100, 150), (50, 0)],
+        };
+        assert_eq!(backwards.at(120), 170);
+        let huge = ToMonotonic {
+            sync: [(0, u64::MAX), (u64::MAX, 0)],
+        };
+        assert_eq!(huge.at(u64::MAX / 2), u64::MAX);
     }
 }

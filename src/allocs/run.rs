@@ -179,8 +179,8 @@ pub(crate) fn summary(sink: &LeakSink, lost: u64, corrupt_bytes: u64) {
     if lost > 0 || corrupt_bytes > 0 || sink.malformed > 0 {
         eprintln!(
             "memperf: lost {lost} events ({corrupt_bytes} bytes of unreadable ring data, {} \
-             malformed records): outstanding figures may be overstated; use a larger -m (with leak, -s N also \
-             traces 1 call in N)",
+             malformed records): outstanding figures may be overstated; use a larger -m (with \
+             leak, -s N also traces 1 call in N)",
             sink.malformed
         );
     }

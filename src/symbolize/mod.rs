@@ -37,7 +37,6 @@ mod perfmap;
 mod tests;
 
 use crate::stacks::CodeAddr;
-use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -194,33 +193,10 @@ pub enum JitSource {
     PerfMap,
 }
 
-/// The path to read for `key`: under `/proc/PID/root` when that exists.
+/// The path to read for `key`: under `/proc/PID/root` when that exists (see
+/// [`crate::mapped::resolve_recorded`]).
 fn resolve_path(key: &ModuleKey<'_>) -> (PathBuf, PathBuf) {
-    let recorded = PathBuf::from(std::ffi::OsStr::from_bytes(key.path));
-    if let Some(pid) = key.pid
-        && recorded.is_absolute()
-    {
-        let rel = recorded.strip_prefix("/").unwrap_or(&recorded);
-        let under_root = Path::new("/proc")
-            .join(pid.to_string())
-            .join("root")
-            .join(rel);
-        if under_root.exists() {
-            // The kernel resolves an absolute symlink met under /proc/PID/root against our
-            // root, not the process's: use the path only when it is the file the process
-            // itself would reach (a container cannot point the report at a host file).
-            let inside = crate::mapped::open_in_process_root(pid, &recorded, None)
-                .and_then(|f| f.metadata())
-                .ok();
-            let plain = std::fs::metadata(&under_root).ok();
-            let same = matches!((inside, plain), (Some(a), Some(b)) if (a.dev(), a.ino()) == (b.dev(), b.ino()));
-            if same {
-                return (under_root, recorded);
-            }
-            return (PathBuf::from("/proc/self/root/nonexistent"), recorded);
-        }
-    }
-    (recorded.clone(), recorded)
+    crate::mapped::resolve_recorded(key.path, key.pid)
 }
 
 impl Symbolizer {

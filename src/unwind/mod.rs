@@ -241,8 +241,10 @@ pub struct UnwindStats {
     /// asked): exact for the recovered ones, at least this for the others; 0 when none was.
     pub copy_needed_max: u64,
     /// Of the stacks cut at the end of a copy as long as asked, those the live process did
-    /// not finish: how much copy they needed is not known (more than they read).
+    /// not finish (the thread had exited or moved on): how much copy they needed is not
+    /// known, only that it was at least `cut_unmeasured_need` (the most of them).
     pub cut_unmeasured: u64,
+    pub cut_unmeasured_need: u64,
     /// JIT functions given the unwind info of their process's jitdump
     /// (`JIT_CODE_UNWINDING_INFO`) and its bytes, and those left out (past
     /// [`JIT_CFI_MAX_BYTES`] or [`JIT_CFI_MAX_FUNCTIONS`] per process, or over a file's CFI).
@@ -816,7 +818,10 @@ impl Unwinders {
             st.cut_short_copy += 1;
         } else {
             st.copy_needed_max = st.copy_needed_max.max(c.needed);
-            st.cut_unmeasured += u64::from(c.recovered.is_none());
+            if c.recovered.is_none() {
+                st.cut_unmeasured += 1;
+                st.cut_unmeasured_need = st.cut_unmeasured_need.max(c.needed);
+            }
         }
         match c.recovered {
             Some(first) => {

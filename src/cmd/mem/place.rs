@@ -74,18 +74,24 @@ impl Place for ByMapping {
             rows.sort_by(|a, b| {
                 (b.1.weight, b.1.samples, a.0).cmp(&(a.1.weight, a.1.samples, b.0))
             });
-            let total: u64 = rows.iter().map(|r| r.1.weight).sum();
+            // Samples without a weight (page faults) share by their count instead.
+            let weighed: u64 = rows.iter().map(|r| r.1.weight).sum();
+            let (share, total) = match weighed {
+                0 => ("Samples%", rows.iter().map(|r| r.1.samples).sum()),
+                w => ("Weight%", w),
+            };
             writeln!(out, "# {name}: data addresses by mapping")?;
             writeln!(
                 out,
                 "# {:>8}  {:>10}  {:>14}  {:>12}  Mapping",
-                "Weight%", "Samples", "Weight", "Avg weight"
+                share, "Samples", "Weight", "Avg weight"
             )?;
             for (label, s) in rows {
+                let part = if weighed == 0 { s.samples } else { s.weight };
                 let pct = if total == 0 {
                     0.0
                 } else {
-                    100.0 * s.weight as f64 / total as f64
+                    100.0 * part as f64 / total as f64
                 };
                 let avg = s.weight as f64 / s.samples.max(1) as f64;
                 writeln!(

@@ -139,18 +139,17 @@ pub fn report(file: &PerfDataFile, input: &str, group: Group, out: &mut dyn Writ
                 names.join(", ")
             );
         }
+        if group == Group::Mapping {
+            bail!(
+                "--by mapping: no event of `{input}` ({}) carries a data address \
+                 (PERF_SAMPLE_ADDR)",
+                names.join(", ")
+            );
+        }
         bail!(
             "`{input}` has no memory samples: none of its events ({}) carries a data source \
              (PERF_SAMPLE_DATA_SRC); record with `memperf mem record` or `perf mem record`",
             names.join(", ")
-        );
-    }
-    if group == Group::Mapping
-        && let Some(i) = (0..access.len()).find(|&i| access[i] && !has(i, PERF_SAMPLE_ADDR))
-    {
-        bail!(
-            "--by mapping: the samples of `{}` in `{input}` carry no data address (PERF_SAMPLE_ADDR)",
-            names[i]
         );
     }
     let mut mapping = place::ByMapping::default();

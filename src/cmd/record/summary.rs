@@ -233,10 +233,11 @@ fn copy_end_lines(s: &UnwindStats, unwound: u64, cfg: &RecordConfig) -> Vec<Stri
             match s.copy_size_needed() {
                 // Some were not finished from the live process: their depth is not known.
                 Some(_) if s.cut_unmeasured > 0 => lines.push(format!(
-                    "    {pct:.1}% of stacks went past the copy, {} of them deeper than the \
-                     live process could show (more than {} bytes): a larger copy holds more \
-                     of them, --call-graph dwarf,65528 the most",
-                    s.cut_unmeasured, s.copy_needed_max
+                    "    {pct:.1}% of stacks went past the copy; {} of them the live process \
+                     could not finish (the thread had exited or moved on), so how deep they \
+                     go is not known, at least {} bytes: a larger copy holds more of them, \
+                     --call-graph dwarf,65528 the most",
+                    s.cut_unmeasured, s.cut_unmeasured_need
                 )),
                 Some(size) if size > u64::from(copy) => lines.push(format!(
                     "    {pct:.1}% of stacks went past the copy: --call-graph dwarf,{size} would \
