@@ -15,14 +15,14 @@ mod jitcfi;
 mod live;
 #[cfg(test)]
 mod mutations;
+mod stats;
 #[cfg(test)]
 mod tests;
 
 use std::ffi::OsStr;
-use std::fmt;
 use std::ops::Range;
 use std::os::unix::ffi::OsStrExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use framehop::{
@@ -34,6 +34,7 @@ use elf::{ElfCache, ElfInfo, ElfKey, SectionData};
 pub use jitcfi::{MAX_CFI_BYTES as JIT_CFI_MAX_BYTES, MAX_FUNCTIONS as JIT_CFI_MAX_FUNCTIONS};
 use live::Recovery;
 pub use live::{CodeSite, LiveMemory, ProcessMemory};
+pub use stats::{StackNeed, TruncCounts, UnwindStats};
 
 /// At most this many frames (the instruction pointer included) per stack, as perf's
 /// `PERF_MAX_STACK_DEPTH` default.
@@ -118,165 +119,6 @@ impl ModuleRef<'_> {
     pub fn svma(&self, avma: u64) -> Option<u64> {
         self.bias.map(|b| avma.wrapping_sub(b))
     }
-}
-
-/// Truncated stacks by reason.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct TruncCounts {
-    pub no_process: u64,
-    pub stack_end: u64,
-    pub no_unwind_info: u64,
-    pub bad_frame: u64,
-    pub max_depth: u64,
-}
-
-impl TruncCounts {
-    pub fn total(&self) -> u64 {
-        self.no_process + self.stack_end + self.no_unwind_info + self.bad_frame + self.max_depth
-    }
-
-    /// The counts by name, as stored in a recording's memperf feature section.
-    pub fn named(&self) -> [(&'static str, u64); 5] {
-        [
-            ("no_process", self.no_process),
-            ("stack_end", self.stack_end),
-            ("no_unwind_info", self.no_unwind_info),
-            ("bad_frame", self.bad_frame),
-            ("max_depth", self.max_depth),
-        ]
-    }
-
-    /// The inverse of [`Self::named`]; missing names count 0.
-    pub fn from_named(get: impl Fn(&str) -> Option<u64>) -> TruncCounts {
-        let g = |n| get(n).unwrap_or(0);
-        TruncCounts {
-            no_process: g("no_process"),
-            stack_end: g("stack_end"),
-            no_unwind_info: g("no_unwind_info"),
-            bad_frame: g("bad_frame"),
-            max_depth: g("max_depth"),
-        }
-    }
-
-    fn count(&mut self, r: TruncReason) {
-        let c = match r {
-            TruncReason::NoProcess => &mut self.no_process,
-            TruncReason::StackEnd => &mut self.stack_end,
-            TruncReason::NoUnwindInfo => &mut self.no_unwind_info,
-            TruncReason::BadFrame => &mut self.bad_frame,
-            TruncReason::MaxDepth => &mut self.max_depth,
-        };
-        *c += 1;
-    }
-}
-
-/// `3 stack end, 1 no unwind info` — only the nonzero reasons; `none` when all are zero.
-impl fmt::Display for TruncCounts {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let parts = [
-            (self.no_process, "unknown process"),
-            (self.stack_end, "stack end"),
-            (self.no_unwind_info, "no unwind info"),
-            (self.bad_frame, "bad frame"),
-            (self.max_depth, "max depth"),
-        ];
-        let mut first = true;
-        for (n, what) in parts.into_iter().filter(|p| p.0 > 0) {
-            write!(f, "{}{n} {what}", if first { "" } else { ", " })?;
-            first = false;
-        }
-        if first {
-            f.write_str("none")?;
-        }
-        Ok(())
-    }
-}
-
-/// What happened so far; print `truncated.total()` of `samples` with `truncated`.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct UnwindStats {
-    pub samples: u64,
-    pub complete: u64,
-    pub truncated: TruncCounts,
-    /// Frames produced, the instruction pointer included.
-    pub frames: u64,
-    /// framehop modules added (one per executable mapping of a loaded file).
-    pub modules_loaded: u64,
-    /// Executable mappings whose file was missing, unreadable or not an ELF file.
-    pub elf_load_failures: u64,
-    /// The first [`FAILED_PATHS_KEPT`] distinct paths behind `elf_load_failures`.
-    pub elf_load_failure_paths: Vec<PathBuf>,
-    /// Files whose build-id differs from the one in the mapping event (not used).
-    pub build_id_mismatches: u64,
-    /// Loaded files without `.eh_frame` or `.debug_frame`.
-    pub modules_without_cfi: u64,
-    /// Executable pseudo mappings: `[vdso]`, `//anon`, `anon_inode:*`, `/memfd:*`, ...
-    pub skipped_pseudo: u64,
-    /// Executable mappings of deleted files.
-    pub skipped_deleted: u64,
-    /// Mapping events without PROT_EXEC (ignored).
-    pub non_exec_ignored: u64,
-    pub elf_cache_hits: u64,
-    pub elf_cache_misses: u64,
-    /// Files given up after [`crate::mapped::READ_TIMEOUT`] (a hung file system).
-    pub elf_read_timeouts: u64,
-    /// The unwind data the ELF cache holds, and the files it evicted (least recently used,
-    /// mapped by no live process) to stay within its budget.
-    pub elf_cache_bytes: u64,
-    pub elf_cache_evictions: u64,
-    /// Stacks whose unwind went past the copy's end (counted in `truncated.stack_end`
-    /// unless they were recovered).
-    pub cut_at_copy_end: u64,
-    /// Of those, stacks whose copy was shorter than asked: the kernel stopped at a stack
-    /// page the thread never touched, which no copy size changes.
-    pub cut_short_copy: u64,
-    /// Of those, stacks finished from the live process ([`Unwinders::set_live`]) and the
-    /// frames found there; and the attempts given up: the memory could not be read (the
-    /// thread or process was gone) or a recovered frame failed validation.
-    pub recovered: u64,
-    pub recovered_frames: u64,
-    pub recovery_unreadable: u64,
-    pub recovery_rejected: u64,
-    /// The largest copy size a stack cut at the copy's end needed (of the copies as long as
-    /// asked): exact for the recovered ones, at least this for the others; 0 when none was.
-    pub copy_needed_max: u64,
-    /// Of the stacks cut at the end of a copy as long as asked, those the live process did
-    /// not finish (the thread had exited or moved on): how much copy they needed is not
-    /// known, only that it was at least `cut_unmeasured_need` (the most of them).
-    pub cut_unmeasured: u64,
-    pub cut_unmeasured_need: u64,
-    /// JIT functions given the unwind info of their process's jitdump
-    /// (`JIT_CODE_UNWINDING_INFO`) and its bytes, and those left out (past
-    /// [`JIT_CFI_MAX_BYTES`] or [`JIT_CFI_MAX_FUNCTIONS`] per process, or over a file's CFI).
-    pub jit_cfi_functions: u64,
-    pub jit_cfi_bytes: u64,
-    pub jit_cfi_left_out: u64,
-    /// Reads of jitdump files, the dumps that could not be read to their end (damage, an
-    /// unreadable file), and the first such problem.
-    pub jit_dump_reads: u64,
-    pub jit_dump_problems: u64,
-    pub jit_dump_first_problem: Option<String>,
-}
-
-impl UnwindStats {
-    /// The stack copy size that would have held every stack cut at the copy's end (of those
-    /// copied as long as asked): the deepest need, rounded up to a KiB and at most the
-    /// kernel's largest copy, 65528. `None` when there was none, or even that is too small.
-    pub fn copy_size_needed(&self) -> Option<u64> {
-        let need = self.copy_needed_max;
-        (need > 0 && need <= 65528).then(|| need.div_ceil(1024).saturating_mul(1024).min(65528))
-    }
-}
-
-/// How much of a stack copy one unwind needed: the bytes from the stack pointer to the end
-/// of the highest word it read, in the copy or (when the copy ended first) past it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct StackNeed {
-    pub bytes: u64,
-    /// The unwind went past the end of a copy as long as asked: a larger copy would have
-    /// held more of it (`bytes` is then exact when the live process finished the stack, a
-    /// lower bound otherwise).
-    pub cut: bool,
 }
 
 type NativeUnwinder = UnwinderNative<SectionData, MayAllocateDuringUnwind>;
