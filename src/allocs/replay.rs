@@ -273,6 +273,7 @@ pub(crate) fn trace_file(file: &PerfDataFile, input: &str) -> Result<Traced> {
         now,
         lost,
         requested: false,
+        _teardown: Default::default(),
     })
 }
 

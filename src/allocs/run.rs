@@ -30,6 +30,26 @@ pub(crate) struct Traced {
     pub lost: u64,
     /// The command's tick ended the run (its count of reports was reached).
     pub requested: bool,
+    /// The events and probes, removed when this is dropped, after the report.
+    pub _teardown: Teardown,
+}
+
+/// What a live run leaves in place until its report is out: the events (closing a uprobe's
+/// last fd takes the kernel about 80 ms, a probe at a time), then the probes, which can be
+/// removed only once no fd holds them.
+#[derive(Default)]
+pub(crate) struct Teardown {
+    opened: Option<Opened>,
+    hold: ProbeHold,
+}
+
+impl Drop for Teardown {
+    fn drop(&mut self) {
+        drop(self.opened.take());
+        if let Some(Err(e)) = self.hold.group.as_mut().map(|g| g.remove_all()) {
+            eprintln!("memperf: warning: {e}");
+        }
+    }
 }
 
 /// When the run ends and what it does on the way.
@@ -122,10 +142,6 @@ pub(crate) fn trace(
         on_signal: OnSignal::ForwardAndStop,
     };
     let rec = recorder::record(run, &mut tracer)?;
-    let removed = hold.group.as_mut().map(|g| g.remove_all());
-    if let Some(Err(e)) = removed {
-        eprintln!("memperf: warning: {e}");
-    }
     let sink = tracer.sink;
     summary(&sink, rec.lost, rec.drain.corrupt_bytes);
     if write.is_some() {
@@ -141,6 +157,10 @@ pub(crate) fn trace(
         requested: rec.reason == StopReason::Requested,
         session: rec.session,
         sink,
+        _teardown: Teardown {
+            opened: Some(rec.opened),
+            hold,
+        },
     })
 }
 
