@@ -505,12 +505,13 @@ fn attach_with_dwarf_auto_opens_again_on_every_thread_of_the_process() {
                 .strip_prefix("note: dwarf,auto: `page-faults` copied 8192 bytes, then ")
         })
         .unwrap_or_else(|| panic!("the copy was not sized again: {summary}"));
-    // Decided on the warm-up's faults alone, while the process paused.
+    // Decided on the warm-up's faults (and the few others the process takes meanwhile,
+    // CI saw 3001), while the process paused: before the workers' 2000.
     let from: u64 = sized
         .split_once(" from stack ")
         .and_then(|(_, rest)| rest.split(' ').next()?.parse().ok())
         .unwrap_or_else(|| panic!("no `from stack N`: {summary}"));
-    assert!(from <= 3000, "{summary}");
+    assert!(from < 3100, "{summary}");
 }
 
 #[test]
