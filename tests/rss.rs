@@ -456,6 +456,19 @@ fn rss_writes_a_recording_that_rss_i_and_mem_report_by_allocation_replay_to_the_
         report_of(&out),
         "replayed:\n{replayed}\nlive:\n{out}"
     );
+    // The same file cut short (a copy interrupted): both readers say so, neither panics.
+    let cut = dir.path().join("cut.data");
+    let bytes = std::fs::read(&file).unwrap();
+    std::fs::write(&cut, &bytes[..bytes.len() / 2]).unwrap();
+    for args in [
+        &["rss", "-i"][..],
+        &["mem", "report", "--by", "allocation", "-i"][..],
+    ] {
+        let o = run_memperf(&[args, &[cut.to_str().unwrap()]].concat());
+        let err = stderr(&o);
+        assert!(err.contains("` is cut short: the last "), "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+    }
     // perf reads the file: every fault, with its address (the probes have none).
     if require_perf_tool("perf script of rss -w") {
         let o = std::process::Command::new("perf")

@@ -221,6 +221,9 @@ impl Allocations {
 /// `memperf rss -i`: the allocator calls and page faults of `file` replayed in time order
 /// into the table and its resident join, as the live run feeds them.
 pub(crate) fn trace_file(file: &PerfDataFile, input: &str) -> Result<Traced> {
+    if let Some(note) = file.cut_note(input) {
+        eprintln!("memperf: warning: {note}");
+    }
     let Some(mut allocs) = Allocations::of_file(file, Faults::Joined) else {
         bail!(
             "`{input}` holds no allocator calls (the uprobes on malloc, free, mmap, ... that \

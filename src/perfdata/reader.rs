@@ -413,6 +413,19 @@ impl PerfDataFile {
         self.unfinished
     }
 
+    /// What a file shorter than its header says has lost (a copy cut short, a full disk):
+    /// the end of its data section and its feature sections, the events' names among
+    /// them. `None` when it holds what its header says.
+    pub fn cut_note(&self, name: &str) -> Option<String> {
+        (self.missing_data_bytes > 0).then(|| {
+            format!(
+                "`{name}` is cut short: the last {} bytes of its data section and its feature \
+                 sections (the events' names among them) are missing; what is left is read",
+                self.missing_data_bytes
+            )
+        })
+    }
+
     /// Whether the file is a pipe-mode stream (`perf record -o -`).
     pub fn is_pipe(&self) -> bool {
         self.pipe

@@ -117,6 +117,9 @@ pub enum Group {
 
 /// Reads `file` and writes the report to `out`.
 pub fn report(file: &PerfDataFile, input: &str, group: Group, out: &mut dyn Write) -> Result<()> {
+    if let Some(note) = file.cut_note(input) {
+        eprintln!("memperf: warning: {note}");
+    }
     let names = file.event_names();
     let has = |i: usize, bit: u64| file.events[i].attr.sample_type & bit != 0;
     let mut allocation = match group {
