@@ -335,7 +335,8 @@ fn word_missing(e: ResolveError, symbol: &str) -> anyhow::Error {
     }
 }
 
-fn quoted(names: &[String]) -> String {
+/// Names as a message lists them: `` `a`, `b` ``.
+pub(crate) fn quoted(names: &[String]) -> String {
     names
         .iter()
         .map(|n| format!("`{n}`"))

@@ -10,6 +10,7 @@ use perf_event_open_sys::bindings::{
 use super::ResolvedEvent;
 use crate::cli::Target;
 use crate::events::{self, EventKind, EventSpec};
+use crate::live::probes::quoted;
 use crate::perfdata::tracing_data::EventFormat;
 use crate::procfs;
 use crate::sys::tracefs::Tracefs;
@@ -119,7 +120,7 @@ fn expand_glob(
             let hint = if near.is_empty() {
                 "; `memperf list` shows them all".to_string()
             } else {
-                format!("; subsystems near it: {}", quote_list(&near))
+                format!("; subsystems near it: {}", quoted(&near))
             };
             bail!(
                 "no tracepoint subsystem matches `{system}` (in `{}`){hint}",
@@ -132,7 +133,7 @@ fn expand_glob(
             spec.name,
             system,
             in_system.len(),
-            quote_list(&shown)
+            quoted(&shown)
         );
     }
     if spec.terms.label.is_some() && matched.len() > 1 {
@@ -179,7 +180,7 @@ fn resolve_one(spec: &EventSpec, tracefs: &mut Option<Tracefs>) -> Result<Resolv
                     let hint = if near.is_empty() {
                         String::new()
                     } else {
-                        format!("; did you mean {}?", quote_list(&near))
+                        format!("; did you mean {}?", quoted(&near))
                     };
                     bail!("failed to open tracepoint `{}`: {e}{hint}", spec.name);
                 }
@@ -275,12 +276,4 @@ pub(crate) fn glob_notes(events: &[ResolvedEvent]) -> Vec<String> {
             format!("`{glob}` is {} tracepoints: {list}", names.len())
         })
         .collect()
-}
-
-fn quote_list(names: &[String]) -> String {
-    names
-        .iter()
-        .map(|n| format!("`{n}`"))
-        .collect::<Vec<_>>()
-        .join(", ")
 }
