@@ -396,6 +396,34 @@ fn record_jitdump(dir: &Path, variant: Variant, n: u32, mode: &str) -> (PathBuf,
     (out, dump, stderr(&o))
 }
 
+/// `perf record --call-graph dwarf` of `jitdump N DIR MODE` on CLOCK_MONOTONIC (`-k 1`, the
+/// jitdump's clock, as perf inject wants), then `perf inject --jit` of it: the two files.
+fn perf_record_jitdump(dir: &Path, variant: Variant, n: u32, mode: &str) -> (PathBuf, PathBuf) {
+    let (raw, injected) = (dir.join("perf.data"), dir.join("jit.data"));
+    {
+        let _turn = recording_turn();
+        let o = Command::new("perf")
+            .args(["record", "-q", "-k", "1", "-e", "page-faults:u", "-c", "1"])
+            .args(["-m", "4096", "--call-graph", "dwarf", "-o"])
+            .arg(&raw)
+            .arg("--")
+            .arg(fixture("jitdump", variant))
+            .args([&n.to_string(), dir.to_str().unwrap(), mode])
+            .output()
+            .expect("run perf record");
+        assert!(o.status.success(), "perf record: {}", stderr(&o));
+    }
+    let o = Command::new("perf")
+        .args(["inject", "--jit", "-i"])
+        .arg(&raw)
+        .arg("-o")
+        .arg(&injected)
+        .output()
+        .expect("run perf inject");
+    assert!(o.status.success(), "perf inject: {}", stderr(&o));
+    (raw, injected)
+}
+
 /// The stacks through `main;jd_level1` and the JIT frame, as (frames after the comm, count).
 fn jit_stacks(stacks: &BTreeMap<String, u64>) -> Vec<(String, u64)> {
     stacks
@@ -574,30 +602,7 @@ fn jitdump_unwinding_info_is_read_as_perf_inject_reads_it() {
         return;
     }
     let dir = scratch();
-    let (raw, injected) = (dir.path().join("perf.data"), dir.path().join("jit.data"));
-    let prog = fixture("jitdump", Variant::NoFp);
-    {
-        let _turn = recording_turn();
-        // perf inject wants CLOCK_MONOTONIC samples (-k 1), the jitdump's clock.
-        let o = Command::new("perf")
-            .args(["record", "-q", "-k", "1", "-e", "page-faults:u", "-c", "1"])
-            .args(["-m", "4096", "--call-graph", "dwarf", "-o"])
-            .arg(&raw)
-            .arg("--")
-            .arg(&prog)
-            .args(["100", dir.path().to_str().unwrap(), "cfi"])
-            .output()
-            .expect("run perf record");
-        assert!(o.status.success(), "perf record: {}", stderr(&o));
-    }
-    let o = Command::new("perf")
-        .args(["inject", "--jit", "-i"])
-        .arg(&raw)
-        .arg("-o")
-        .arg(&injected)
-        .output()
-        .expect("run perf inject");
-    assert!(o.status.success(), "perf inject: {}", stderr(&o));
+    let (raw, injected) = perf_record_jitdump(dir.path(), Variant::NoFp, 100, "cfi");
     let chain = ["jd_touch", "jit_call_touch", "jd_level1", "main"];
     let perfs: Vec<ScriptSample> = perf_script(&injected)
         .into_iter()
@@ -656,34 +661,13 @@ fn jit_code_at_a_reused_address_is_named_by_the_load_in_effect_when_it_ran() {
     assert_eq!(per_function(&ours), want, "{ours:#?}");
 
     let dir = scratch();
-    let (raw, injected) = (dir.path().join("perf.data"), dir.path().join("jit.data"));
-    {
-        let _turn = recording_turn();
-        let o = Command::new("perf")
-            .args(["record", "-q", "-k", "1", "-e", "page-faults:u", "-c", "1"])
-            .args(["-m", "4096", "--call-graph", "dwarf", "-o"])
-            .arg(&raw)
-            .arg("--")
-            .arg(fixture("jitdump", Variant::Fp))
-            .args([&N.to_string(), dir.path().to_str().unwrap(), "reuse"])
-            .output()
-            .expect("run perf record");
-        assert!(o.status.success(), "perf record: {}", stderr(&o));
-    }
+    let (raw, injected) = perf_record_jitdump(dir.path(), Variant::Fp, N as u32, "reuse");
     let ours = report_folded(&["-i", raw.to_str().unwrap()]);
     assert_eq!(
         per_function(&ours),
         want,
         "memperf on perf's file: {ours:#?}"
     );
-    let o = Command::new("perf")
-        .args(["inject", "--jit", "-i"])
-        .arg(&raw)
-        .arg("-o")
-        .arg(&injected)
-        .output()
-        .expect("run perf inject");
-    assert!(o.status.success(), "perf inject: {}", stderr(&o));
     let samples = perf_script(&injected);
     for (name, n) in &want {
         let named = samples.iter().filter(|s| s.has_frame(name)).count();

@@ -759,7 +759,7 @@ pub fn check_period(cfg: &RecordConfig) -> Result<()> {
 
 mod resolve;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 pub(crate) use resolve::glob_notes;
 pub use resolve::{resolve_events, resolve_events_in};

@@ -547,36 +547,15 @@ mod tests {
     /// of `pages` pages, and a session that knows their ids; `None` where the kernel cannot
     /// open perf events or lacks PERF_FORMAT_LOST (6.0+).
     fn own_faults(stack: u32, pages: usize) -> Option<(Opened, Session)> {
-        use crate::cli::{CallGraph, Consume, UnwindWhen};
-        use crate::live::open::{open_all, resolve_events};
+        use crate::cli::CallGraph;
+        use crate::live::open::{open_all, resolve_events, tests::this_thread};
         if !crate::sys::testutil::require_perf("software events opened again") {
             return None;
         }
-        let tid: u32 = std::fs::read_link("/proc/thread-self")
-            .ok()
-            .and_then(|l| l.file_name()?.to_str()?.parse().ok())
-            .unwrap();
         let specs = crate::events::parse_event_list("page-faults").unwrap();
         let (events, tracefs) = resolve_events(&specs).unwrap();
-        let cfg = RecordConfig {
-            events: specs,
-            target: Target::Tids(vec![tid]),
-            cpus: crate::sys::online_cpus().unwrap(),
-            command: None,
-            period: None,
-            call_graph: CallGraph::Dwarf { stack_bytes: stack },
-            unwind: UnwindWhen::Online,
-            user_only: true,
-            mmap_pages: Some(pages),
-            output: "/dev/null".into(),
-            duration: None,
-            quiet: true,
-            consume: Consume::All,
-            cmdline: Vec::new(),
-            include_self: false,
-            side_band: false,
-            stack_auto: true,
-        };
+        let mut cfg = this_thread(specs, CallGraph::Dwarf { stack_bytes: stack }, pages);
+        cfg.stack_auto = true;
         let facts = crate::sys::diagnose::SystemFacts::read();
         let opened = open_all(&cfg, events, tracefs, None, &facts).unwrap();
         if !opened.format_lost {

@@ -46,6 +46,35 @@ fn own_tid() -> u32 {
     link.file_name().unwrap().to_str().unwrap().parse().unwrap()
 }
 
+/// A recording of `specs` on this thread only, on every CPU, into rings of `pages` pages,
+/// without side band: what the tests that open events for real (here and in
+/// `live::resize`) open.
+pub(crate) fn this_thread(
+    specs: Vec<EventSpec>,
+    call_graph: CallGraph,
+    pages: usize,
+) -> RecordConfig {
+    RecordConfig {
+        events: specs,
+        target: Target::Tids(vec![own_tid()]),
+        cpus: crate::sys::online_cpus().unwrap(),
+        command: None,
+        period: None,
+        call_graph,
+        unwind: UnwindWhen::Online,
+        user_only: true,
+        mmap_pages: Some(pages),
+        output: "/dev/null".into(),
+        duration: None,
+        quiet: true,
+        consume: crate::cli::Consume::All,
+        cmdline: Vec::new(),
+        include_self: false,
+        side_band: false,
+        stack_auto: false,
+    }
+}
+
 /// Page-fault samples waiting in the rings of event `ev`.
 fn samples_in(opened: &mut Opened, ev: usize) -> usize {
     let mut n = 0;
@@ -67,7 +96,6 @@ fn samples_in(opened: &mut Opened, ev: usize) -> usize {
 /// nothing is sampled; with the leader too, every fault is.
 #[test]
 fn a_group_opens_with_its_leader_counting_and_its_member_sampling_only_with_it() {
-    use crate::cli::{CallGraph, Consume};
     if !crate::sys::testutil::require_perf("a group of software events") {
         return;
     }
@@ -75,25 +103,7 @@ fn a_group_opens_with_its_leader_counting_and_its_member_sampling_only_with_it()
     let (mut events, tracefs) = resolve_events(&specs).unwrap();
     events[0].counting = true;
     events[1].leader = Some(0);
-    let cfg = RecordConfig {
-        events: specs,
-        target: Target::Tids(vec![own_tid()]),
-        cpus: crate::sys::online_cpus().unwrap(),
-        command: None,
-        period: None,
-        call_graph: CallGraph::None,
-        unwind: UnwindWhen::Online,
-        user_only: true,
-        mmap_pages: Some(8),
-        output: "/dev/null".into(),
-        duration: None,
-        quiet: true,
-        consume: Consume::All,
-        cmdline: Vec::new(),
-        include_self: false,
-        side_band: false,
-        stack_auto: false,
-    };
+    let cfg = this_thread(specs, CallGraph::None, 8);
     let facts = SystemFacts::read();
     let mut opened = open_all(&cfg, events, tracefs, None, &facts).unwrap();
     let (leader, member) = (&opened.events[0], &opened.events[1]);
