@@ -530,19 +530,6 @@ mod tests {
         w
     }
 
-    /// Page-fault samples waiting in every ring, which are then emptied.
-    fn samples_in_rings(opened: &mut Opened) -> u64 {
-        let mut n = 0;
-        for ring in &mut opened.rings {
-            let mut reader = ring.reader();
-            while let Some(rec) = reader.peek() {
-                n += u64::from(rec.ty == perf_event_open_sys::bindings::PERF_RECORD_SAMPLE);
-                reader.consume();
-            }
-        }
-        n
-    }
-
     /// Page faults of this thread on every CPU, sampled with a `stack`-byte copy into rings
     /// of `pages` pages, and a session that knows their ids; `None` where the kernel cannot
     /// open perf events or lacks PERF_FORMAT_LOST (6.0+).
@@ -576,6 +563,7 @@ mod tests {
     /// The first generation owns the rings, and stays.
     #[test]
     fn the_fds_an_event_replaced_are_closed_with_their_losses_kept() {
+        use crate::live::open::tests::samples_in;
         use crate::sys::open::read_lost;
         use crate::sys::testutil::touch_fresh_pages;
         // A ring smaller than one sample of the first two generations: theirs are lost.
@@ -603,7 +591,7 @@ mod tests {
         again(&mut opened, big);
         assert_eq!(open_now(&opened), ncpu);
         touch_fresh_pages(16);
-        assert_eq!(samples_in_rings(&mut opened), 0);
+        assert_eq!(samples_in(&mut opened, None), 0);
         again(&mut opened, 512);
         assert_eq!(
             open_now(&opened),
@@ -628,12 +616,12 @@ mod tests {
                 .map(|p| read_lost(opened.fd_of(p.fd).unwrap()).unwrap())
                 .sum()
         };
-        samples_in_rings(&mut opened);
+        samples_in(&mut opened, None);
         let before = lost_now(&opened);
         touch_fresh_pages(4);
         assert_eq!(lost_now(&opened), before);
         assert_eq!(opened.retired_lost, retired);
-        assert!(samples_in_rings(&mut opened) >= 4);
+        assert!(samples_in(&mut opened, None) >= 4);
     }
 
     /// The syscall, until `left` opens have succeeded; then `errno`.
@@ -666,6 +654,7 @@ mod tests {
     /// old ones go on sampling with their copy, and the error says what to raise.
     #[test]
     fn an_event_that_cannot_be_opened_again_keeps_its_fds() {
+        use crate::live::open::tests::samples_in;
         use crate::sys::testutil::touch_fresh_pages;
         let Some((mut opened, mut session)) = own_faults(8192, 16) else {
             return;
@@ -695,9 +684,9 @@ mod tests {
         assert_eq!(opened.events[0].attr.unwrap().sample_stack_user, 8192);
         // The old fds still sample (a 16-page ring holds 7 of their 8 KiB copies: emptied
         // first, as the faults of the work above may have filled it).
-        samples_in_rings(&mut opened);
+        samples_in(&mut opened, None);
         touch_fresh_pages(4);
-        assert!(samples_in_rings(&mut opened) >= 4);
+        assert!(samples_in(&mut opened, None) >= 4);
     }
 
     #[test]

@@ -75,14 +75,16 @@ pub(crate) fn this_thread(
     }
 }
 
-/// Page-fault samples waiting in the rings of event `ev`.
-fn samples_in(opened: &mut Opened, ev: usize) -> usize {
+/// The samples waiting in the rings of event `ev` (`None`: in every ring); every ring is
+/// emptied.
+pub(crate) fn samples_in(opened: &mut Opened, ev: Option<usize>) -> usize {
     let mut n = 0;
     for (ring, owner) in opened.rings.iter_mut().zip(&opened.ring_events) {
         let mut reader = ring.reader();
         while let Some(rec) = reader.peek() {
             n += usize::from(
-                *owner == Some(ev) && rec.ty == perf_event_open_sys::bindings::PERF_RECORD_SAMPLE,
+                ev.is_none_or(|ev| *owner == Some(ev))
+                    && rec.ty == perf_event_open_sys::bindings::PERF_RECORD_SAMPLE,
             );
             reader.consume();
         }
@@ -123,15 +125,23 @@ fn a_group_opens_with_its_leader_counting_and_its_member_sampling_only_with_it()
     };
     enable(&opened, 1);
     crate::sys::testutil::touch_fresh_pages(64);
-    assert_eq!(samples_in(&mut opened, 1), 0, "sampled without its leader");
+    assert_eq!(
+        samples_in(&mut opened, Some(1)),
+        0,
+        "sampled without its leader"
+    );
     enable(&opened, 0);
     crate::sys::testutil::touch_fresh_pages(64);
-    let n = samples_in(&mut opened, 1);
+    let n = samples_in(&mut opened, Some(1));
     assert!(
         n >= 64,
         "{n} samples for 64 fresh pages with the group enabled"
     );
-    assert_eq!(samples_in(&mut opened, 0), 0, "the counting leader sampled");
+    assert_eq!(
+        samples_in(&mut opened, Some(0)),
+        0,
+        "the counting leader sampled"
+    );
 }
 
 #[test]
