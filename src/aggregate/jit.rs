@@ -9,7 +9,7 @@
 //! clocks read together at its start and end (`MemperfStats::clock_sync`). Any other
 //! recording keeps the last load's name.
 
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::jitdump::{LoadTimes, MAX_DUMP_BYTES};
 use crate::maps::ProcessMaps;
@@ -69,7 +69,7 @@ pub struct JitTimes {
     dumps: FxHashMap<u32, (Vec<u8>, Option<LoadTimes>)>,
     /// The processes whose dump `dumps` holds is still the one they map: until a mapping
     /// changes ([`JitTimes::mappings_changed`]), their mappings are not searched again.
-    checked: rustc_hash::FxHashSet<u32>,
+    checked: FxHashSet<u32>,
 }
 
 impl JitTimes {
@@ -77,7 +77,7 @@ impl JitTimes {
         JitTimes {
             clock,
             dumps: FxHashMap::default(),
-            checked: rustc_hash::FxHashSet::default(),
+            checked: FxHashSet::default(),
         }
     }
 
