@@ -564,7 +564,11 @@ fn memperf_stats(session: &Session) -> MemperfStats {
             ("cut_at_copy_end".to_string(), s.cut_at_copy_end),
             ("recovered".to_string(), s.recovered),
             ("recovered_frames".to_string(), s.recovered_frames),
+            ("recovery_rejected".to_string(), s.recovery_rejected),
         ]);
+        for (name, n) in s.rejected.named() {
+            counts.push((format!("rejected.{name}"), n));
+        }
     }
     MemperfStats { counts }
 }
