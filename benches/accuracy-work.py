@@ -6,8 +6,8 @@ from the one the fault had.
                                            __call__ recursion for SECS/2 s (each frame of
                                            either goes through C: map_next, slot_tp_call)
     accuracy-work.py alternate SECS DEPTH  the same two recursions, switching every 20 ms
-    accuracy-work.py threads SECS DEPTH    waves of 4 threads, each recursing through map() and
-                                           faulting at the bottom 3 times, then exiting
+    accuracy-work.py threads SECS DEPTH    waves of 4 threads, each running both recursions in
+                                           turn for 50 ms, then exiting
 
 Each fault is a page of a fresh anonymous mapping written at the bottom of the recursion
 (mmap.write: the fault is in memcpy, under the whole Python stack); between faults the
@@ -70,10 +70,12 @@ def run_for(secs, fn, depth):
         fn(depth)
 
 
-def run_n(times, depth):
-    start = touches
-    while touches - start < times:
+def alternate(secs, depth):
+    walker = Walker()
+    end = time.monotonic() + secs
+    while time.monotonic() < end:
         by_map(depth)
+        walker(depth)
 
 
 def main():
@@ -90,7 +92,7 @@ def main():
     elif mode == "threads":
         end = time.monotonic() + secs
         while time.monotonic() < end:
-            wave = [threading.Thread(target=run_n, args=(3, depth)) for _ in range(4)]
+            wave = [threading.Thread(target=alternate, args=(0.05, depth)) for _ in range(4)]
             for t in wave:
                 t.start()
             for t in wave:

@@ -34,9 +34,9 @@ RECOVERED = re.compile(r"^# \[recovered\] the last (\d+) frames")
 LOST = re.compile(r"lost (\d+) events in \d+ LOST records, (\d+) lost samples")
 
 COLUMNS = [
-    ("workload", 16), ("samples def/truth", 17), ("lost def/truth", 14), ("paired", 13),
-    ("truth whole", 11), ("recovered", 9), ("WRONG", 12), ("wrong fn", 11), ("copy-only bad", 13),
-    ("deep", 6), ("deep right/cut/wrong", 20),
+    ("workload", 12), ("samples def/truth", 17), ("lost def/truth", 14), ("paired", 11),
+    ("gap us", 7), ("truth whole", 11), ("recovered", 9), ("WRONG", 10), ("wrong fn", 10),
+    ("copy-only bad", 13), ("deep", 5), ("deep right/cut/wrong", 20),
 ]
 
 
@@ -108,6 +108,10 @@ def losses(path):
     return lost
 
 
+def median(v):
+    return sorted(v)[len(v) // 2] if v else "-"
+
+
 def pct(n, d):
     return f"{100.0 * n / d:.0f}%" if d else "-"
 
@@ -143,7 +147,7 @@ def pairs(ds, ts):
             while q < len(tl) and tl[q][0] <= end and tl[q][1] != addr:
                 q += 1
             if q < len(tl) and tl[q][0] <= end:
-                yield d, tl[q][2]
+                yield d, tl[q][2], tl[q][0] - t
                 p = q + 1
 
 
@@ -154,8 +158,10 @@ def row(name, dpath, tpath, derr, terr):
     c = dict(paired=0, check_bad=0, truth_whole=0, rec=0, wrong=0, wrong_fn=0, copy_bad=0,
              deep=0,
              deep_right=0, deep_cut=0, deep_wrong=0)
-    for d, t in pairs(ds, ts):
+    gaps = []
+    for d, t, gap in pairs(ds, ts):
         c["paired"] += 1
+        gaps.append(gap)
         if d[1] != t[1] or d[2][:1] != t[2][:1]:
             c["check_bad"] += 1
             continue
@@ -182,6 +188,7 @@ def row(name, dpath, tpath, derr, terr):
         f"{nd}/{nt}",
         f"{losses(derr)}/{losses(terr)}",
         f"{c['paired']} {pct(c['paired'], max(nd, nt))}",
+        f"{median(gaps)}/{max(gaps, default='-')}",
         pct(c["truth_whole"], checked),
         str(c["rec"]),
         f"{c['wrong']} {pct(c['wrong'], c['rec'])}",
@@ -192,6 +199,10 @@ def row(name, dpath, tpath, derr, terr):
         f"{pct(c['deep_wrong'], c['deep'])}",
     ]
     print_cells(cells)
+    truth_rec = sum(s[0] > 0 for lst in ts.values() for s in lst)
+    if truth_rec:
+        print(f"  {name}: {truth_rec} truth stacks hold recovered frames: the truth is not "
+              "only its copy", flush=True)
     if c["check_bad"]:
         print(f"  {name}: {c['check_bad']} pairs whose kernel frames or leaf differ "
               "(not the same fault): left out", flush=True)

@@ -18,14 +18,16 @@
 #   py-phases       CPython: map() recursion for 1.5 s, then a class's __call__ recursion
 #                   (each level through list.sort's key: about 4 KiB of C stack a level)
 #   py-alternate    the same two recursions, switching every 20 ms
-#   py-threads      waves of 4 threads, each recursing through map(), faulting, exiting
+#   py-threads      waves of 4 threads, each running both recursions in turn for 50 ms, then
+#                   exiting (the next wave reuses their stacks)
 #   gcc             gcc -O2 -c of a generated C file (cc1 is a child: -p follows it)
 #
 # Columns, one row per workload:
 #   samples def/truth   samples in each recording;  lost def/truth  events the kernel
 #                       dropped (a full ring) in each: a dropped sample pairs nothing
 #   paired              default samples with their truth sample, and their share of the
-#                       larger recording
+#                       larger recording;  gap us  how long after the default's sample
+#                       its truth sample came, median/max in microseconds
 #   truth whole         paired truth stacks that reach the process's or thread's start
 #                       (the rest are cut at 127 frames or at the 64 KiB copy)
 #   recovered           paired default stacks with frames read from the live process
