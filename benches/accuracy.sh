@@ -42,6 +42,8 @@
 #                       frames, or the truth has more frames than the copy gave)
 #   deep right/cut/wrong  of those: whole and equal to the truth / equal as far as it goes
 #                       but cut short / wrong
+# Under the table, each default recording's own count of the stacks that went past its copy
+# (finished, not readable, rejected by validation).
 #
 # Usage: benches/accuracy.sh [WORKLOAD...]        (default: all five)
 #   MEMPERF=path/to/memperf   the binary to measure (default: cargo build --release here)
@@ -101,6 +103,8 @@ pair() {
     "$MEMPERF" script -q -F "$f" -i "$d/truth.data" >"$d/truth.script" 2>>"$d/truth.err"
     python3 "$bench/accuracy.py" row "$name" "$d/def.script" "$d/truth.script" \
         "$d/def.err" "$d/truth.err"
+    # What the default said of its own stacks, printed under the table.
+    sed -n "s/^ *\([0-9]* stacks went past.*\)/$name: \1/p" "$d/def.err" >>"$work/notes"
     [[ -n ${KEEP:-} ]] || rm -f "$d/truth.data" "$d/truth.script" "$d/def.script"
 }
 
@@ -155,3 +159,8 @@ for w in "${workloads[@]}"; do
     *) echo "unknown workload $w (sqlite py-phases py-alternate py-threads gcc)" >&2; exit 2 ;;
     esac
 done
+if [[ -s $work/notes ]]; then
+    echo
+    echo "memperf's own summary of the default recordings:"
+    cat "$work/notes"
+fi
