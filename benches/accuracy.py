@@ -31,6 +31,7 @@ LIBC_START = {"__libc_start_main", "__libc_start_main_impl"}
 HEAD = re.compile(r"^\s*(\d+)\s+(\d+\.\d+):\s+([0-9a-f]+)?\s*$")
 FRAME = re.compile(r"^\t\s*([0-9a-f]+) (.*) \((.*)\)$")
 RECOVERED = re.compile(r"^# \[recovered\] the last (\d+) frames")
+FINISHED = re.compile(r"(\d+) finished from the live process")
 LOST = re.compile(r"lost (\d+) events in \d+ LOST records, (\d+) lost samples")
 
 COLUMNS = [
@@ -199,6 +200,11 @@ def row(name, dpath, tpath, derr, terr):
         f"{pct(c['deep_wrong'], c['deep'])}",
     ]
     print_cells(cells)
+    finished = FINISHED.search(open(derr, errors="replace").read())
+    if finished and int(finished.group(1)) and not any(
+            s[0] for lst in ds.values() for s in lst):
+        print(f"  {name}: the default finished {finished.group(1)} stacks from the live process "
+              "but its script marks none `# [recovered]`: has the comment changed?", flush=True)
     truth_rec = sum(s[0] > 0 for lst in ts.values() for s in lst)
     if truth_rec:
         print(f"  {name}: {truth_rec} truth stacks hold recovered frames: the truth is not "
