@@ -200,7 +200,8 @@ def row(name, dpath, tpath, derr, terr):
         f"{pct(c['deep_wrong'], c['deep'])}",
     ]
     print_cells(cells)
-    finished = FINISHED.search(open(derr, errors="replace").read())
+    with open(derr, errors="replace") as f:
+        finished = FINISHED.search(f.read())
     if finished and int(finished.group(1)) and not any(
             s[0] for lst in ds.values() for s in lst):
         print(f"  {name}: the default finished {finished.group(1)} stacks from the live process "
