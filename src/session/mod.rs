@@ -11,7 +11,7 @@ pub mod order;
 mod processes;
 mod twins;
 
-use twins::{Twin, twin_key};
+use twins::{Candidate, LastInRing, Rule, twin_key};
 
 use std::io;
 
@@ -28,6 +28,7 @@ use crate::records::{self, ParseInfo, Record, Sample, U64Iter};
 use crate::unwind::{UnwindMode, UnwindOutcome, Unwinders, UserRegs};
 
 pub use processes::Processes;
+pub use twins::SampleData;
 
 /// A sample as a handler receives it: parsed once, with its event and context.
 pub struct SampleCtx<'a> {
@@ -229,7 +230,9 @@ pub struct Session {
     /// The ring of the record being handled, and the last record of each ring, while
     /// events are re-opened: see [`Session::twin`].
     ring: Option<usize>,
-    last_in_ring: Vec<Option<Twin>>,
+    last_in_ring: Vec<LastInRing>,
+    /// How this kernel writes the samples of an event on several fds (see `twins`).
+    sample_data: SampleData,
     /// Drain rounds left in which twins are looked for (see [`Session::arm_twins`]).
     twin_rounds: u32,
     /// The threads the events follow, from the targets and the FORK and EXIT records (see
@@ -361,6 +364,7 @@ impl Session {
             generation: FxHashMap::default(),
             ring: None,
             last_in_ring: Vec::new(),
+            sample_data: SampleData::default(),
             twin_rounds: 0,
             followed: None,
         }
@@ -425,6 +429,13 @@ impl Session {
     /// Leaves out (and counts) the samples of process `pid`.
     pub fn with_exclude_pid(mut self, pid: Option<u32>) -> Self {
         self.exclude_pid = pid;
+        self
+    }
+
+    /// How the running kernel writes the sample of an event that fires for several fds,
+    /// which decides what makes two records twins (see `twins`).
+    pub fn with_sample_data(mut self, d: SampleData) -> Self {
+        self.sample_data = d;
         self
     }
 
@@ -530,15 +541,20 @@ impl Session {
         } else {
             None
         };
-        if self.twin_rounds > 0
-            && self.ring.is_some()
-            && is_kernel_side_band(ty)
-            && ty != PERF_RECORD_LOST
-        {
+        if self.twin_rounds > 0 && self.ring.is_some() && ty == PERF_RECORD_LOST {
+            self.forget_last_in_ring();
+        } else if self.twin_rounds > 0 && self.ring.is_some() && is_kernel_side_band(ty) {
             // The fixed part of the record: its trailer holds the fd's id and time.
             let head = body.len().saturating_sub(info.id_trailer_len());
             let key = twin_key(&[&ty.to_ne_bytes(), &misc.to_ne_bytes(), &body[..head]]);
-            if self.twin(key, self.generation_of(ty, body), None) {
+            let c = Candidate {
+                key,
+                generation: self.generation_of(ty, body),
+                time: None,
+                stack: &[],
+                rule: Rule::OtherOpening,
+            };
+            if self.twin(&c) {
                 return Ok(());
             }
         }
@@ -698,17 +714,9 @@ impl Session {
             return Ok(());
         }
         let generation = self.generation_of(PERF_RECORD_SAMPLE, body);
-        if self.twin_rounds > 0 && self.ring.is_some() {
-            let key = twin_key(&[
-                &ev.to_ne_bytes(),
-                &sample.tid.unwrap_or(0).to_ne_bytes(),
-                &sample.ip.unwrap_or(0).to_ne_bytes(),
-                &sample.addr.unwrap_or(0).to_ne_bytes(),
-                sample.raw.unwrap_or(&[]),
-            ]);
-            if self.twin(key, generation, sample.time) {
-                return Ok(());
-            }
+        if self.twin_rounds > 0 && self.ring.is_some() && self.sample_twin(ev, generation, &sample)
+        {
+            return Ok(());
         }
         if let Some(n) = self.stats.samples.get_mut(ev) {
             *n += 1;
@@ -747,6 +755,30 @@ impl Session {
             recovered,
             procs: &self.procs,
         })
+    }
+
+    /// Whether `sample` (of event `ev`, opening `generation`) is the second of a twin pair
+    /// (see `twins`): its key is what twins share, the event, thread, addresses, payload and
+    /// user registers.
+    fn sample_twin(&mut self, ev: usize, generation: u32, sample: &Sample<'_>) -> bool {
+        let regs = sample.regs_user.as_ref();
+        let key = twin_key(&[
+            &ev.to_ne_bytes(),
+            &sample.tid.unwrap_or(0).to_ne_bytes(),
+            &sample.ip.unwrap_or(0).to_ne_bytes(),
+            &sample.addr.unwrap_or(0).to_ne_bytes(),
+            sample.raw.unwrap_or(&[]),
+            &regs.map_or(0, |r| r.abi).to_ne_bytes(),
+            regs.map_or(&[][..], |r| r.values().as_bytes()),
+        ]);
+        let c = Candidate {
+            key,
+            generation,
+            time: sample.time,
+            stack: sample.stack_user.as_ref().map_or(&[][..], |s| s.data),
+            rule: self.twin_rule(ev),
+        };
+        self.twin(&c)
     }
 
     /// Builds `self.chain`: the kernel part of the sample's callchain, then the user frames
