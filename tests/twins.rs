@@ -2,7 +2,8 @@
 //! Exact counts across `--call-graph dwarf,auto`'s resize (the default call graph): the
 //! records both openings of an event wrote are kept once (`session::twins`), and no real
 //! event is taken for one of them (two hits of one probe, one written by the old fds and
-//! the next by the new, once were).
+//! the next by the new, once were). And memperf's own child, between its fork and the exec
+//! of the command, left out of a system-wide recording.
 
 mod common;
 
@@ -11,8 +12,8 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 
 use common::{
-    Recording, Variant, fixture, memperf, recording_turn, require_perf, run_memperf, scratch,
-    stderr,
+    Recording, Variant, fixture, memperf, perf_script, recording_turn, require_perf, run_memperf,
+    scratch, stderr,
 };
 
 /// Ring pages per CPU: 64 MiB hold a whole run at 8 KiB a stack (the copy before it is
@@ -216,4 +217,43 @@ fn page_faults_are_counted_once_across_a_resize() {
             "{err}"
         );
     }
+}
+
+#[test]
+fn memperfs_child_before_its_exec_is_left_out_of_a_system_wide_recording() {
+    if !require_perf("memperf's child in a system-wide recording") {
+        return;
+    }
+    // Its faults between the fork and the exec (under GatedChild::spawn, named memperf)
+    // were memperf's own; the command's are all there.
+    let prog = fixture("pagefault", Variant::NoFp);
+    let dir = scratch();
+    let out = dir.path().join("a.data");
+    let pages = 3000u64;
+    let err = record_env(
+        &out,
+        &["-a", "-e", "page-faults"],
+        (&prog, &[&pages.to_string()]),
+        &[],
+    );
+    let samples = perf_script(&out);
+    let chain = ["touch_pages", "pf_level3", "pf_level2", "pf_level1", "main"];
+    let command: Vec<_> = samples.iter().filter(|s| s.has_chain(&chain)).collect();
+    assert_eq!(command.len() as u64, pages, "{err}");
+    // Other memperf processes (other tests') may run meanwhile: the command's pid only.
+    let pid = command[0].tid;
+    let before_exec: Vec<_> = samples
+        .iter()
+        .filter(|s| s.tid == pid)
+        .filter(|s| {
+            s.comm == "memperf"
+                || s.frames
+                    .iter()
+                    .any(|f| f.contains("child_after_fork") || f.contains("GatedChild"))
+        })
+        .collect();
+    assert!(
+        before_exec.is_empty(),
+        "memperf's child before its exec: {before_exec:?}\n{err}"
+    );
 }

@@ -210,6 +210,9 @@ pub struct Session {
     max_stack: Vec<Option<u16>>,
     /// A process whose samples are left out (memperf itself, recording system-wide).
     exclude_pid: Option<u32>,
+    /// memperf's child, whose samples are left out too until it execs the command (see
+    /// [`Session::with_exclude_until_exec`]).
+    exclude_until_exec: Option<u32>,
     /// The one event whose samples the ring of the record being handled holds, if one.
     ring_event: Option<usize>,
     /// An id of each event, by index.
@@ -337,6 +340,7 @@ impl Session {
             types: Vec::new(),
             max_stack: Vec::new(),
             exclude_pid: None,
+            exclude_until_exec: None,
             ring_event: None,
             event_ids: (0..n)
                 .map(|ev| {
@@ -429,6 +433,14 @@ impl Session {
     /// Leaves out (and counts) the samples of process `pid`.
     pub fn with_exclude_pid(mut self, pid: Option<u32>) -> Self {
         self.exclude_pid = pid;
+        self
+    }
+
+    /// Leaves out (and counts with memperf's own) the samples of process `pid` until a COMM
+    /// record says it exec'd: memperf's child between its fork and the exec of the command
+    /// (`sys::child::GatedChild`), which runs memperf's code under memperf's name.
+    pub fn with_exclude_until_exec(mut self, pid: Option<u32>) -> Self {
+        self.exclude_until_exec = pid;
         self
     }
 
@@ -582,6 +594,13 @@ impl Session {
 
     fn handle_side_band(&mut self, misc: u16, rec: &Record<'_>) {
         self.procs.apply(misc, rec);
+        if let Record::Comm {
+            pid, exec: true, ..
+        } = *rec
+            && self.exclude_until_exec == Some(pid)
+        {
+            self.exclude_until_exec = None;
+        }
         if let Some(f) = &mut self.followed {
             match *rec {
                 Record::Fork { tid, .. } => {
@@ -709,7 +728,9 @@ impl Session {
                 return Ok(());
             }
         };
-        if sample.pid.is_some() && sample.pid == self.exclude_pid {
+        if sample.pid.is_some()
+            && (sample.pid == self.exclude_pid || sample.pid == self.exclude_until_exec)
+        {
             self.stats.excluded_self += 1;
             return Ok(());
         }
@@ -891,6 +912,68 @@ pub fn lost_once(lost: u64, lost_samples: u64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Counts the samples it is handed.
+    struct Count(usize);
+
+    impl Handler for Count {
+        fn sample(&mut self, _: &SampleCtx<'_>) -> io::Result<()> {
+            self.0 += 1;
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn memperfs_child_is_left_out_until_it_execs_the_command() {
+        #![allow(clippy::unwrap_used)]
+        use perf_event_open_sys::bindings as b;
+        let mut attr = b::perf_event_attr {
+            sample_type: u64::from(b::PERF_SAMPLE_TID | b::PERF_SAMPLE_TIME),
+            ..b::perf_event_attr::default()
+        };
+        attr.set_sample_id_all(1);
+        let info = ParseInfo::from_attr(&attr);
+        let mut session = Session::new(vec![info], FxHashMap::default(), Keep::default())
+            .with_exclude_pid(Some(41))
+            .with_exclude_until_exec(Some(42));
+        let mut count = Count(0);
+        let sample = |session: &mut Session, count: &mut Count, pid: u32| {
+            let s = Sample {
+                pid: Some(pid),
+                tid: Some(pid),
+                time: Some(1),
+                ..Sample::default()
+            };
+            let mut buf = Vec::new();
+            records::encode_sample(&mut buf, 0, &s, &info, None).unwrap();
+            session.handle(PERF_RECORD_SAMPLE, 0, &buf, count).unwrap();
+        };
+        let comm = |session: &mut Session, count: &mut Count, exec: bool| {
+            let sid = records::SampleId {
+                pid: Some(42),
+                tid: Some(42),
+                time: Some(2),
+                ..records::SampleId::default()
+            };
+            let mut buf = Vec::new();
+            records::encode_comm(&mut buf, 42, 42, b"memperf", exec, &sid, &info);
+            let misc = u16::from_ne_bytes([buf[4], buf[5]]);
+            session.handle(PERF_RECORD_COMM, misc, &buf, count).unwrap();
+        };
+        // Between fork and exec: memperf's code, left out with memperf's own.
+        sample(&mut session, &mut count, 42);
+        sample(&mut session, &mut count, 41);
+        sample(&mut session, &mut count, 7);
+        // A thread renamed is no exec.
+        comm(&mut session, &mut count, false);
+        sample(&mut session, &mut count, 42);
+        assert_eq!((count.0, session.stats().excluded_self), (1, 3));
+        // The command's samples, once it exec'd, are kept.
+        comm(&mut session, &mut count, true);
+        sample(&mut session, &mut count, 42);
+        sample(&mut session, &mut count, 41);
+        assert_eq!((count.0, session.stats().excluded_self), (2, 4));
+    }
 
     #[test]
     fn max_stack_cuts_frames_not_markers() {
