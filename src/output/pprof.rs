@@ -191,9 +191,11 @@ pub fn build(
             unit: strings.id("count"),
         });
         if !matches!(weighers.get(i), Some(Weigher::None) | None) {
+            // Each column's type is its own: pprof merges columns by type alone, and one
+            // profile whose types repeat opens as "empty common sample type list".
             bytes_col.insert(i, p.sample_type.len());
             p.sample_type.push(ValueType {
-                r#type: strings.id(short(name)),
+                r#type: strings.id(&format!("{}_bytes", short(name))),
                 unit: strings.id("bytes"),
             });
         }
