@@ -106,3 +106,53 @@ fn a_later_phase_at_the_same_depth_never_lends_its_frames() {
     }
     eprintln!("{recovered} stacks finished from the live process, of {deep} deep ones");
 }
+
+/// `--mark-recovered` shows in folded and pprof output which frames were read from the live
+/// process, as the text report and script always do.
+#[test]
+fn mark_recovered_marks_them_in_folded_and_pprof() {
+    if !require_perf("stacks finished from the live process") {
+        return;
+    }
+    let prog = fixture("deepstack", Variant::NoFp);
+    let dir = scratch();
+    let file = dir.path().join("deep.data");
+    record(
+        &file,
+        &["-e", "page-faults", "--call-graph", "dwarf"],
+        &prog,
+        &["deep", "200", "1000"],
+    );
+    let path = file.to_str().unwrap();
+    let plain = memperf_out(&["report", "--folded", "-i", path]);
+    assert!(!plain.contains("[recovered]"), "{plain}");
+    let marked = memperf_out(&["report", "--folded", "--mark-recovered", "-i", path]);
+    // Every whole stack of touch_pages was finished from the live process: its frames past
+    // the copy are marked, main among them, and the leaf is not.
+    let whole: u64 = marked
+        .lines()
+        .filter(|l| l.contains(";main [recovered];") && l.contains(";touch_pages "))
+        .map(|l| l.rsplit_once(' ').unwrap().1.parse::<u64>().unwrap())
+        .sum();
+    assert_eq!(whole, 200, "{marked}");
+    assert!(!marked.contains("touch_pages [recovered]"), "{marked}");
+    if !common::have_go() {
+        return;
+    }
+    let pb = dir.path().join("deep.pb.gz");
+    memperf_out(&[
+        "report",
+        "--mark-recovered",
+        "--pprof",
+        pb.to_str().unwrap(),
+        "-i",
+        path,
+    ]);
+    let tags = common::go_pprof(&pb, &["-tags"]);
+    assert!(tags.contains("recovered_frames"), "{tags}");
+    let top = common::go_pprof(&pb, &["-top", "-sample_index=0"]);
+    assert!(
+        common::pprof_flat(&top, "touch_pages") == vec!["200"],
+        "{top}"
+    );
+}
