@@ -827,6 +827,7 @@ impl Session {
             self.stats.truncated += 1;
             return None;
         };
+        unwinders.set_thread(sample.tid.unwrap_or(pid));
         let outcome = unwinders.unwind_copy(pid, user, stack.data, stack.size, &mut self.frames);
         let recovered = unwinders
             .last_recovered()

@@ -32,6 +32,12 @@ pub trait LiveMemory {
     /// they cannot be read. `site` names `start` in its file (the same in every process that
     /// maps the file), for a cache.
     fn code(&mut self, pid: u32, start: u64, site: CodeSite) -> Option<[u8; 16]>;
+
+    /// Thread `tid`'s stack pointer now, when it is blocked (in a system call, or stopped);
+    /// `None` while it runs or when it cannot be told.
+    fn blocked_sp(&mut self, _pid: u32, _tid: u32) -> Option<u64> {
+        None
+    }
 }
 
 /// A live process's memory through `process_vm_readv`. Stack pages are read directly (they
@@ -68,11 +74,28 @@ impl LiveMemory for ProcessMemory {
         self.calls.insert(site, code);
         code
     }
+
+    fn blocked_sp(&mut self, pid: u32, tid: u32) -> Option<u64> {
+        let path = format!("/proc/{pid}/task/{tid}/syscall");
+        parse_syscall_sp(&std::fs::read_to_string(path).ok()?)
+    }
+}
+
+/// The stack pointer in `/proc/PID/task/TID/syscall`: `NR ARG1..ARG6 SP PC` for a thread
+/// in a system call, `-1 SP PC` for one blocked outside any, `running` for one that runs.
+pub(crate) fn parse_syscall_sp(text: &str) -> Option<u64> {
+    let fields: Vec<&str> = text.split_whitespace().collect();
+    if !matches!(fields.len(), 3 | 9) {
+        return None;
+    }
+    let sp = fields[fields.len() - 2].strip_prefix("0x")?;
+    u64::from_str_radix(sp, 16).ok()
 }
 
 /// One sample's reads beyond its copied stack, and what they were for.
 pub(crate) struct Recovery<'m> {
     pid: u32,
+    tid: u32,
     sp: u64,
     /// The first address the copy does not hold, and the highest a frame may use.
     lo: u64,
@@ -94,9 +117,17 @@ pub(crate) struct Recovery<'m> {
 }
 
 impl<'m> Recovery<'m> {
-    pub(crate) fn new(pid: u32, sp: u64, copy_end: u64, memory: &'m mut dyn LiveMemory) -> Self {
+    /// `task`: the sampled thread's (pid, tid).
+    pub(crate) fn new(
+        task: (u32, u32),
+        sp: u64,
+        copy_end: u64,
+        memory: &'m mut dyn LiveMemory,
+    ) -> Self {
+        let (pid, tid) = task;
         Recovery {
             pid,
+            tid,
             sp,
             lo: copy_end,
             hi: sp.saturating_add(MAX_SPAN),
@@ -232,6 +263,13 @@ impl<'m> Recovery<'m> {
             }
         }
         Some(true)
+    }
+
+    /// Whether the thread, blocked now, has its stack pointer above the cut: it returned
+    /// from the frames the copy ends in, and those past it may have been rewritten.
+    pub(crate) fn moved_past_cut(&self) -> bool {
+        let sp = self.memory.borrow_mut().blocked_sp(self.pid, self.tid);
+        sp.is_some_and(|sp| sp >= self.lo)
     }
 
     /// 16 bytes of the process's code at `start` (see [`LiveMemory::code`]).

@@ -252,6 +252,8 @@ pub struct Unwinders {
     module_changes: u32,
     /// Where a stack cut at the copy's end is finished, while recording.
     live: Option<Box<dyn LiveMemory>>,
+    /// The thread of the next stack unwound (see [`Self::set_thread`]).
+    tid: Option<u32>,
     /// Call sites of recovered frames confirmed, while modules stay as they are.
     confirmed: settle::Confirmed,
     /// Of the last stack unwound: the index of its first frame found in the live process.
@@ -342,6 +344,7 @@ impl Unwinders {
             stats: UnwindStats::default(),
             module_changes: 0,
             live: None,
+            tid: None,
             confirmed: settle::Confirmed::default(),
             last_recovered: None,
             last_need: None,
@@ -360,6 +363,12 @@ impl Unwinders {
     /// leave them truncated (`None`, the default: a recording read from a file).
     pub fn set_live(&mut self, memory: Option<Box<dyn LiveMemory>>) {
         self.live = memory;
+    }
+
+    /// The thread whose stack the next [`Self::unwind_copy`] unwinds: where the live process
+    /// finishes it, the thread's stack pointer now tells whether it left the sampled frames.
+    pub fn set_thread(&mut self, tid: u32) {
+        self.tid = Some(tid);
     }
 
     /// The index in the last unwound stack of the first frame read from the live process,
@@ -685,7 +694,8 @@ impl Unwinders {
             (Some(p), UnwindMode::Dwarf) => match self.live.as_deref_mut() {
                 None => dwarf_walk(p, &mut self.cache, regs, copy, None, out),
                 Some(memory) => {
-                    let rec = Recovery::new(pid, regs.sp, copy.end(), memory);
+                    let task = (pid, self.tid.unwrap_or(pid));
+                    let rec = Recovery::new(task, regs.sp, copy.end(), memory);
                     let outcome = dwarf_walk(p, &mut self.cache, regs, copy, Some(&rec), out);
                     let checks = settle::Checks {
                         p,

@@ -11,7 +11,9 @@
 //!    the function its callee frame is in (`unwind::confirm`), the frame unwound last from
 //!    the copy included;
 //! 4. the frames just below the cut still hold what the kernel copied, read again after the
-//!    frames past the copy were read (`Recovery::copy_unchanged`).
+//!    frames past the copy were read (`Recovery::copy_unchanged`);
+//! 5. a thread blocked now (in a system call) has its stack pointer below the cut
+//!    (`Recovery::moved_past_cut`, from `/proc/PID/task/TID/syscall`).
 
 use framehop::{FrameAddress, UnwindRegsNative, Unwinder};
 use rustc_hash::FxHashSet;
@@ -131,10 +133,14 @@ impl Checks<'_, '_> {
         }
         let kept = self.confirm_calls(out, first)?;
         match self.rec.copy_unchanged(self.copy) {
-            Some(true) => Ok(kept),
-            Some(false) => Err(Some(Reject::CopyChanged)),
-            None => Err(None),
+            Some(true) => {}
+            Some(false) => return Err(Some(Reject::CopyChanged)),
+            None => return Err(None),
         }
+        if self.rec.moved_past_cut() {
+            return Err(Some(Reject::MovedOn));
+        }
+        Ok(kept)
     }
 
     /// Whether the last frame is a thread's first: the entry point function of its file,

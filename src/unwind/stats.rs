@@ -179,6 +179,9 @@ pub struct RejectCounts {
     pub wrong_callee: u64,
     /// The frames just below the cut changed after the sample: the thread left them.
     pub copy_changed: u64,
+    /// The thread, blocked when its frames were checked, had its stack pointer above the
+    /// cut: it had returned from the frames the copy ends in.
+    pub moved_on: u64,
 }
 
 /// One check of [`RejectCounts`].
@@ -190,6 +193,7 @@ pub(crate) enum Reject {
     NotACall,
     WrongCallee,
     CopyChanged,
+    MovedOn,
 }
 
 impl RejectCounts {
@@ -201,13 +205,15 @@ impl RejectCounts {
             Reject::NotACall => &mut self.not_a_call,
             Reject::WrongCallee => &mut self.wrong_callee,
             Reject::CopyChanged => &mut self.copy_changed,
+            Reject::MovedOn => &mut self.moved_on,
         } += 1;
     }
 
     /// The counts by name, as the summary prints them and a recording stores them.
-    pub fn named(&self) -> [(&'static str, u64); 6] {
+    pub fn named(&self) -> [(&'static str, u64); 7] {
         [
             ("copy_changed", self.copy_changed),
+            ("moved_on", self.moved_on),
             ("wrong_callee", self.wrong_callee),
             ("not_a_call", self.not_a_call),
             ("no_thread_start", self.no_thread_start),

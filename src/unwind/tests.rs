@@ -438,6 +438,8 @@ struct FakeLive {
     /// Whether code reads as it is, or as no-ops (no call before any return address).
     call: bool,
     gone: bool,
+    /// The thread's stack pointer now, as if it were blocked in a system call.
+    blocked_sp: Option<u64>,
 }
 
 impl FakeLive {
@@ -464,6 +466,7 @@ impl FakeLive {
             code,
             call: true,
             gone: false,
+            blocked_sp: None,
         }
     }
 
@@ -503,6 +506,10 @@ impl LiveMemory for FakeLive {
         let bytes = std::fs::read(path).ok()?;
         let at = usize::try_from(start - m_start + off).ok()?;
         bytes.get(at..at + 16)?.try_into().ok()
+    }
+
+    fn blocked_sp(&mut self, _pid: u32, _tid: u32) -> Option<u64> {
+        self.blocked_sp
     }
 }
 
@@ -645,4 +652,40 @@ fn copy_size_suggestions_cover_the_deepest_need() {
     assert_eq!(s.copy_size_needed(), Some(65528));
     s.copy_needed_max = 70000;
     assert_eq!(s.copy_size_needed(), None);
+}
+
+/// A thread blocked now with its stack pointer above the cut returned from the frames the
+/// copy ends in: what was read past the copy may be of a later moment. One still below it
+/// (in the sampled frames, or deeper) keeps them.
+#[test]
+fn a_thread_blocked_above_the_cut_has_moved_on() {
+    let (dump, regs) = run_fixture(true);
+    for (sp_now, kept) in [(regs.sp - 256, true), (regs.sp + 40, false)] {
+        let (mut u, pid) = unwinders_for(&dump, UnwindMode::Dwarf);
+        u.set_live(Some(Box::new(FakeLive {
+            blocked_sp: Some(sp_now),
+            ..FakeLive::of(&dump, dump.stack.clone())
+        })));
+        let mut frames = Vec::new();
+        u.unwind(pid, regs, &dump.stack[..40], &mut frames);
+        let s = u.stats();
+        assert_eq!(
+            (s.recovered, s.rejected.moved_on),
+            (u64::from(kept), u64::from(!kept)),
+            "{sp_now:x}: {s:?}"
+        );
+    }
+}
+
+#[test]
+fn the_stack_pointer_of_a_blocked_thread_is_read_from_proc() {
+    use super::live::parse_syscall_sp;
+    let in_call = "7 0x7ffc1 0x1 0xffffffff 0x0 0x0 0x0 0x7ffd2a1b3c40 0x7f0e1c2d3e4f\n";
+    assert_eq!(parse_syscall_sp(in_call), Some(0x7ffd_2a1b_3c40));
+    assert_eq!(
+        parse_syscall_sp("-1 0x7ffd2a1b3c40 0x401000\n"),
+        Some(0x7ffd_2a1b_3c40)
+    );
+    assert_eq!(parse_syscall_sp("running\n"), None);
+    assert_eq!(parse_syscall_sp(""), None);
 }
