@@ -258,6 +258,38 @@ pub fn start_ticks(pid: u32) -> io::Result<u64> {
     })
 }
 
+/// Whether process `pid` still runs: some thread of it has not exited. A process that
+/// exited and that its parent has not reaped (a zombie, state `Z`, or `X` while it goes)
+/// keeps its /proc directory but runs no more; so does a leader thread that exited before
+/// the others, which this counts as gone while another thread runs.
+pub fn is_running(pid: u32) -> bool {
+    let Ok(tids) = threads(pid) else {
+        return false;
+    };
+    tids.iter().any(|&tid| {
+        let stat = std::fs::read(format!("/proc/{pid}/task/{tid}/stat"));
+        stat.is_ok_and(|s| parse_state(&s).is_some_and(|c| !has_exited(c)))
+    })
+}
+
+/// Whether thread `tid` still runs (its /proc/TID/stat state is not `Z` or `X`).
+pub fn thread_running(tid: u32) -> bool {
+    let stat = std::fs::read(proc_path(tid, "stat"));
+    stat.is_ok_and(|s| parse_state(&s).is_some_and(|c| !has_exited(c)))
+}
+
+/// A /proc stat state of a task that has exited: zombie (`Z`) or dead (`X`, `x`).
+fn has_exited(state: u8) -> bool {
+    matches!(state, b'Z' | b'X' | b'x')
+}
+
+/// The state letter of a /proc stat line (field 3).
+fn parse_state(stat: &[u8]) -> Option<u8> {
+    let close = stat.iter().rposition(|&b| b == b')')?;
+    let rest = stat.get(close + 1..)?;
+    rest.iter().copied().find(|b| !b.is_ascii_whitespace())
+}
+
 fn parse_start_ticks(stat: &[u8]) -> Option<u64> {
     // The command name (field 2) may hold spaces and parentheses: count from the last ')'.
     let close = stat.iter().rposition(|&b| b == b')')?;
@@ -387,6 +419,23 @@ mod tests {
         // This test's own process started after boot and is its own tree's root.
         let tids = super::tree_threads(&[std::process::id()], Some(me));
         assert!(tids.contains(&std::process::id()), "{tids:?}");
+    }
+
+    #[test]
+    fn a_zombie_is_not_running() {
+        assert_eq!(super::parse_state(b"42 (a) Z) Z 1 42"), Some(b'Z'));
+        assert_eq!(super::parse_state(b"42 (x)"), None);
+        assert!(super::is_running(std::process::id()));
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id();
+        // Not reaped yet: a zombie once it has exited.
+        let t0 = std::time::Instant::now();
+        while super::is_running(pid) && t0.elapsed().as_secs() < 10 {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        assert!(super::exists(pid), "the zombie keeps its /proc directory");
+        assert!(!super::is_running(pid) && !super::thread_running(pid));
+        child.wait().unwrap();
     }
 
     use super::*;

@@ -339,7 +339,8 @@ impl Driver {
     }
 
     /// The stop condition met after a round, if any: a signal, the command exiting, the
-    /// duration, or every attached target gone (checked every `ALIVE_EVERY`).
+    /// duration, or every attached target gone, exited whether reaped or not (checked every
+    /// `ALIVE_EVERY`).
     fn ended(
         &mut self,
         until: &Until,
@@ -426,8 +427,8 @@ impl Driver {
 
     fn targets_gone(&self) -> bool {
         match &self.target {
-            Target::Pids(p) => p.iter().all(|&pid| !procfs::exists(pid)),
-            Target::Tids(t) => t.iter().all(|&tid| procfs::tgid(tid).is_err()),
+            Target::Pids(p) => p.iter().all(|&pid| !procfs::is_running(pid)),
+            Target::Tids(t) => t.iter().all(|&tid| !procfs::thread_running(tid)),
             _ => false,
         }
     }
