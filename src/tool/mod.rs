@@ -20,8 +20,8 @@ use crate::live::open::Opened;
 use crate::live::recorder::{self, Live, Run};
 use crate::maps::ProcessMaps;
 use crate::output::{NameOptions, Resolver};
-use crate::perfdata::ClockData;
 use crate::perfdata::tracing_data::{EventFormat, parse_event_formats};
+use crate::perfdata::{ClockData, PerfDataFile};
 use crate::records::Sample;
 use crate::session::order::{self, Slack};
 use crate::session::{Handler, Keep, Processes, SampleCtx, Session, SideBand};
@@ -269,9 +269,73 @@ struct Drive<'t, T: Tool> {
     count: Option<u64>,
     done: bool,
     samples: u64,
+    /// A recording's span on the sample clock, from its header, when it says so.
+    span: Span,
+    /// Samples timed outside `span`, left out.
+    out_of_span: u64,
+    /// Empty intervals not printed across a gap longer than `MAX_REPLAY_GAP_NS`.
+    skipped_intervals: u64,
+    /// The latest sample time handed to the tool.
+    last_time: Option<u64>,
 }
 
-impl<T: Tool> Drive<'_, T> {
+/// The longest run of empty intervals a replay prints at once when its recording states
+/// no span: past it, the intervals up to the next sample are skipped and counted (a
+/// corrupted time once made slabratetop print millions of empty intervals).
+const MAX_REPLAY_GAP_NS: u64 = 3_600_000_000_000;
+
+/// The times a recording's samples lie between, as its header states them (perf's
+/// HEADER_SAMPLE_TIME, memperf's run start and end); either end may be unknown.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+struct Span {
+    start: Option<u64>,
+    end: Option<u64>,
+}
+
+impl Span {
+    /// What `file`'s header says. A live run has no span: its times are the kernel's.
+    fn of(file: &PerfDataFile) -> Span {
+        let f = &file.features;
+        let run_end = f.memperf_stats.as_ref().and_then(|s| s.get("end_time"));
+        let starts = [f.sample_time.map(|t| t.0), f.clock_data.map(|c| c.clock_ns)];
+        let ends = [f.sample_time.map(|t| t.1), run_end];
+        Span {
+            start: starts.into_iter().flatten().min(),
+            end: ends.into_iter().flatten().max(),
+        }
+    }
+
+    fn holds(&self, t: u64) -> bool {
+        self.start.is_none_or(|s| t >= s) && self.end.is_none_or(|e| t <= e)
+    }
+}
+
+impl<'t, T: Tool> Drive<'t, T> {
+    fn new(
+        tool: &'t mut T,
+        banner: &'t dyn Fn(&mut Cx) -> io::Result<()>,
+        cx: Cx,
+        map: Vec<Option<usize>>,
+        cfg: &ToolConfig,
+    ) -> Drive<'t, T> {
+        Drive {
+            tool,
+            banner,
+            cx,
+            map,
+            every: cfg.interval.map(|d| d.as_nanos() as u64),
+            next_end: None,
+            intervals: 0,
+            count: cfg.count,
+            done: false,
+            samples: 0,
+            span: Span::default(),
+            out_of_span: 0,
+            skipped_intervals: 0,
+            last_time: None,
+        }
+    }
+
     fn set_origin(&mut self, origin: u64) {
         if self.cx.origin.is_none() {
             self.cx.origin = Some(origin);
@@ -284,6 +348,13 @@ impl<T: Tool> Drive<'_, T> {
         while let (Some(end), Some(every)) = (self.next_end, self.every) {
             if end > t || self.done {
                 break;
+            }
+            if self.cx.replay && self.span.end.is_none() && t - end > MAX_REPLAY_GAP_NS {
+                // The intervals between are empty; their count is said at the end.
+                let skip = (t - end) / every;
+                self.skipped_intervals += skip;
+                self.next_end = Some(end + skip * every);
+                continue;
             }
             self.tool.interval(&mut self.cx, end, procs)?;
             self.cx.out.flush()?;
@@ -306,6 +377,11 @@ impl<T: Tool> Handler for Drive<'_, T> {
             return Ok(());
         }
         if let Some(t) = s.sample.time {
+            if !self.span.holds(t) {
+                self.out_of_span += 1;
+                return Ok(());
+            }
+            self.last_time = Some(self.last_time.map_or(t, |l| l.max(t)));
             self.set_origin(t);
             self.catch_up(t, s.procs)?;
             if self.done {
@@ -523,18 +599,7 @@ fn live<T: Tool>(
     };
     let mut cx = Cx::new(out, formats, cfg.stacks);
     cx.present = present;
-    let mut drive = Drive {
-        tool,
-        banner,
-        cx,
-        map,
-        every: cfg.interval.map(|d| d.as_nanos() as u64),
-        next_end: None,
-        intervals: 0,
-        count: cfg.count,
-        done: false,
-        samples: 0,
-    };
+    let mut drive = Drive::new(tool, banner, cx, map, cfg);
     let (mut events, tfs) = crate::live::open::resolve_events(&rcfg.events)?;
     for (ev, filter) in events.iter_mut().zip(&filters) {
         if let Some(f) = filter {
@@ -636,18 +701,8 @@ fn replay<T: Tool>(
     cx.clock = file.features.clock_data;
     banner(&mut cx)?;
     let mut session = Session::for_file(&file, Keep::replaying(&file, cfg.stacks));
-    let mut drive = Drive {
-        tool,
-        banner,
-        cx,
-        map,
-        every: cfg.interval.map(|d| d.as_nanos() as u64),
-        next_end: None,
-        intervals: 0,
-        count: cfg.count,
-        done: false,
-        samples: 0,
-    };
+    let mut drive = Drive::new(tool, banner, cx, map, cfg);
+    drive.span = Span::of(&file);
     if let Some(c) = file.features.clock_data {
         drive.set_origin(c.clock_ns);
     }
@@ -662,15 +717,7 @@ fn replay<T: Tool>(
     if let Some(e) = &read.read_error {
         eprintln!("memperf {name}: warning: {e}");
     }
-    let end = file
-        .features
-        .memperf_stats
-        .as_ref()
-        .and_then(|s| s.get("end_time"))
-        .or(session.stats().last_time);
-    if let Some(end) = end {
-        drive.catch_up(end, session.procs())?;
-    }
+    finish_replay(name, &file, &session, &mut drive)?;
     let st = session.stats();
     let recorded = file.features.memperf_stats.as_ref();
     let seen = Seen {
@@ -682,6 +729,42 @@ fn replay<T: Tool>(
     drive.tool.finish(&mut drive.cx, session.procs(), &seen)?;
     drive.cx.out.flush()?;
     Ok(seen)
+}
+
+/// Ends a replay's last intervals where the run ended (else at its last sample time) and
+/// says what was left out of them.
+fn finish_replay<T: Tool>(
+    name: &str,
+    file: &PerfDataFile,
+    session: &Session,
+    drive: &mut Drive<'_, T>,
+) -> io::Result<()> {
+    let run_end = file.features.memperf_stats.as_ref();
+    let last = session.stats().last_time;
+    // A record timed outside the span (a corrupted time) does not end the last interval.
+    let last = last.filter(|&t| drive.span.holds(t)).or(drive.last_time);
+    if let Some(end) = run_end.and_then(|s| s.get("end_time")).or(last) {
+        drive.catch_up(end, session.procs())?;
+    }
+    if drive.out_of_span > 0 {
+        let (a, b) = (drive.span.start, drive.span.end);
+        let (a, b) = (a.map(|t| t.to_string()), b.map(|t| t.to_string()));
+        eprintln!(
+            "memperf {name}: warning: left out {} samples timed outside the recording's span \
+             ({}..{} ns on the sample clock, as its header states)",
+            drive.out_of_span,
+            a.as_deref().unwrap_or("?"),
+            b.as_deref().unwrap_or("?"),
+        );
+    }
+    if drive.skipped_intervals > 0 {
+        eprintln!(
+            "memperf {name}: warning: skipped {} empty intervals before a sample timed over an \
+             hour after the one before it",
+            drive.skipped_intervals
+        );
+    }
+    Ok(())
 }
 
 /// The name of thread `tid` of `pid`: as the session knows it, else as /proc says now, else
