@@ -10,28 +10,29 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow, bail};
-use rustc_hash::FxHashMap;
 
 use crate::aggregate::{FrameKey, StackBook};
-use crate::cli::{CallGraph, Consume, Input, RecordConfig, StackSpace, Target, UnwindWhen};
+use crate::cli::{CallGraph, Consume, RecordConfig, StackSpace, Target, UnwindWhen};
 use crate::events;
 use crate::live::driver::{Flow, OnSignal, Round};
 use crate::live::open::Opened;
 use crate::live::recorder::{self, Live, Run};
 use crate::maps::ProcessMaps;
 use crate::output::{NameOptions, Resolver};
-use crate::perfdata::tracing_data::{EventFormat, parse_event_formats};
-use crate::perfdata::{ClockData, PerfDataFile};
+use crate::perfdata::ClockData;
+use crate::perfdata::tracing_data::EventFormat;
 use crate::records::Sample;
-use crate::session::order::{self, Slack};
-use crate::session::{Handler, Keep, Processes, SampleCtx, Session, SideBand};
+use crate::session::{Handler, Processes, SampleCtx, Session, SideBand};
 use crate::stacks::{FrameId, StackId};
 use crate::sys::tracefs::Tracefs;
 
 pub(crate) mod calls;
 pub(crate) mod hist;
 pub(crate) mod place;
+mod replay;
 pub(crate) mod stacks;
+
+use replay::{Span, replay};
 
 /// An event a tool reads.
 #[derive(Debug, Clone, Copy)]
@@ -283,32 +284,6 @@ struct Drive<'t, T: Tool> {
 /// no span: past it, the intervals up to the next sample are skipped and counted (a
 /// corrupted time once made slabratetop print millions of empty intervals).
 const MAX_REPLAY_GAP_NS: u64 = 3_600_000_000_000;
-
-/// The times a recording's samples lie between, as its header states them (perf's
-/// HEADER_SAMPLE_TIME, memperf's run start and end); either end may be unknown.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-struct Span {
-    start: Option<u64>,
-    end: Option<u64>,
-}
-
-impl Span {
-    /// What `file`'s header says. A live run has no span: its times are the kernel's.
-    fn of(file: &PerfDataFile) -> Span {
-        let f = &file.features;
-        let run_end = f.memperf_stats.as_ref().and_then(|s| s.get("end_time"));
-        let starts = [f.sample_time.map(|t| t.0), f.clock_data.map(|c| c.clock_ns)];
-        let ends = [f.sample_time.map(|t| t.1), run_end];
-        Span {
-            start: starts.into_iter().flatten().min(),
-            end: ends.into_iter().flatten().max(),
-        }
-    }
-
-    fn holds(&self, t: u64) -> bool {
-        self.start.is_none_or(|s| t >= s) && self.end.is_none_or(|e| t <= e)
-    }
-}
 
 impl<'t, T: Tool> Drive<'t, T> {
     fn new(
@@ -639,132 +614,6 @@ fn live<T: Tool>(
         );
     }
     Ok(seen)
-}
-
-fn replay<T: Tool>(
-    name: &str,
-    cfg: &ToolConfig,
-    wants: &[Want],
-    tool: &mut T,
-    out: Box<dyn Write>,
-    banner: &dyn Fn(&mut Cx) -> io::Result<()>,
-    path: &std::path::Path,
-) -> Result<Seen> {
-    let input = if path == std::path::Path::new("-") {
-        Input::Stdin
-    } else {
-        Input::File(path.to_path_buf())
-    };
-    let file = crate::input::open(&input)?;
-    let names = file.event_names();
-    let by_config: FxHashMap<u64, EventFormat> = file
-        .features
-        .tracing_data
-        .as_deref()
-        .map(parse_event_formats)
-        .unwrap_or_default()
-        .into_iter()
-        .map(|f| (f.id, f))
-        .collect();
-    let mut map = vec![None; names.len()];
-    let mut formats = Vec::new();
-    let mut present = Vec::new();
-    for (i, w) in wants.iter().enumerate() {
-        let at = names.iter().position(|n| n == w.name);
-        match at {
-            Some(src) => {
-                map[src] = Some(i);
-                let attr = &file.events[src].attr;
-                let tp = attr.type_ == perf_event_open_sys::bindings::PERF_TYPE_TRACEPOINT;
-                formats.push(tp.then(|| by_config.get(&attr.config).cloned()).flatten());
-            }
-            None if w.optional => formats.push(None),
-            None => bail!(
-                "`{}` has no `{}` events, which {name} reads; it has: {}. Record them with \
-                 `memperf {name} -w FILE` or `memperf record -e {}`",
-                path.display(),
-                w.name,
-                names.join(", "),
-                wants
-                    .iter()
-                    .filter(|w| !w.optional)
-                    .map(|w| w.name)
-                    .collect::<Vec<_>>()
-                    .join(",")
-            ),
-        }
-        present.push(at.is_some());
-    }
-    let mut cx = Cx::new(out, formats, cfg.stacks);
-    cx.present = present;
-    cx.replay = true;
-    cx.clock = file.features.clock_data;
-    banner(&mut cx)?;
-    let mut session = Session::for_file(&file, Keep::replaying(&file, cfg.stacks));
-    let mut drive = Drive::new(tool, banner, cx, map, cfg);
-    drive.span = Span::of(&file);
-    if let Some(c) = file.features.clock_data {
-        drive.set_origin(c.clock_ns);
-    }
-    let read = order::replay(
-        &file,
-        &mut session,
-        &mut drive,
-        Slack::OneRound,
-        &mut |_| {},
-    )
-    .context("failed to read the records")?;
-    if let Some(e) = &read.read_error {
-        eprintln!("memperf {name}: warning: {e}");
-    }
-    finish_replay(name, &file, &session, &mut drive)?;
-    let st = session.stats();
-    let recorded = file.features.memperf_stats.as_ref();
-    let seen = Seen {
-        samples: drive.samples,
-        lost: crate::session::lost_once(st.lost, st.lost_samples),
-        unwound: st.unwound + recorded.and_then(|s| s.get("unwound")).unwrap_or(0),
-        truncated: st.truncated + recorded.and_then(|s| s.get("truncated")).unwrap_or(0),
-    };
-    drive.tool.finish(&mut drive.cx, session.procs(), &seen)?;
-    drive.cx.out.flush()?;
-    Ok(seen)
-}
-
-/// Ends a replay's last intervals where the run ended (else at its last sample time) and
-/// says what was left out of them.
-fn finish_replay<T: Tool>(
-    name: &str,
-    file: &PerfDataFile,
-    session: &Session,
-    drive: &mut Drive<'_, T>,
-) -> io::Result<()> {
-    let run_end = file.features.memperf_stats.as_ref();
-    let last = session.stats().last_time;
-    // A record timed outside the span (a corrupted time) does not end the last interval.
-    let last = last.filter(|&t| drive.span.holds(t)).or(drive.last_time);
-    if let Some(end) = run_end.and_then(|s| s.get("end_time")).or(last) {
-        drive.catch_up(end, session.procs())?;
-    }
-    if drive.out_of_span > 0 {
-        let (a, b) = (drive.span.start, drive.span.end);
-        let (a, b) = (a.map(|t| t.to_string()), b.map(|t| t.to_string()));
-        eprintln!(
-            "memperf {name}: warning: left out {} samples timed outside the recording's span \
-             ({}..{} ns on the sample clock, as its header states)",
-            drive.out_of_span,
-            a.as_deref().unwrap_or("?"),
-            b.as_deref().unwrap_or("?"),
-        );
-    }
-    if drive.skipped_intervals > 0 {
-        eprintln!(
-            "memperf {name}: warning: skipped {} empty intervals before a sample timed over an \
-             hour after the one before it",
-            drive.skipped_intervals
-        );
-    }
-    Ok(())
 }
 
 /// The name of thread `tid` of `pid`: as the session knows it, else as /proc says now, else

@@ -1,0 +1,167 @@
+//! A tool on a recording (`-i`): the recording's events mapped to the tool's, its records
+//! replayed in time order through the session into the same `Drive` a live run uses, its
+//! intervals bounded by the span its header states.
+
+use std::io::{self, Write};
+
+use anyhow::{Context, Result, bail};
+use rustc_hash::FxHashMap;
+
+use super::{Cx, Drive, Seen, Tool, ToolConfig, Want};
+use crate::cli::Input;
+use crate::perfdata::PerfDataFile;
+use crate::perfdata::tracing_data::{EventFormat, parse_event_formats};
+use crate::session::order::{self, Slack};
+use crate::session::{Keep, Session};
+
+/// The times a recording's samples lie between, as its header states them (perf's
+/// HEADER_SAMPLE_TIME, memperf's run start and end); either end may be unknown.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Span {
+    pub(super) start: Option<u64>,
+    pub(super) end: Option<u64>,
+}
+
+impl Span {
+    /// What `file`'s header says. A live run has no span: its times are the kernel's.
+    fn of(file: &PerfDataFile) -> Span {
+        let f = &file.features;
+        let run_end = f.memperf_stats.as_ref().and_then(|s| s.get("end_time"));
+        let starts = [f.sample_time.map(|t| t.0), f.clock_data.map(|c| c.clock_ns)];
+        let ends = [f.sample_time.map(|t| t.1), run_end];
+        Span {
+            start: starts.into_iter().flatten().min(),
+            end: ends.into_iter().flatten().max(),
+        }
+    }
+
+    pub(super) fn holds(&self, t: u64) -> bool {
+        self.start.is_none_or(|s| t >= s) && self.end.is_none_or(|e| t <= e)
+    }
+}
+
+pub(super) fn replay<T: Tool>(
+    name: &str,
+    cfg: &ToolConfig,
+    wants: &[Want],
+    tool: &mut T,
+    out: Box<dyn Write>,
+    banner: &dyn Fn(&mut Cx) -> io::Result<()>,
+    path: &std::path::Path,
+) -> Result<Seen> {
+    let input = if path == std::path::Path::new("-") {
+        Input::Stdin
+    } else {
+        Input::File(path.to_path_buf())
+    };
+    let file = crate::input::open(&input)?;
+    let names = file.event_names();
+    let by_config: FxHashMap<u64, EventFormat> = file
+        .features
+        .tracing_data
+        .as_deref()
+        .map(parse_event_formats)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|f| (f.id, f))
+        .collect();
+    let mut map = vec![None; names.len()];
+    let mut formats = Vec::new();
+    let mut present = Vec::new();
+    for (i, w) in wants.iter().enumerate() {
+        let at = names.iter().position(|n| n == w.name);
+        match at {
+            Some(src) => {
+                map[src] = Some(i);
+                let attr = &file.events[src].attr;
+                let tp = attr.type_ == perf_event_open_sys::bindings::PERF_TYPE_TRACEPOINT;
+                formats.push(tp.then(|| by_config.get(&attr.config).cloned()).flatten());
+            }
+            None if w.optional => formats.push(None),
+            None => bail!(
+                "`{}` has no `{}` events, which {name} reads; it has: {}. Record them with \
+                 `memperf {name} -w FILE` or `memperf record -e {}`",
+                path.display(),
+                w.name,
+                names.join(", "),
+                wants
+                    .iter()
+                    .filter(|w| !w.optional)
+                    .map(|w| w.name)
+                    .collect::<Vec<_>>()
+                    .join(",")
+            ),
+        }
+        present.push(at.is_some());
+    }
+    let mut cx = Cx::new(out, formats, cfg.stacks);
+    cx.present = present;
+    cx.replay = true;
+    cx.clock = file.features.clock_data;
+    banner(&mut cx)?;
+    let mut session = Session::for_file(&file, Keep::replaying(&file, cfg.stacks));
+    let mut drive = Drive::new(tool, banner, cx, map, cfg);
+    drive.span = Span::of(&file);
+    if let Some(c) = file.features.clock_data {
+        drive.set_origin(c.clock_ns);
+    }
+    let read = order::replay(
+        &file,
+        &mut session,
+        &mut drive,
+        Slack::OneRound,
+        &mut |_| {},
+    )
+    .context("failed to read the records")?;
+    if let Some(e) = &read.read_error {
+        eprintln!("memperf {name}: warning: {e}");
+    }
+    finish_replay(name, &file, &session, &mut drive)?;
+    let st = session.stats();
+    let recorded = file.features.memperf_stats.as_ref();
+    let seen = Seen {
+        samples: drive.samples,
+        lost: crate::session::lost_once(st.lost, st.lost_samples),
+        unwound: st.unwound + recorded.and_then(|s| s.get("unwound")).unwrap_or(0),
+        truncated: st.truncated + recorded.and_then(|s| s.get("truncated")).unwrap_or(0),
+    };
+    drive.tool.finish(&mut drive.cx, session.procs(), &seen)?;
+    drive.cx.out.flush()?;
+    Ok(seen)
+}
+
+/// Ends a replay's last intervals where the run ended (else at its last sample time) and
+/// says what was left out of them.
+fn finish_replay<T: Tool>(
+    name: &str,
+    file: &PerfDataFile,
+    session: &Session,
+    drive: &mut Drive<'_, T>,
+) -> io::Result<()> {
+    let run_end = file.features.memperf_stats.as_ref();
+    let last = session.stats().last_time;
+    // A record timed outside the span (a corrupted time) does not end the last interval.
+    let last = last.filter(|&t| drive.span.holds(t)).or(drive.last_time);
+    if let Some(end) = run_end.and_then(|s| s.get("end_time")).or(last) {
+        drive.catch_up(end, session.procs())?;
+    }
+    if drive.out_of_span > 0 {
+        let (a, b) = (drive.span.start, drive.span.end);
+        let (a, b) = (a.map(|t| t.to_string()), b.map(|t| t.to_string()));
+        eprintln!(
+            "memperf {name}: warning: left out {} samples timed outside the recording's span \
+             ({}..{} ns on the sample clock, as its header states)",
+            drive.out_of_span,
+            a.as_deref().unwrap_or("?"),
+            b.as_deref().unwrap_or("?"),
+        );
+    }
+    if drive.skipped_intervals > 0 {
+        eprintln!(
+            "memperf {name}: warning: skipped {} empty intervals before a sample timed over an \
+             hour after the one before it",
+            drive.skipped_intervals
+        );
+    }
+    Ok(())
+}
