@@ -338,6 +338,51 @@ fn slabratetop_puts_the_cache_a_command_allocates_from_first() {
     assert_eq!(table(&replayed), table(&text));
 }
 
+/// Cut points of a recording past its header and attrs: inside its data section, just
+/// after it (in the feature table), inside the feature sections and one byte short.
+fn cut_points(bytes: &[u8]) -> Vec<usize> {
+    let u64_at = |at: usize| u64::from_ne_bytes(bytes[at..at + 8].try_into().unwrap()) as usize;
+    let attrs_end = u64_at(24) + u64_at(32);
+    let (data, data_end) = (u64_at(40), u64_at(40) + u64_at(48));
+    assert!(attrs_end <= data && data_end < bytes.len());
+    vec![
+        (data + data_end) / 2,
+        data_end + 8,
+        (data_end + bytes.len()) / 2,
+        bytes.len() - 1,
+    ]
+}
+
+#[test]
+fn a_cut_tool_recording_is_reported_as_cut_short() {
+    if !require_perf("tools -w") {
+        return;
+    }
+    let dir = scratch();
+    for tool in ["vmscan", "drsnoop"] {
+        let data = dir.path().join(format!("{tool}.data"));
+        {
+            let _turn = recording_turn();
+            run_tool(&[tool, "-w", data.to_str().unwrap(), "--", "ls", "/"]);
+        }
+        let bytes = std::fs::read(&data).unwrap();
+        for cut in cut_points(&bytes) {
+            let short = dir.path().join(format!("{tool}-{cut}.data"));
+            std::fs::write(&short, &bytes[..cut]).unwrap();
+            let o = run_memperf(&[tool, "-i", short.to_str().unwrap()]);
+            let err = stderr(&o);
+            let first = err.lines().next().unwrap_or("");
+            assert!(
+                first.contains("` is cut short: "),
+                "{tool} -i on {cut} of {} bytes: {err}",
+                bytes.len()
+            );
+            assert!(!err.contains("has no `"), "{tool}: {err}");
+            assert!(!err.contains("panicked"), "{tool}: {err}");
+        }
+    }
+}
+
 /// Moves the time of the middle sample of `data` far beyond the recording's end, in place.
 fn corrupt_one_sample_time(data: &std::path::Path) {
     use memperf::perfdata::PerfDataFile;

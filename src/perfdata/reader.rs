@@ -417,13 +417,42 @@ impl PerfDataFile {
     /// the end of its data section and its feature sections, the events' names among
     /// them. `None` when it holds what its header says.
     pub fn cut_note(&self, name: &str) -> Option<String> {
-        (self.missing_data_bytes > 0).then(|| {
-            format!(
+        if self.missing_data_bytes > 0 {
+            return Some(format!(
                 "`{name}` is cut short: the last {} bytes of its data section and its feature \
                  sections (the events' names among them) are missing; what is left is read",
                 self.missing_data_bytes
+            ));
+        }
+        let (past, all) = self.features_past_end();
+        (past > 0).then(|| {
+            format!(
+                "`{name}` is cut short: {past} of its {all} feature sections end beyond the end \
+                 of the file; its records are read"
             )
         })
+    }
+
+    /// How many of the feature sections the header lists lie, wholly or in part, beyond
+    /// the end of the file (a copy cut short after the data section), and how many it lists.
+    fn features_past_end(&self) -> (usize, usize) {
+        if self.pipe || self.unfinished {
+            return (0, 0);
+        }
+        let all = (0..4)
+            .map(|w| le_u64(&self.bytes, 72 + 8 * w).count_ones() as usize)
+            .sum();
+        let len = self.bytes.len() as u64;
+        let past = (0..all)
+            .filter(|&i| {
+                let entry = self.data_end.saturating_add(16 * i as u64);
+                match slice(&self.bytes, entry, 16).map(|e| section(e, 0)) {
+                    Some((off, size)) => off.saturating_add(size) > len,
+                    None => true,
+                }
+            })
+            .count();
+        (past, all)
     }
 
     /// Whether the file is a pipe-mode stream (`perf record -o -`).

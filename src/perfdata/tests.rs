@@ -611,3 +611,25 @@ fn reader_reports_broken_files_without_panicking() {
 }
 
 mod pipe;
+
+#[test]
+fn a_file_cut_in_its_feature_sections_says_it_is_cut_short() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = write_pf_file(dir.path(), 5, &test_features());
+    let bytes = std::fs::read(&path).unwrap();
+    let whole = PerfDataFile::from_bytes(bytes.clone()).unwrap();
+    assert_eq!(whole.cut_note("f"), None);
+    // One byte short: the last feature section ends beyond the file; the data is whole.
+    let short = PerfDataFile::from_bytes(bytes[..bytes.len() - 1].to_vec()).unwrap();
+    assert_eq!(short.missing_data_bytes, 0);
+    let note = short.cut_note("f").unwrap();
+    assert!(note.starts_with("`f` is cut short: 1 of its "), "{note}");
+    // Cut right after the data section: every feature section is gone.
+    let end = (whole.data_end() + 8) as usize;
+    let bare = PerfDataFile::from_bytes(bytes[..end].to_vec()).unwrap();
+    let note = bare.cut_note("f").unwrap();
+    assert!(
+        note.contains("feature sections end beyond the end of the file"),
+        "{note}"
+    );
+}

@@ -4,7 +4,7 @@
 
 use std::io::{self, Write};
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result, anyhow};
 use rustc_hash::FxHashMap;
 
 use super::{Cx, Drive, Seen, Tool, ToolConfig, Want};
@@ -55,44 +55,13 @@ pub(super) fn replay<T: Tool>(
         Input::File(path.to_path_buf())
     };
     let file = crate::input::open(&input)?;
-    let names = file.event_names();
-    let by_config: FxHashMap<u64, EventFormat> = file
-        .features
-        .tracing_data
-        .as_deref()
-        .map(parse_event_formats)
-        .unwrap_or_default()
-        .into_iter()
-        .map(|f| (f.id, f))
-        .collect();
-    let mut map = vec![None; names.len()];
-    let mut formats = Vec::new();
-    let mut present = Vec::new();
-    for (i, w) in wants.iter().enumerate() {
-        let at = names.iter().position(|n| n == w.name);
-        match at {
-            Some(src) => {
-                map[src] = Some(i);
-                let attr = &file.events[src].attr;
-                let tp = attr.type_ == perf_event_open_sys::bindings::PERF_TYPE_TRACEPOINT;
-                formats.push(tp.then(|| by_config.get(&attr.config).cloned()).flatten());
-            }
-            None if w.optional => formats.push(None),
-            None => bail!(
-                "`{}` has no `{}` events, which {name} reads; it has: {}. Record them with \
-                 `memperf {name} -w FILE` or `memperf record -e {}`",
-                path.display(),
-                w.name,
-                names.join(", "),
-                wants
-                    .iter()
-                    .filter(|w| !w.optional)
-                    .map(|w| w.name)
-                    .collect::<Vec<_>>()
-                    .join(",")
-            ),
-        }
-        present.push(at.is_some());
+    let Mapped {
+        map,
+        formats,
+        present,
+    } = map_events(name, &file, wants, path)?;
+    if let Some(note) = file.cut_note(&path.display().to_string()) {
+        eprintln!("memperf {name}: warning: {note}");
     }
     let mut cx = Cx::new(out, formats, cfg.stacks);
     cx.present = present;
@@ -128,6 +97,85 @@ pub(super) fn replay<T: Tool>(
     drive.tool.finish(&mut drive.cx, session.procs(), &seen)?;
     drive.cx.out.flush()?;
     Ok(seen)
+}
+
+/// The recording's events as the tool's: source index → the tool's, and for each of the
+/// tool's events its tracepoint format and whether the recording has it.
+struct Mapped {
+    map: Vec<Option<usize>>,
+    formats: Vec<Option<EventFormat>>,
+    present: Vec<bool>,
+}
+
+/// Finds the tool's `wants` among `file`'s events by name. A want the file lacks is an
+/// error, worded as the file being cut short when it is (its events' names are then gone).
+fn map_events(
+    name: &str,
+    file: &PerfDataFile,
+    wants: &[Want],
+    path: &std::path::Path,
+) -> Result<Mapped> {
+    let names = file.event_names();
+    let by_config: FxHashMap<u64, EventFormat> = file
+        .features
+        .tracing_data
+        .as_deref()
+        .map(parse_event_formats)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|f| (f.id, f))
+        .collect();
+    let mut map = vec![None; names.len()];
+    let mut formats = Vec::new();
+    let mut present = Vec::new();
+    for (i, w) in wants.iter().enumerate() {
+        let at = names.iter().position(|n| n == w.name);
+        match at {
+            Some(src) => {
+                map[src] = Some(i);
+                let attr = &file.events[src].attr;
+                let tp = attr.type_ == perf_event_open_sys::bindings::PERF_TYPE_TRACEPOINT;
+                formats.push(tp.then(|| by_config.get(&attr.config).cloned()).flatten());
+            }
+            None if w.optional => formats.push(None),
+            None => return Err(missing_event(name, file, wants, w.name, path)),
+        }
+        present.push(at.is_some());
+    }
+    Ok(Mapped {
+        map,
+        formats,
+        present,
+    })
+}
+
+/// Why `file` lacks the tool's event `want`: cut short (its events' names are then gone),
+/// else recorded without it.
+fn missing_event(
+    name: &str,
+    file: &PerfDataFile,
+    wants: &[Want],
+    want: &str,
+    path: &std::path::Path,
+) -> anyhow::Error {
+    if let Some(note) = file.cut_note(&path.display().to_string()) {
+        return anyhow!(
+            "{note}, but {name} cannot find its `{want}` events without the names its feature \
+             sections give"
+        );
+    }
+    let needed: Vec<&str> = wants
+        .iter()
+        .filter(|w| !w.optional)
+        .map(|w| w.name)
+        .collect();
+    anyhow!(
+        "`{}` has no `{want}` events, which {name} reads; it has: {}. Record them with \
+         `memperf {name} -w FILE` or `memperf record -e {}`",
+        path.display(),
+        file.event_names().join(", "),
+        needed.join(",")
+    )
 }
 
 /// Ends a replay's last intervals where the run ended (else at its last sample time) and
