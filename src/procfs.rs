@@ -2,6 +2,7 @@
 //! session can synthesize COMM/MMAP2/FORK records for them (as `perf record` does).
 
 use std::io;
+use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
 
 /// One line of `/proc/PID/maps`.
@@ -270,6 +271,21 @@ pub fn is_running(pid: u32) -> bool {
         let stat = std::fs::read(format!("/proc/{pid}/task/{tid}/stat"));
         stat.is_ok_and(|s| parse_state(&s).is_some_and(|c| !has_exited(c)))
     })
+}
+
+/// Whether process `pid` is a running memperf: it runs (`is_running`) and is named
+/// `memperf` or runs this very executable. A pid that a killed memperf had and that another
+/// program has since is not one.
+pub fn is_memperf(pid: u32) -> bool {
+    if !is_running(pid) {
+        return false;
+    }
+    if comm(pid).is_ok_and(|c| c == b"memperf") {
+        return true;
+    }
+    let file = |p: &str| std::fs::metadata(p).map(|m| (m.dev(), m.ino()));
+    let theirs = file(&format!("/proc/{pid}/exe"));
+    theirs.is_ok() && theirs.ok() == file("/proc/self/exe").ok()
 }
 
 /// Whether thread `tid` still runs (its /proc/TID/stat state is not `Z` or `X`).

@@ -546,35 +546,101 @@ fn probes_are_removed_on_sigint_and_after_sigkill_at_the_next_start_but_not_a_li
     );
     assert!(o.status.success(), "{}", stderr(&o));
 
-    // SIGKILL leaves the probe; a live run's probe (this test's own group) must survive the
-    // next start, the dead run's must not.
+    // SIGKILL leaves the probe; a live run's probe must survive the next start, the dead
+    // run's must not, nor a group named after a pid that is no memperf now (this test's own:
+    // a killed memperf's pid taken by another program).
     let mut child = start();
     wait_for_probe("SIGKILL run");
     unsafe_free_kill(child.id(), "KILL");
     let _ = child.wait();
     let left = probes_on(&prog);
     assert_eq!(left.len(), 1, "{left:?}");
-    let live = format!("p:memperf_{}/live_one {p}:0x0", std::process::id());
     let offset = left[0].split(':').nth(2).unwrap_or("0x0").to_string();
-    let live = live.replace(":0x0", &format!(":{offset}"));
+    let reused = format!("p:memperf_{}/reused_pid {p}:{offset}", std::process::id());
     std::fs::OpenOptions::new()
         .append(true)
         .open("/sys/kernel/tracing/uprobe_events")
-        .and_then(|mut f| std::io::Write::write_all(&mut f, format!("{live}\n").as_bytes()))
-        .expect("add a probe of a live group");
+        .and_then(|mut f| std::io::Write::write_all(&mut f, format!("{reused}\n").as_bytes()))
+        .expect("add a probe of a group whose pid is no memperf");
+    let live = start();
+    let live_group = format!("memperf_{}/", live.id());
+    for _ in 0..200 {
+        if probes_on(&prog).iter().any(|l| l.contains(&live_group)) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
     let counts = stat_counts(&format!("u:{p}:probe_alloc"), &prog, &[]);
     assert_eq!(count_of(&counts, &format!("u:{p}:probe_alloc")), 2 * N);
     let after = probes_on(&prog);
-    remove_probe_lines(&after);
+    std::thread::sleep(Duration::from_millis(500));
+    unsafe_free_kill(live.id(), "INT");
+    let o = live.wait_with_output().unwrap();
+    let rest = probes_on(&prog);
+    remove_probe_lines(&rest);
     assert_eq!(
         after.len(),
         1,
-        "only the live group's probe is left: {after:?}"
+        "only the live run's probe is left: {after:?}"
     );
-    assert!(
-        after[0].contains(&format!("memperf_{}/live_one", std::process::id())),
-        "{after:?}"
-    );
+    assert!(after[0].contains(&live_group), "{after:?}");
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(rest.is_empty(), "the live run removed its own: {rest:?}");
+}
+
+#[test]
+fn sigquit_and_sigpipe_end_a_run_and_remove_its_probes() {
+    if !require_perf("probe teardown on SIGQUIT") || !is_root() {
+        return;
+    }
+    let dir = scratch();
+    let prog = own_fixture(&dir, "quit");
+    let p = prog.display().to_string();
+    let out = dir.path().join("q.data");
+    let runs: [(&str, Vec<String>); 3] = [
+        (
+            "QUIT",
+            vec![
+                "record".into(),
+                "-a".into(),
+                "-o".into(),
+                out.display().to_string(),
+            ],
+        ),
+        ("QUIT", vec!["stat".into(), "-a".into()]),
+        ("PIPE", vec!["stat".into(), "-a".into()]),
+    ];
+    for (sig, args) in runs {
+        let _ = std::fs::remove_file(&out);
+        let child = memperf()
+            .args(&args)
+            .args(["-e", &format!("u:{p}:probe_add")])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut placed = false;
+        for _ in 0..200 {
+            placed = !probes_on(&prog).is_empty();
+            if placed {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        // The probe is placed just before memperf takes over the signals: let it get there.
+        std::thread::sleep(Duration::from_millis(500));
+        unsafe_free_kill(child.id(), sig);
+        let o: Output = child.wait_with_output().unwrap();
+        let left = probes_on(&prog);
+        remove_probe_lines(&left);
+        assert!(placed, "{args:?}: the probe never appeared: {}", stderr(&o));
+        assert!(left.is_empty(), "{args:?} after SIG{sig}: {left:?}");
+        assert!(
+            o.status.code().is_some(),
+            "{args:?}: SIG{sig} killed memperf: {}",
+            o.status
+        );
+    }
 }
 
 fn unsafe_free_kill(pid: u32, sig: &str) {

@@ -261,7 +261,7 @@ pub(crate) fn plan_user(
     };
     if let Some(t) = &via_tracefs {
         // Probes a killed run left behind would fire (and cost) for nothing.
-        if let Err(e) = crate::sys::uprobe::remove_stale(t) {
+        if let Err(e) = crate::sys::uprobe::remove_stale(t, crate::procfs::is_memperf) {
             eprintln!("memperf: warning: stale probes of an earlier run remain: {e}");
         }
         hold.group = Some(UprobeGroup::new(t.clone()));

@@ -57,6 +57,11 @@ impl SignalState {
             (signal_hook::consts::SIGINT, &interrupt),
             (signal_hook::consts::SIGTERM, &terminate),
             (signal_hook::consts::SIGHUP, &terminate),
+            // SIGQUIT's default (a core dump) and SIGPIPE's (ignored, as Rust sets it) would
+            // leave the probes placed or the run going: both end it as SIGTERM does. A write
+            // to a closed pipe raises SIGPIPE too, and ends the run as well.
+            (signal_hook::consts::SIGQUIT, &terminate),
+            (signal_hook::consts::SIGPIPE, &terminate),
         ] {
             ids.push(
                 signal_hook::flag::register(sig, Arc::clone(flag))

@@ -4,7 +4,7 @@
 //! be written (or `MEMPERF_PROBE_VIA=pmu`), an event on the uprobe PMU (4.17+; no fetch
 //! arguments). A `Placed` removes its probe when the last event holding it is dropped; probes
 //! of an earlier run killed before it could are removed first (`sys::uprobe::remove_stale`
-//! takes only the groups of dead pids, never another live memperf's).
+//! takes the groups whose pid is no running memperf now, never another live memperf's).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -117,7 +117,7 @@ fn choose_via(tracefs: &mut Option<Tracefs>) -> Result<Via> {
     }
     if writable && asked != "pmu" {
         if let Some(t) = tracefs.as_ref()
-            && let Err(e) = crate::sys::uprobe::remove_stale(t)
+            && let Err(e) = crate::sys::uprobe::remove_stale(t, crate::procfs::is_memperf)
         {
             eprintln!("memperf: warning: stale probes of an earlier run remain: {e}");
         }

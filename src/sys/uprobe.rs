@@ -161,8 +161,9 @@ fn append_line(path: &Path, line: &str) -> Result<(), UprobeError> {
     f.write_all(format!("{line}\n").as_bytes()).map_err(err)
 }
 
-/// Probe groups `memperf_<pid>` in `uprobe_events` text whose process is gone: what an earlier
-/// run killed with SIGKILL left behind. Returns (group, name) pairs.
+/// Probe groups `memperf_<pid>` in `uprobe_events` text whose process is no running memperf
+/// (`alive` says which are): what an earlier run killed with SIGKILL left behind, its pid
+/// since gone or reused. Returns (group, name) pairs.
 pub fn stale_probes(text: &str, alive: impl Fn(u32) -> bool) -> Vec<(String, String)> {
     let mut out = Vec::new();
     for line in text.lines() {
@@ -189,13 +190,17 @@ pub fn stale_probes(text: &str, alive: impl Fn(u32) -> bool) -> Vec<(String, Str
     out
 }
 
-/// Removes stale memperf probes; returns how many were removed.
-pub fn remove_stale(tracefs: &Tracefs) -> Result<usize, UprobeError> {
+/// Removes the probes of groups whose pid is no running memperf (`is_memperf` says which
+/// is); returns how many were removed.
+pub fn remove_stale(
+    tracefs: &Tracefs,
+    is_memperf: impl Fn(u32) -> bool,
+) -> Result<usize, UprobeError> {
     let path = tracefs.root().join("uprobe_events");
     let Ok(text) = fs::read_to_string(&path) else {
         return Ok(0);
     };
-    let stale = stale_probes(&text, |pid| Path::new(&format!("/proc/{pid}")).exists());
+    let stale = stale_probes(&text, is_memperf);
     for (group, name) in &stale {
         append_line(&path, &format!("-:{group}/{name}"))?;
     }
