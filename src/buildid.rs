@@ -3,12 +3,16 @@
 //! Build-ids key the symbolization caches and let `unwind` refuse a file on disk that is not
 //! the one a process mapped.
 
+use std::ffi::OsStr;
+use std::fs::File;
 use std::io;
-use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
 use object::read::ReadCache;
 use object::{Object, ReadRef};
+
+use crate::sys::dirat;
 
 /// The `NT_GNU_BUILD_ID` note type.
 const NT_GNU_BUILD_ID: u32 = 3;
@@ -106,34 +110,105 @@ pub fn cache_path(dir: &Path, build_id: &[u8]) -> Option<std::path::PathBuf> {
 /// `/proc/PID/map_files`) in the build-id cache, so that a report made after its process
 /// is gone can still name its frames. Returns the build-id.
 pub fn keep_in_cache(file: &Path) -> io::Result<Option<Vec<u8>>> {
+    match cache_dir() {
+        Some(dir) => keep_in_cache_at(&dir, file),
+        None => file_build_id(file),
+    }
+}
+
+/// [`keep_in_cache`] with the cache in `dir`. The walk down `dir/.build-id/NN/REST` follows
+/// no symbolic link and enters no directory that a user other than root or this one owns
+/// (one could swap a step for a link to anywhere root may write): it refuses them.
+pub fn keep_in_cache_at(dir: &Path, file: &Path) -> io::Result<Option<Vec<u8>>> {
     let Some(id) = file_build_id(file)? else {
         return Ok(None);
     };
-    let Some(dir) = cache_dir() else {
+    let Some((first, rest)) = id.split_first().filter(|(_, r)| !r.is_empty()) else {
         return Ok(Some(id));
     };
-    let Some(dest) = cache_path(&dir, &id) else {
-        return Ok(Some(id));
-    };
-    if dest.exists() {
+    if cache_path(dir, &id).is_some_and(|p| p.exists()) {
         return Ok(Some(id));
     }
-    if let Some(parent) = dest.parent() {
-        std::fs::create_dir_all(parent)?;
-    }
+    let parts = [
+        ".build-id".to_string(),
+        crate::symbolize::hex(&[*first]),
+        crate::symbolize::hex(rest),
+    ];
+    let at = open_cache_dirs(dir, &parts)?;
     let mut src = crate::mapped::open_regular(file, None)?;
     // Written aside and renamed: a reader never sees half a binary.
-    let tmp = dest.with_extension("tmp");
-    let mut out = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(&tmp)?;
+    let tmp = OsStr::new("elf.tmp");
+    let mut out = match dirat::create_new_at(&at, tmp, 0o600) {
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+            // Left by a run killed while copying.
+            dirat::unlink_at(&at, tmp)?;
+            dirat::create_new_at(&at, tmp, 0o600)?
+        }
+        r => r?,
+    };
     io::copy(&mut src, &mut out)?;
-    std::fs::rename(&tmp, &dest)?;
+    dirat::rename_at(&at, tmp, OsStr::new("elf"))?;
     Ok(Some(id))
+}
+
+/// Opens `root/parts...`, creating what is missing, one directory at a time: never through
+/// a symbolic link, never into a directory owned by a user other than root or this one.
+fn open_cache_dirs(root: &Path, parts: &[String]) -> io::Result<File> {
+    if !root.exists() {
+        std::fs::create_dir_all(root)?;
+    }
+    let mut dir = dirat::open_dir(root).map_err(|e| refused(root, e))?;
+    owned_by_us(&dir, root)?;
+    let mut path = root.to_path_buf();
+    for part in parts {
+        path.push(part);
+        let name = OsStr::new(part);
+        match dirat::mkdir_at(&dir, name, 0o755) {
+            Err(e) if e.kind() != io::ErrorKind::AlreadyExists => return Err(refused(&path, e)),
+            _ => {}
+        }
+        dir = dirat::open_dir_at(&dir, name).map_err(|e| refused(&path, e))?;
+        owned_by_us(&dir, &path)?;
+    }
+    Ok(dir)
+}
+
+/// Fails unless directory `dir` (at `path`) belongs to root or to this process's user.
+fn owned_by_us(dir: &File, path: &Path) -> io::Result<()> {
+    let uid = dir.metadata()?.uid();
+    let me = crate::sys::effective_uid();
+    if uid == 0 || uid == me {
+        return Ok(());
+    }
+    Err(io::Error::new(
+        io::ErrorKind::PermissionDenied,
+        format!(
+            "refusing the build-id cache directory `{}`: it belongs to user {uid}, not to root \
+             or to this user ({me}), who could point it anywhere",
+            path.display()
+        ),
+    ))
+}
+
+/// The error of a step of the cache's walk, a symbolic link said as such.
+fn refused(path: &Path, e: io::Error) -> io::Error {
+    match e.raw_os_error() {
+        Some(libc::ELOOP | libc::ENOTDIR) => io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            format!(
+                "refusing the build-id cache directory `{}`: it is a symbolic link or no \
+                 directory (the cache follows no link)",
+                path.display()
+            ),
+        ),
+        _ => io::Error::new(
+            e.kind(),
+            format!(
+                "failed to open the build-id cache directory `{}`: {e}",
+                path.display()
+            ),
+        ),
+    }
 }
 
 #[cfg(test)]

@@ -334,7 +334,13 @@ fn keep_deleted(pid: u32, path: &Path) -> std::io::Result<Option<Vec<u8>>> {
         return Ok(None);
     };
     let via = crate::mapped::map_files_path(pid, m.start, m.end - m.start);
-    crate::buildid::keep_in_cache(&via)
+    crate::buildid::keep_in_cache(&via).or_else(|e| {
+        eprintln!(
+            "memperf: warning: failed to keep `{}` in the build-id cache: {e}",
+            path.display()
+        );
+        crate::buildid::file_build_id(&via)
+    })
 }
 
 /// How often the file's header is brought up to date with the records flushed.

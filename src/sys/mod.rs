@@ -7,6 +7,7 @@ pub(crate) mod attr;
 pub(crate) mod child;
 pub(crate) mod clock;
 pub(crate) mod diagnose;
+pub mod dirat;
 pub(crate) mod open;
 pub(crate) mod poll;
 pub(crate) mod resolve;
