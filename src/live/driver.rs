@@ -24,8 +24,27 @@ use crate::sys::poll;
 
 /// The longest wait between two drains.
 const POLL_EVERY: Duration = Duration::from_millis(100);
+/// How often the rings are looked at while a sample's stack may have to be finished from the
+/// live process (see [`Driver::prompt`]).
+const PROMPT_EVERY: Duration = Duration::from_millis(1);
+/// The shortest time between two rounds of `--call-graph dwarf,auto`'s sizer: its twin
+/// rounds (`live::resize`) must outlast the drain's hold-back, which rounds a millisecond
+/// apart would not.
+const SIZE_EVERY: Duration = Duration::from_millis(10);
 /// How often attached targets are checked for having exited.
 const ALIVE_EVERY: Duration = Duration::from_millis(200);
+
+/// How often the rings are read while stacks may need the live process (see
+/// [`Driver::prompt`]): every [`PROMPT_EVERY`], or as `MEMPERF_PROMPT_READ_MS` says (for
+/// benchmarks and tests; 0 reads them only when the watermark or the 100 ms timeout wakes
+/// the reader, as before).
+pub(crate) fn prompt_every() -> Option<Duration> {
+    let every = std::env::var("MEMPERF_PROMPT_READ_MS")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+        .map_or(PROMPT_EVERY, |ms| Duration::from_millis(ms.min(1000)));
+    (!every.is_zero()).then_some(every)
+}
 
 /// Signals that end or shape a recording, set by handlers, read by the loop.
 pub(crate) struct SignalState {
@@ -207,8 +226,12 @@ pub(crate) struct Driver {
     stats: DrainStats,
     reason: StopReason,
     exit: Option<ExitStatusInfo>,
-    /// `--call-graph dwarf,auto`'s sizing, told after each drain round.
+    /// `--call-graph dwarf,auto`'s sizing, told after a drain round (at most every
+    /// [`SIZE_EVERY`] when the rings are read promptly).
     sizer: Option<StackSizer>,
+    /// How often the rings are looked at, when more often than the watermark wakes the
+    /// reader (see [`Driver::prompt`]).
+    prompt: Option<Duration>,
 }
 
 impl Driver {
@@ -231,7 +254,19 @@ impl Driver {
             reason: StopReason::Requested,
             exit: None,
             sizer: None,
+            prompt: None,
         }
+    }
+
+    /// Reads the rings within `every` of a record being written, not only when the
+    /// watermark or the 100 ms timeout wakes the reader: the drain looks at each ring's
+    /// `data_head` that often (no system call) and runs a round when one holds records.
+    /// The recorder asks for it while unwinding DWARF stacks with the live process at hand:
+    /// a stack past its copy is finished from the thread's memory, true only while the
+    /// thread is still in the frames sampled.
+    pub(crate) fn prompt(mut self, every: Option<Duration>) -> Driver {
+        self.prompt = every;
+        self
     }
 
     /// Sizes the DWARF events' stack copy while recording (`--call-graph dwarf,auto`).
@@ -305,22 +340,35 @@ impl Driver {
         let mut next_tick = until.tick.map(|t| Instant::now() + t);
         let mut hung_up = vec![false; self.opened.rings.len()];
         let mut last_alive_check = Instant::now();
+        let mut last_round = Instant::now();
+        let mut last_sized: Option<Instant> = None;
         let (reason, exit) = loop {
             let timeout = [deadline, next_tick]
                 .into_iter()
                 .flatten()
                 .map(|t| t.saturating_duration_since(Instant::now()))
-                .fold(POLL_EVERY, Duration::min);
+                .fold(self.prompt.unwrap_or(POLL_EVERY), Duration::min);
             self.poll(&mut hung_up, timeout)?;
             self.signals.drain_wakeups();
+            let tick = next_tick.is_some_and(|t| Instant::now() >= t);
+            if !tick && self.quiet(last_round) {
+                if let Some(end) = self.ended(until, deadline, &mut last_alive_check)? {
+                    break end;
+                }
+                continue;
+            }
+            last_round = Instant::now();
             let before = self.stats.records;
             let now = self.opened.clock.now();
+            session.set_clock(self.opened.clock.offset());
             let limit = now.map(|t| t.saturating_sub(drain::HOLD_BACK_NS));
             self.drain(session, sink, limit)?;
-            if let Some(sizer) = &mut self.sizer {
+            if let Some(sizer) = &mut self.sizer
+                && (self.prompt.is_none() || last_sized.is_none_or(|t| t.elapsed() >= SIZE_EVERY))
+            {
+                last_sized = Some(Instant::now());
                 sizer.round(&mut self.opened, session);
             }
-            let tick = next_tick.is_some_and(|t| Instant::now() >= t);
             if tick {
                 next_tick = until.tick.map(|t| Instant::now() + t);
             }
@@ -336,6 +384,14 @@ impl Driver {
         self.reason = reason;
         self.exit = exit;
         Ok(reason)
+    }
+
+    /// Whether a prompt wake-up finds nothing to do: every ring empty and the last round
+    /// less than [`POLL_EVERY`] ago (the handlers' rounds keep at least that pace).
+    fn quiet(&self, last_round: Instant) -> bool {
+        self.prompt.is_some()
+            && last_round.elapsed() < POLL_EVERY
+            && !self.opened.rings.iter().any(|r| r.has_data())
     }
 
     /// The stop condition met after a round, if any: a signal, the command exiting, the

@@ -179,6 +179,7 @@ pub(crate) fn record<H: Live>(run: Run<'_>, tool: &mut H) -> Result<Recorded> {
         .flatten();
     let mut driver = Driver::new(opened, signals, gated, &cfg.target)
         .with_sizer(sizer)
+        .prompt(online.then(driver::prompt_every).flatten())
         .discard(cfg.consume == Consume::None)
         .sink_context(write_failed.clone());
     // Processes attached to (-p, -t) are enabled before they are described: describing
