@@ -544,7 +544,7 @@ fn build_features(
 
 /// What only memperf knows about its recording: the user stacks it unwound while recording
 /// (their raw bytes are not in the file, so no reader can count these again) and how many
-/// were truncated, by reason.
+/// were truncated, by reason, and how soon those past their copy were read.
 fn memperf_stats(session: &Session) -> MemperfStats {
     let st = session.stats();
     let mut counts = vec![
@@ -565,6 +565,17 @@ fn memperf_stats(session: &Session) -> MemperfStats {
             ("cut_at_copy_end".to_string(), s.cut_at_copy_end),
             ("recovered".to_string(), s.recovered),
             ("recovered_frames".to_string(), s.recovered_frames),
+        ]);
+    }
+    // How long after its time each stack past its copy was unwound (read from the live
+    // process), when one was.
+    let d = &st.read_delay;
+    if let (Some(p50), Some(p99)) = (d.quantile(0.5), d.quantile(0.99)) {
+        counts.extend([
+            ("read_delay_count".to_string(), d.count),
+            ("read_delay_p50_ns".to_string(), p50),
+            ("read_delay_p99_ns".to_string(), p99),
+            ("read_delay_max_ns".to_string(), d.max_ns),
         ]);
     }
     MemperfStats { counts }
