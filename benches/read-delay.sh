@@ -91,12 +91,13 @@ for wl, args in workloads.items():
             cpus[b].append(c)
             if binaries[b] is not None and wl != "idle":
                 chains[b].append(whole())
-            m = re.search(r"read (.*)", err)
+            m = re.search(r"\n\s+read (\S+) ms after they were sampled \(median; 99% within "
+                          r"(\S+) ms, the longest (\S+) ms\)", err)
             if m and b not in delays:
-                delays[b] = m.group(1)
+                delays[b] = "{} / {} / {} ms".format(*m.groups())
     print(f"\n{wl}: {' '.join(os.path.basename(a) for a in args)}; {rounds} interleaved rounds")
     print(f"{'':12} {'median s':>9} {'min s':>7} {'slowdown':>9} {'recorder cpu':>13}  "
-          f"{'reach main (min..max)':24} delay")
+          f"{'reach main (min..max)':24} delay p50 / p99 / max")
     base, base_cpu = statistics.median(walls["alone"]), statistics.median(cpus["alone"])
     for b in binaries:
         med, mn = statistics.median(walls[b]), min(walls[b])

@@ -21,6 +21,7 @@ use crate::session::{Handler, Session};
 use crate::sys::child::{ExitStatusInfo, GatedChild, RunningChild};
 use crate::sys::open::{ioc_disable, ioc_enable, read_lost};
 use crate::sys::poll;
+use crate::sys::ring::RingBuffer;
 
 /// The longest wait between two drains.
 const POLL_EVERY: Duration = Duration::from_millis(100);
@@ -31,6 +32,10 @@ const PROMPT_EVERY: Duration = Duration::from_millis(1);
 /// rounds (`live::resize`) must outlast the drain's hold-back, which rounds a millisecond
 /// apart would not.
 const SIZE_EVERY: Duration = Duration::from_millis(10);
+/// How long the rings may hold nothing before prompt reading stops (until a round finds
+/// records again): an idle target costs no wake-ups, and one sampled more often than
+/// this keeps its stacks read within milliseconds.
+const IDLE_AFTER: Duration = Duration::from_secs(1);
 /// How often attached targets are checked for having exited.
 const ALIVE_EVERY: Duration = Duration::from_millis(200);
 
@@ -340,33 +345,30 @@ impl Driver {
         let mut next_tick = until.tick.map(|t| Instant::now() + t);
         let mut hung_up = vec![false; self.opened.rings.len()];
         let mut last_alive_check = Instant::now();
-        let mut last_round = Instant::now();
-        let mut last_sized: Option<Instant> = None;
+        let mut pace = Pace::new(self.prompt);
         let (reason, exit) = loop {
             let timeout = [deadline, next_tick]
                 .into_iter()
                 .flatten()
                 .map(|t| t.saturating_duration_since(Instant::now()))
-                .fold(self.prompt.unwrap_or(POLL_EVERY), Duration::min);
-            self.poll(&mut hung_up, timeout)?;
-            self.signals.drain_wakeups();
+                .fold(pace.wait(), Duration::min);
+            let woke = self.poll(&mut hung_up, timeout)?;
+            if woke {
+                self.signals.drain_wakeups();
+            }
             let tick = next_tick.is_some_and(|t| Instant::now() >= t);
-            if !tick && self.quiet(last_round) {
-                if let Some(end) = self.ended(until, deadline, &mut last_alive_check)? {
-                    break end;
-                }
+            let due = tick || woke || deadline.is_some_and(|d| Instant::now() >= d);
+            if !pace.round_now(due, &self.opened.rings) {
                 continue;
             }
-            last_round = Instant::now();
             let before = self.stats.records;
             let now = self.opened.clock.now();
             session.set_clock(self.opened.clock.offset());
             let limit = now.map(|t| t.saturating_sub(drain::HOLD_BACK_NS));
             self.drain(session, sink, limit)?;
             if let Some(sizer) = &mut self.sizer
-                && (self.prompt.is_none() || last_sized.is_none_or(|t| t.elapsed() >= SIZE_EVERY))
+                && pace.size_now()
             {
-                last_sized = Some(Instant::now());
                 sizer.round(&mut self.opened, session);
             }
             if tick {
@@ -384,14 +386,6 @@ impl Driver {
         self.reason = reason;
         self.exit = exit;
         Ok(reason)
-    }
-
-    /// Whether a prompt wake-up finds nothing to do: every ring empty and the last round
-    /// less than [`POLL_EVERY`] ago (the handlers' rounds keep at least that pace).
-    fn quiet(&self, last_round: Instant) -> bool {
-        self.prompt.is_some()
-            && last_round.elapsed() < POLL_EVERY
-            && !self.opened.rings.iter().any(|r| r.has_data())
     }
 
     /// The stop condition met after a round, if any: a signal, the command exiting, the
@@ -433,8 +427,8 @@ impl Driver {
     }
 
     /// Waits for a signal or data; rings that hung up (their task exited) are left out, as
-    /// they would end every wait at once.
-    fn poll(&self, hung_up: &mut [bool], timeout: Duration) -> Result<()> {
+    /// they would end every wait at once. True when a signal came (or the command exited).
+    fn poll(&self, hung_up: &mut [bool], timeout: Duration) -> Result<bool> {
         let mut fds: Vec<BorrowedFd<'_>> = vec![self.signals.wake.as_fd()];
         let mut which = Vec::new();
         for (i, ring) in self.opened.rings.iter().enumerate() {
@@ -449,7 +443,7 @@ impl Driver {
                 hung_up[i] = true;
             }
         }
-        Ok(())
+        Ok(revents.first().is_some_and(|&r| r != 0))
     }
 
     fn drain<S: Handler>(
@@ -532,6 +526,62 @@ impl Driver {
             drain: self.stats,
             opened: self.opened,
         })
+    }
+}
+
+/// When the driver runs a drain round: at every wake-up, or, reading promptly (see
+/// [`Driver::prompt`]), only at those that find a ring holding records or that something
+/// else is due, and at least every [`POLL_EVERY`] (the handlers' rounds keep that pace).
+struct Pace {
+    prompt: Option<Duration>,
+    last_round: Instant,
+    /// When a ring was last found holding records: after [`IDLE_AFTER`] without, the waits
+    /// are [`POLL_EVERY`] long again, until a round finds records.
+    last_data: Instant,
+    last_sized: Option<Instant>,
+}
+
+impl Pace {
+    fn new(prompt: Option<Duration>) -> Pace {
+        let now = Instant::now();
+        Pace {
+            prompt,
+            last_round: now,
+            last_data: now,
+            last_sized: None,
+        }
+    }
+
+    /// The longest wait before the next look at the rings.
+    fn wait(&self) -> Duration {
+        match self.prompt {
+            Some(every) if self.last_data.elapsed() < IDLE_AFTER => every,
+            _ => POLL_EVERY,
+        }
+    }
+
+    /// Whether this wake-up runs a round (`due`: a tick, a signal or the deadline came).
+    fn round_now(&mut self, due: bool, rings: &[RingBuffer]) -> bool {
+        let mut now = due || self.prompt.is_none() || self.last_round.elapsed() >= POLL_EVERY;
+        if self.prompt.is_some() && rings.iter().any(RingBuffer::has_data) {
+            self.last_data = Instant::now();
+            now = true;
+        }
+        if now {
+            self.last_round = Instant::now();
+        }
+        now
+    }
+
+    /// Whether the sizer is told of this round: every round, or every [`SIZE_EVERY`] when
+    /// reading promptly.
+    fn size_now(&mut self) -> bool {
+        let now =
+            self.prompt.is_none() || self.last_sized.is_none_or(|t| t.elapsed() >= SIZE_EVERY);
+        if now {
+            self.last_sized = Some(Instant::now());
+        }
+        now
     }
 }
 
