@@ -513,7 +513,10 @@ fn folded_and_pprof_outputs_weigh_outstanding_bytes() {
     assert!(o.status.success(), "{}", stderr(&o));
     let pprof = |args: &[&str]| go_pprof(&pb, args);
     let raw = pprof(&["-raw"]);
-    assert!(raw.contains("outstanding/count outstanding/bytes"), "{raw}");
+    assert!(
+        raw.contains("outstanding/count outstanding_bytes/bytes"),
+        "{raw}"
+    );
     let leaf = |text: &str| pprof_flat(text, "leaker");
     assert_eq!(leaf(&pprof(&["-top", "-sample_index=0"])), vec!["30"]);
     assert_eq!(leaf(&pprof(&["-top", "-sample_index=1"])), vec!["240kB"]);

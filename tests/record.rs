@@ -5,70 +5,16 @@ mod common;
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
-use std::process::{Child, ChildStderr, Command, ExitStatus, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
 
 use common::*;
 
 const PF_CHAIN: [&str; 5] = ["touch_pages", "pf_level3", "pf_level2", "pf_level1", "main"];
 
-/// `memperf record OPTS -o OUT [-- COMMAND]`.
-fn record_command(opts: &[&str], out: &Path, command: &[&str]) -> Command {
-    let mut cmd = memperf();
-    cmd.arg("record").args(opts).arg("-o").arg(out);
-    if !command.is_empty() {
-        cmd.arg("--").args(command);
-    }
-    cmd
-}
-
 /// Runs `memperf record` to its end: its exit code and its stderr.
 fn record_to_end(opts: &[&str], out: &Path, command: &[&str]) -> (Option<i32>, String) {
     let o = record_command(opts, out, command).output().expect("run");
     (o.status.code(), stderr(&o))
-}
-
-/// A `memperf record` running in the background, its start line read.
-struct Recording {
-    child: Child,
-    err: BufReader<ChildStderr>,
-}
-
-impl Recording {
-    fn start(opts: &[&str], out: &Path, command: &[&str]) -> Recording {
-        let mut cmd = record_command(opts, out, command);
-        let mut child = cmd.stderr(Stdio::piped()).spawn().expect("start memperf");
-        let mut err = BufReader::new(child.stderr.take().expect("stderr"));
-        let mut started = String::new();
-        err.read_line(&mut started).expect("start line");
-        assert!(started.contains("memperf: recording"), "{started}");
-        Recording { child, err }
-    }
-
-    /// Sends SIGINT to memperf alone (through `kill`: tests keep `unsafe` out).
-    fn interrupt(&self) {
-        let pid = self.child.id().to_string();
-        let st = Command::new("kill").args(["-INT", &pid]).status();
-        assert!(st.expect("kill").success());
-    }
-
-    /// Its exit status and the rest of its stderr, once it stops (after `why`).
-    fn wait(mut self, why: &str) -> (ExitStatus, String) {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        let status = loop {
-            if let Some(s) = self.child.try_wait().expect("wait memperf") {
-                break s;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "memperf did not stop after {why}"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        };
-        let mut rest = String::new();
-        std::io::Read::read_to_string(&mut self.err, &mut rest).ok();
-        (status, rest)
-    }
 }
 
 fn chain_count(samples: &[ScriptSample], chain: &[&str]) -> usize {

@@ -1279,7 +1279,10 @@ fn pprof_profiles_open_in_go_tool_pprof() {
     report_ok(&["-i", out.to_str().unwrap(), "--pprof", pb.to_str().unwrap()]);
     let pprof = |args: &[&str]| go_pprof(&pb, args);
     let raw = pprof(&["-raw"]);
-    assert!(raw.contains("page-faults/count page-faults/bytes"), "{raw}");
+    assert!(
+        raw.contains("page-faults/count page-faults_bytes/bytes"),
+        "{raw}"
+    );
     assert!(raw.contains("comm:[pagefault-nofp]"), "{raw}");
     // The executable is the first mapping, with its build-id.
     let exe = fixture("pagefault", Variant::NoFp);

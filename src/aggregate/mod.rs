@@ -212,10 +212,10 @@ pub fn read<'c>(
     let mut a = Aggregator {
         cfg,
         rows,
-        agg: Aggregate::new(file.events.len(), cfg.space).marking_recovered(matches!(
-            cfg.output,
-            ReportOutput::Text | ReportOutput::Script(_)
-        )),
+        agg: Aggregate::new(file.events.len(), cfg.space).marking_recovered(
+            cfg.mark_recovered
+                || matches!(cfg.output, ReportOutput::Text | ReportOutput::Script(_)),
+        ),
         event_filter,
         fixed_periods: file
             .events

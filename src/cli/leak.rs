@@ -145,7 +145,7 @@ pub struct LeakArgs {
     pub folded: bool,
 
     /// Write the outstanding allocations as a gzip-compressed pprof profile when tracing ends
-    /// (`outstanding/count` and `outstanding/bytes`; `-` for standard output).
+    /// (`outstanding/count` and `outstanding_bytes/bytes`; `-` for standard output).
     #[arg(long = "pprof", value_name = "FILE")]
     pub pprof: Option<PathBuf>,
 

@@ -198,6 +198,13 @@ pub struct ReportArgs {
     #[arg(long)]
     pub kernel_annotate: bool,
 
+    /// Mark the frames read from the live process while recording (stacks deeper than the
+    /// stack copy, finished from the thread's memory) with a ` [recovered]` suffix in folded
+    /// and flame graph output, and give pprof samples that have them a `recovered_frames`
+    /// label (how many). The text report and `memperf script` always mark them.
+    #[arg(long)]
+    pub mark_recovered: bool,
+
     /// Instead of stacks, count samples (and bytes for events with a size, as `--weight
     /// bytes` weighs them) by where the fault address lies (`mapping`: each mapping, the brk
     /// heap as [heap]; `file`: per file, anonymous memory together as //anon, [heap] and
@@ -401,6 +408,8 @@ pub struct ReportConfig {
     pub lines: bool,
     pub demangle: bool,
     pub kernel_annotate: bool,
+    /// Recovered frames marked in every output, not only the text report and script.
+    pub mark_recovered: bool,
     pub top: usize,
     pub quiet: bool,
     pub weight: Weight,
@@ -434,6 +443,7 @@ impl ReportConfig {
             lines: false,
             demangle: true,
             kernel_annotate: false,
+            mark_recovered: false,
             top: 0,
             quiet: true,
             weight: Weight::Count,
@@ -551,6 +561,7 @@ impl ReportArgs {
             lines: self.lines,
             demangle: !self.no_demangle,
             kernel_annotate: self.kernel_annotate,
+            mark_recovered: self.mark_recovered,
             top: self.top,
             quiet: self.quiet,
             weight: if self.weight_field.is_some() {

@@ -21,7 +21,9 @@ use crate::perfdata::{
 };
 use crate::procfs;
 use crate::records::{self, ParseInfo, Sample};
-use crate::session::{EventType, Handler, Keep, Processes, SampleCtx, Session, SideBand};
+use crate::session::{
+    EventType, Handler, Keep, Processes, SampleCtx, SampleData, Session, SideBand,
+};
 use crate::sys::child::ExitStatusInfo;
 use crate::sys::diagnose::SystemFacts;
 use crate::sys::tracefs::Tracefs;
@@ -163,12 +165,20 @@ pub(crate) fn record<H: Live>(run: Run<'_>, tool: &mut H) -> Result<Recorded> {
         .iter()
         .map(|e| e.spec.terms.max_stack)
         .collect();
+    // A system-wide run leaves out memperf's samples, and its child's until the exec.
+    let exclude_self = cfg.target == Target::SystemWide && !cfg.include_self;
     let mut session = Session::new(layouts.ring.clone(), opened.ids.clone(), keep)
         .with_types(types)
         .with_max_stack(max_stack)
-        .with_exclude_pid(
-            (cfg.target == Target::SystemWide && !cfg.include_self).then(std::process::id),
-        );
+        .with_exclude_pid(exclude_self.then(std::process::id))
+        .with_exclude_until_exec(
+            child_pid
+                .filter(|_| exclude_self)
+                .and_then(|p| u32::try_from(p).ok()),
+        )
+        .with_sample_data(SampleData::of_release(
+            &std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default(),
+        ));
     if online {
         session = session.with_live_stacks();
     }
@@ -565,7 +575,11 @@ fn memperf_stats(session: &Session) -> MemperfStats {
             ("cut_at_copy_end".to_string(), s.cut_at_copy_end),
             ("recovered".to_string(), s.recovered),
             ("recovered_frames".to_string(), s.recovered_frames),
+            ("recovery_rejected".to_string(), s.recovery_rejected),
         ]);
+        for (name, n) in s.rejected.named() {
+            counts.push((format!("rejected.{name}"), n));
+        }
     }
     // How long after its time each stack past its copy was unwound (read from the live
     // process), when one was.

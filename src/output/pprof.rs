@@ -191,9 +191,11 @@ pub fn build(
             unit: strings.id("count"),
         });
         if !matches!(weighers.get(i), Some(Weigher::None) | None) {
+            // Each column's type is its own: pprof merges columns by type alone, and one
+            // profile whose types repeat opens as "empty common sample type list".
             bytes_col.insert(i, p.sample_type.len());
             p.sample_type.push(ValueType {
-                r#type: strings.id(short(name)),
+                r#type: strings.id(&format!("{}_bytes", short(name))),
                 unit: strings.id("bytes"),
             });
         }
@@ -236,9 +238,11 @@ pub fn build(
         mapping_of_module.insert(module, next);
     }
     for (id, key) in agg.book.frames.iter() {
+        if *key == FrameKey::Recovered {
+            continue;
+        }
         let mapping_id = match *key {
             FrameKey::User { module, .. } => mapping_of_module.get(&module).copied().unwrap_or(0),
-            // Only the text report and `memperf script` mark stacks.
             FrameKey::Recovered => 0,
             FrameKey::Kernel { .. } | FrameKey::Jit { .. } => {
                 let label = if matches!(key, FrameKey::Kernel { .. }) {
@@ -325,14 +329,24 @@ pub fn build(
             agg.book.stacks.frames(stack, &mut ids);
         }
         let comm = agg.prefixes.get(prefix).cloned().unwrap_or_default();
+        let mut label = vec![Label {
+            key: comm_key,
+            str: strings.id(&comm),
+            ..Label::default()
+        }];
+        // Root first: the frames before the mark were read from the live process.
+        if let Some(at) = ids.iter().position(|&f| Some(f) == res.recovered_mark) {
+            ids.remove(at);
+            label.push(Label {
+                key: strings.id("recovered_frames"),
+                num: at as i64,
+                ..Label::default()
+            });
+        }
         p.sample.push(Sample {
             location_id: ids.iter().rev().map(|&f| u64::from(f) + 1).collect(),
             value,
-            label: vec![Label {
-                key: comm_key,
-                str: strings.id(&comm),
-                ..Label::default()
-            }],
+            label,
         });
     }
     if let Some((a, b)) = sample_time.or(agg.stats.first_time.zip(agg.stats.last_time)) {

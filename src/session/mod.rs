@@ -13,7 +13,7 @@ mod processes;
 mod twins;
 
 pub use delay::ReadDelay;
-use twins::{Twin, twin_key};
+use twins::{Candidate, LastInRing, Rule, twin_key};
 
 use std::io;
 
@@ -31,6 +31,7 @@ use crate::sys::clock::ClockOffset;
 use crate::unwind::{UnwindMode, UnwindOutcome, Unwinders, UserRegs};
 
 pub use processes::Processes;
+pub use twins::SampleData;
 
 /// A sample as a handler receives it: parsed once, with its event and context.
 pub struct SampleCtx<'a> {
@@ -215,6 +216,9 @@ pub struct Session {
     max_stack: Vec<Option<u16>>,
     /// A process whose samples are left out (memperf itself, recording system-wide).
     exclude_pid: Option<u32>,
+    /// memperf's child, whose samples are left out too until it execs the command (see
+    /// [`Session::with_exclude_until_exec`]).
+    exclude_until_exec: Option<u32>,
     /// The one event whose samples the ring of the record being handled holds, if one.
     ring_event: Option<usize>,
     /// An id of each event, by index.
@@ -235,7 +239,9 @@ pub struct Session {
     /// The ring of the record being handled, and the last record of each ring, while
     /// events are re-opened: see [`Session::twin`].
     ring: Option<usize>,
-    last_in_ring: Vec<Option<Twin>>,
+    last_in_ring: Vec<LastInRing>,
+    /// How this kernel writes the samples of an event on several fds (see `twins`).
+    sample_data: SampleData,
     /// Drain rounds left in which twins are looked for (see [`Session::arm_twins`]).
     twin_rounds: u32,
     /// The threads the events follow, from the targets and the FORK and EXIT records (see
@@ -342,6 +348,7 @@ impl Session {
             types: Vec::new(),
             max_stack: Vec::new(),
             exclude_pid: None,
+            exclude_until_exec: None,
             ring_event: None,
             event_ids: (0..n)
                 .map(|ev| {
@@ -369,6 +376,7 @@ impl Session {
             generation: FxHashMap::default(),
             ring: None,
             last_in_ring: Vec::new(),
+            sample_data: SampleData::default(),
             twin_rounds: 0,
             followed: None,
             clock: None,
@@ -440,6 +448,21 @@ impl Session {
     /// Leaves out (and counts) the samples of process `pid`.
     pub fn with_exclude_pid(mut self, pid: Option<u32>) -> Self {
         self.exclude_pid = pid;
+        self
+    }
+
+    /// Leaves out (and counts with memperf's own) the samples of process `pid` until a COMM
+    /// record says it exec'd: memperf's child between its fork and the exec of the command
+    /// (`sys::child::GatedChild`), which runs memperf's code under memperf's name.
+    pub fn with_exclude_until_exec(mut self, pid: Option<u32>) -> Self {
+        self.exclude_until_exec = pid;
+        self
+    }
+
+    /// How the running kernel writes the sample of an event that fires for several fds,
+    /// which decides what makes two records twins (see `twins`).
+    pub fn with_sample_data(mut self, d: SampleData) -> Self {
+        self.sample_data = d;
         self
     }
 
@@ -545,15 +568,20 @@ impl Session {
         } else {
             None
         };
-        if self.twin_rounds > 0
-            && self.ring.is_some()
-            && is_kernel_side_band(ty)
-            && ty != PERF_RECORD_LOST
-        {
+        if self.twin_rounds > 0 && self.ring.is_some() && ty == PERF_RECORD_LOST {
+            self.forget_last_in_ring();
+        } else if self.twin_rounds > 0 && self.ring.is_some() && is_kernel_side_band(ty) {
             // The fixed part of the record: its trailer holds the fd's id and time.
             let head = body.len().saturating_sub(info.id_trailer_len());
             let key = twin_key(&[&ty.to_ne_bytes(), &misc.to_ne_bytes(), &body[..head]]);
-            if self.twin(key, self.generation_of(ty, body), None) {
+            let c = Candidate {
+                key,
+                generation: self.generation_of(ty, body),
+                time: None,
+                stack: &[],
+                rule: Rule::OtherOpening,
+            };
+            if self.twin(&c) {
                 return Ok(());
             }
         }
@@ -581,6 +609,13 @@ impl Session {
 
     fn handle_side_band(&mut self, misc: u16, rec: &Record<'_>) {
         self.procs.apply(misc, rec);
+        if let Record::Comm {
+            pid, exec: true, ..
+        } = *rec
+            && self.exclude_until_exec == Some(pid)
+        {
+            self.exclude_until_exec = None;
+        }
         if let Some(f) = &mut self.followed {
             match *rec {
                 Record::Fork { tid, .. } => {
@@ -708,22 +743,16 @@ impl Session {
                 return Ok(());
             }
         };
-        if sample.pid.is_some() && sample.pid == self.exclude_pid {
+        if sample.pid.is_some()
+            && (sample.pid == self.exclude_pid || sample.pid == self.exclude_until_exec)
+        {
             self.stats.excluded_self += 1;
             return Ok(());
         }
         let generation = self.generation_of(PERF_RECORD_SAMPLE, body);
-        if self.twin_rounds > 0 && self.ring.is_some() {
-            let key = twin_key(&[
-                &ev.to_ne_bytes(),
-                &sample.tid.unwrap_or(0).to_ne_bytes(),
-                &sample.ip.unwrap_or(0).to_ne_bytes(),
-                &sample.addr.unwrap_or(0).to_ne_bytes(),
-                sample.raw.unwrap_or(&[]),
-            ]);
-            if self.twin(key, generation, sample.time) {
-                return Ok(());
-            }
+        if self.twin_rounds > 0 && self.ring.is_some() && self.sample_twin(ev, generation, &sample)
+        {
+            return Ok(());
         }
         if let Some(n) = self.stats.samples.get_mut(ev) {
             *n += 1;
@@ -762,6 +791,30 @@ impl Session {
             recovered,
             procs: &self.procs,
         })
+    }
+
+    /// Whether `sample` (of event `ev`, opening `generation`) is the second of a twin pair
+    /// (see `twins`): its key is what twins share, the event, thread, addresses, payload and
+    /// user registers.
+    fn sample_twin(&mut self, ev: usize, generation: u32, sample: &Sample<'_>) -> bool {
+        let regs = sample.regs_user.as_ref();
+        let key = twin_key(&[
+            &ev.to_ne_bytes(),
+            &sample.tid.unwrap_or(0).to_ne_bytes(),
+            &sample.ip.unwrap_or(0).to_ne_bytes(),
+            &sample.addr.unwrap_or(0).to_ne_bytes(),
+            sample.raw.unwrap_or(&[]),
+            &regs.map_or(0, |r| r.abi).to_ne_bytes(),
+            regs.map_or(&[][..], |r| r.values().as_bytes()),
+        ]);
+        let c = Candidate {
+            key,
+            generation,
+            time: sample.time,
+            stack: sample.stack_user.as_ref().map_or(&[][..], |s| s.data),
+            rule: self.twin_rule(ev),
+        };
+        self.twin(&c)
     }
 
     /// Builds `self.chain`: the kernel part of the sample's callchain, then the user frames
@@ -879,6 +932,68 @@ pub fn lost_once(lost: u64, lost_samples: u64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Counts the samples it is handed.
+    struct Count(usize);
+
+    impl Handler for Count {
+        fn sample(&mut self, _: &SampleCtx<'_>) -> io::Result<()> {
+            self.0 += 1;
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn memperfs_child_is_left_out_until_it_execs_the_command() {
+        #![allow(clippy::unwrap_used)]
+        use perf_event_open_sys::bindings as b;
+        let mut attr = b::perf_event_attr {
+            sample_type: u64::from(b::PERF_SAMPLE_TID | b::PERF_SAMPLE_TIME),
+            ..b::perf_event_attr::default()
+        };
+        attr.set_sample_id_all(1);
+        let info = ParseInfo::from_attr(&attr);
+        let mut session = Session::new(vec![info], FxHashMap::default(), Keep::default())
+            .with_exclude_pid(Some(41))
+            .with_exclude_until_exec(Some(42));
+        let mut count = Count(0);
+        let sample = |session: &mut Session, count: &mut Count, pid: u32| {
+            let s = Sample {
+                pid: Some(pid),
+                tid: Some(pid),
+                time: Some(1),
+                ..Sample::default()
+            };
+            let mut buf = Vec::new();
+            records::encode_sample(&mut buf, 0, &s, &info, None).unwrap();
+            session.handle(PERF_RECORD_SAMPLE, 0, &buf, count).unwrap();
+        };
+        let comm = |session: &mut Session, count: &mut Count, exec: bool| {
+            let sid = records::SampleId {
+                pid: Some(42),
+                tid: Some(42),
+                time: Some(2),
+                ..records::SampleId::default()
+            };
+            let mut buf = Vec::new();
+            records::encode_comm(&mut buf, 42, 42, b"memperf", exec, &sid, &info);
+            let misc = u16::from_ne_bytes([buf[4], buf[5]]);
+            session.handle(PERF_RECORD_COMM, misc, &buf, count).unwrap();
+        };
+        // Between fork and exec: memperf's code, left out with memperf's own.
+        sample(&mut session, &mut count, 42);
+        sample(&mut session, &mut count, 41);
+        sample(&mut session, &mut count, 7);
+        // A thread renamed is no exec.
+        comm(&mut session, &mut count, false);
+        sample(&mut session, &mut count, 42);
+        assert_eq!((count.0, session.stats().excluded_self), (1, 3));
+        // The command's samples, once it exec'd, are kept.
+        comm(&mut session, &mut count, true);
+        sample(&mut session, &mut count, 42);
+        sample(&mut session, &mut count, 41);
+        assert_eq!((count.0, session.stats().excluded_self), (2, 4));
+    }
 
     #[test]
     fn max_stack_cuts_frames_not_markers() {

@@ -157,6 +157,48 @@ impl ElfInfo {
     }
 }
 
+/// Function extents from a file's `.eh_frame_hdr` search table: the FDE that covers an
+/// address starts at its function's entry (`.cold` parts have FDEs of their own).
+#[derive(Clone)]
+pub(crate) struct FdeTable {
+    hdr_svma: u64,
+    hdr: SectionData,
+    eh_svma: u64,
+    eh: SectionData,
+}
+
+impl FdeTable {
+    /// The table of a file with both sections; `None` without them.
+    pub(crate) fn of(info: &ElfInfo) -> Option<FdeTable> {
+        let (hdr_r, hdr) = info.eh_frame_hdr.as_ref()?;
+        let (eh_r, eh) = info.eh_frame.as_ref()?;
+        Some(FdeTable {
+            hdr_svma: hdr_r.start,
+            hdr: hdr.clone(),
+            eh_svma: eh_r.start,
+            eh: eh.clone(),
+        })
+    }
+
+    /// The entry (an SVMA) of the function whose FDE covers `svma`.
+    pub(crate) fn function_start(&self, svma: u64) -> Option<u64> {
+        use gimli::{BaseAddresses, EhFrame, EhFrameHdr, NativeEndian, UnwindSection};
+        let bases = BaseAddresses::default()
+            .set_eh_frame_hdr(self.hdr_svma)
+            .set_eh_frame(self.eh_svma);
+        let hdr = EhFrameHdr::new(&self.hdr, NativeEndian)
+            .parse(&bases, 8)
+            .ok()?;
+        let table = hdr.table()?;
+        let mut eh = EhFrame::new(&self.eh, NativeEndian);
+        eh.set_address_size(8);
+        let fde = table
+            .fde_for_address(&eh, &bases, svma, EhFrame::cie_from_offset)
+            .ok()?;
+        fde.contains(svma).then(|| fde.initial_address())
+    }
+}
+
 fn split(s: &Option<(Range<u64>, SectionData)>) -> (Option<Range<u64>>, Option<SectionData>) {
     match s {
         Some((r, d)) => (Some(r.clone()), Some(d.clone())),

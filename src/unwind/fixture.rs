@@ -15,6 +15,8 @@ pub struct Dump {
     pub values: Vec<(String, u64)>,
     pub maps: Vec<u8>,
     pub stack: Vec<u8>,
+    /// The executable's data mappings (its GOT among them): start address and bytes.
+    pub data: Vec<(u64, Vec<u8>)>,
 }
 
 impl Dump {
@@ -70,11 +72,24 @@ pub fn build_and_run(omit_frame_pointer: bool) -> Result<Dump, String> {
         })
         .collect();
     let (maps, stack) = (read("maps.txt")?, read("stack.bin")?);
+    let (index, mut bytes) = (read("mem.txt")?, read("mem.bin")?.into_iter());
+    let data = String::from_utf8_lossy(&index)
+        .lines()
+        .filter_map(|l| {
+            let (a, n) = l.split_once(' ')?;
+            let n = usize::from_str_radix(n, 16).ok()?;
+            Some((
+                u64::from_str_radix(a, 16).ok()?,
+                bytes.by_ref().take(n).collect(),
+            ))
+        })
+        .collect();
     Ok(Dump {
         dir,
         exe,
         values,
         maps,
         stack,
+        data,
     })
 }

@@ -4,7 +4,7 @@
 //! While recording, the thread is usually still alive and still inside the frames the copy
 //! did not reach: their bytes are read from its memory with `process_vm_readv`, a page at
 //! a time and only the pages the unwind asks for, and every frame found that way is
-//! checked before it is kept (see [`Recovery::validate`]).
+//! checked before it is kept (`unwind::settle`, with `unwind::confirm`).
 
 use std::cell::{Cell, RefCell};
 
@@ -16,8 +16,10 @@ const MAX_PAGES: usize = 32;
 /// size limit, `ulimit -s`).
 const MAX_SPAN: u64 = 8 << 20;
 const PAGE: u64 = 4096;
-/// Return addresses whose call instruction was checked, per process, before the table is
-/// cleared.
+/// Words of the copy's top read again from the live process (see
+/// [`Recovery::copy_unchanged`]).
+const COPY_TOP: usize = 4;
+/// Places in files whose code was read, before the table is cleared.
 const CALL_CACHE_MAX: usize = 1 << 16;
 
 /// Reads another process's memory. The recorder's is [`ProcessMemory`]; tests give a fake.
@@ -25,15 +27,16 @@ pub trait LiveMemory {
     /// Reads up to `buf.len()` bytes at `addr` of process `pid`; how many were read.
     fn read(&mut self, pid: u32, addr: u64, buf: &mut [u8]) -> std::io::Result<usize>;
 
-    /// The 16 bytes of code before `ra` in process `pid`, to check that a call instruction
-    /// ends there. `None` when they cannot be read. `site` names the place in its file (the
-    /// same in every process that maps the file), for a cache.
-    fn code_before(&mut self, pid: u32, ra: u64, site: CodeSite) -> Option<[u8; 16]>;
+    /// The 16 bytes of code at `start` in process `pid`: those before a return address, to
+    /// check the call that ends there, or a call's target, to follow a PLT stub. `None` when
+    /// they cannot be read. `site` names `start` in its file (the same in every process that
+    /// maps the file), for a cache.
+    fn code(&mut self, pid: u32, start: u64, site: CodeSite) -> Option<[u8; 16]>;
 }
 
 /// A live process's memory through `process_vm_readv`. Stack pages are read directly (they
 /// are anonymous memory); code is read on `mapped`'s reading thread, bounded in time, since a
-/// code page may have to come from a file, and each return address is checked once.
+/// code page may have to come from a file, and each place in a file is read once.
 #[derive(Default)]
 pub struct ProcessMemory {
     calls: FxHashMap<CodeSite, Option<[u8; 16]>>,
@@ -47,14 +50,13 @@ impl LiveMemory for ProcessMemory {
         crate::sys::read_process_memory(pid, addr, buf)
     }
 
-    fn code_before(&mut self, pid: u32, ra: u64, site: CodeSite) -> Option<[u8; 16]> {
+    fn code(&mut self, pid: u32, start: u64, site: CodeSite) -> Option<[u8; 16]> {
         if let Some(c) = self.calls.get(&site) {
             return *c;
         }
         if self.calls.len() >= CALL_CACHE_MAX {
             self.calls.clear();
         }
-        let start = ra.checked_sub(16)?;
         let code = crate::mapped::bounded(crate::mapped::READ_TIMEOUT, move || {
             let mut b = [0u8; 16];
             match crate::sys::read_process_memory(pid, start, &mut b) {
@@ -66,40 +68,6 @@ impl LiveMemory for ProcessMemory {
         self.calls.insert(site, code);
         code
     }
-}
-
-/// Whether the bytes before a return address end with a call instruction: `call rel32`
-/// (E8), or `call r/m64` (FF /2) in any of its encodings (register, memory with or without
-/// SIB and displacement, RIP-relative), with or without a REX prefix.
-pub fn ends_with_call(code: &[u8; 16]) -> bool {
-    let n = code.len();
-    if code[n - 5] == 0xe8 {
-        return true;
-    }
-    // FF /2: opcode FF at n-len, ModRM after it; len covers ModRM, SIB and displacement.
-    (2..=7).any(|len| {
-        let at = n - len;
-        code[at] == 0xff && indirect_call_len(&code[at + 1..]) == Some(len)
-    })
-}
-
-/// The length of `FF /2` with this ModRM (and what follows), opcode included.
-fn indirect_call_len(rest: &[u8]) -> Option<usize> {
-    let modrm = *rest.first()?;
-    if (modrm >> 3) & 7 != 2 {
-        return None;
-    }
-    let md = modrm >> 6;
-    let rm = modrm & 7;
-    let sib = md != 3 && rm == 4;
-    let disp = match md {
-        0 if rm == 5 => 4,
-        0 if sib && rest.get(1).is_some_and(|s| s & 7 == 5) => 4,
-        0 | 3 => 0,
-        1 => 1,
-        _ => 4,
-    };
-    Some(2 + usize::from(sib) + disp)
 }
 
 /// One sample's reads beyond its copied stack, and what they were for.
@@ -121,6 +89,8 @@ pub(crate) struct Recovery<'m> {
     step_max: Cell<u64>,
     pub max_addr: Cell<u64>,
     steps: RefCell<Vec<u64>>,
+    /// The highest words read from the copy, ascending (0: none yet).
+    copy_top: Cell<[u64; COPY_TOP]>,
 }
 
 impl<'m> Recovery<'m> {
@@ -138,6 +108,7 @@ impl<'m> Recovery<'m> {
             step_max: Cell::new(0),
             max_addr: Cell::new(0),
             steps: RefCell::new(Vec::new()),
+            copy_top: Cell::new([0; COPY_TOP]),
         }
     }
 
@@ -199,31 +170,9 @@ impl<'m> Recovery<'m> {
         }
     }
 
-    /// Whether the frames from [`Self::first`] on may be kept: each return address is in
-    /// an executable mapping of the process (`site_of` places it) right after a call instruction,
-    /// and each step read higher on the stack than the one before (the CFAs increase). The
-    /// caller also requires the walk to have ended at the thread's entry.
-    pub(crate) fn validate(
-        &self,
-        frames: &[u64],
-        site_of: impl Fn(u64) -> Option<CodeSite>,
-    ) -> bool {
-        let Some(first) = self.first.get() else {
-            return true;
-        };
-        if self.failed.get() {
-            return false;
-        }
-        let mut memory = self.memory.borrow_mut();
-        for &ra in frames.get(first..).unwrap_or(&[]) {
-            let Some(site) = site_of(ra) else {
-                return false;
-            };
-            match memory.code_before(self.pid, ra, site) {
-                Some(code) if ends_with_call(&code) => {}
-                _ => return false,
-            }
-        }
+    /// Whether each step past the copy read higher on the stack than the one before (the
+    /// CFAs increase): a walk that goes back down is reading something else than frames.
+    pub(crate) fn climbs(&self) -> bool {
         let steps = self.steps.borrow();
         let mut last = 0;
         for &m in steps.iter().filter(|&&m| m != 0) {
@@ -234,47 +183,68 @@ impl<'m> Recovery<'m> {
         }
         true
     }
-}
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn with_tail(tail: &[u8]) -> [u8; 16] {
-        let mut c = [0x90u8; 16];
-        c[16 - tail.len()..].copy_from_slice(tail);
-        c
+    /// A word the walk read from the kernel's copy: the highest few are the outermost
+    /// frames the copy holds, the frames just below the cut.
+    pub(crate) fn note_copy_read(&self, addr: u64) {
+        let mut top = self.copy_top.get();
+        if addr > top[0] && !top.contains(&addr) {
+            top[0] = addr;
+            top.sort_unstable();
+            self.copy_top.set(top);
+        }
     }
 
-    #[test]
-    fn recognizes_the_call_encodings_compilers_emit() {
-        // call rel32
-        assert!(ends_with_call(&with_tail(&[0xe8, 1, 2, 3, 4])));
-        // call *%rax, call *%r11 (REX.B)
-        assert!(ends_with_call(&with_tail(&[0xff, 0xd0])));
-        assert!(ends_with_call(&with_tail(&[0x41, 0xff, 0xd3])));
-        // call *0x18(%rax), call *0x100(%rbx)
-        assert!(ends_with_call(&with_tail(&[0xff, 0x50, 0x18])));
-        assert!(ends_with_call(&with_tail(&[0xff, 0x93, 0, 1, 0, 0])));
-        // call *(%rax), call *0x8(%rsp) (SIB)
-        assert!(ends_with_call(&with_tail(&[0xff, 0x10])));
-        assert!(ends_with_call(&with_tail(&[0xff, 0x54, 0x24, 0x08])));
-        // call *disp32(%rip): PLT-less calls through the GOT
-        assert!(ends_with_call(&with_tail(&[0xff, 0x15, 1, 2, 3, 4])));
-        // call *0x10(,%rax,8) (SIB without base: disp32)
-        assert!(ends_with_call(&with_tail(&[
-            0xff, 0x14, 0xc5, 0x10, 0, 0, 0
-        ])));
+    /// Whether the frames just below the cut are still what the kernel copied: the words
+    /// the walk read highest in the copy (return addresses and saved registers, which only
+    /// their own frame writes), read again from the live process after the frames past the
+    /// copy were read. If one changed, the thread left that frame after the sample and the
+    /// frames read past the copy may be of a later moment. `None`: the read failed.
+    pub(crate) fn copy_unchanged(&self, copy: &super::StackCopy<'_>) -> Option<bool> {
+        let top = self.copy_top.get();
+        let words = top.iter().copied().filter(|&a| a != 0);
+        let Some(lo) = words.clone().next() else {
+            return Some(true);
+        };
+        let hi = top[COPY_TOP - 1].saturating_add(8);
+        let mut memory = self.memory.borrow_mut();
+        let mut span = [0u8; PAGE as usize];
+        let in_one = hi - lo <= PAGE;
+        if in_one {
+            let buf = &mut span[..(hi - lo) as usize];
+            if memory.read(self.pid, lo, buf).ok() != Some(buf.len()) {
+                return None;
+            }
+        }
+        for addr in words {
+            let now = if in_one {
+                let at = (addr - lo) as usize;
+                u64::from_ne_bytes(span[at..at + 8].try_into().ok()?)
+            } else {
+                let mut w = [0u8; 8];
+                if memory.read(self.pid, addr, &mut w).ok() != Some(8) {
+                    return None;
+                }
+                u64::from_ne_bytes(w)
+            };
+            if copy.read(addr) != Some(now) {
+                return Some(false);
+            }
+        }
+        Some(true)
     }
 
-    #[test]
-    fn rejects_what_is_not_a_call() {
-        // nops; jmp *%rax (FF /4); push (FF /6); a ret
-        assert!(!ends_with_call(&[0x90; 16]));
-        assert!(!ends_with_call(&with_tail(&[0xff, 0xe0])));
-        assert!(!ends_with_call(&with_tail(&[0xff, 0x30])));
-        assert!(!ends_with_call(&with_tail(&[0xc3])));
-        // FF /2 with a ModRM that needs a displacement the bytes do not leave room for.
-        assert!(!ends_with_call(&with_tail(&[0xff, 0x90, 1, 2])));
+    /// 16 bytes of the process's code at `start` (see [`LiveMemory::code`]).
+    pub(crate) fn code(&self, start: u64, site: CodeSite) -> Option<[u8; 16]> {
+        self.memory.borrow_mut().code(self.pid, start, site)
+    }
+
+    /// The word at `addr` of the process, now (a GOT slot).
+    pub(crate) fn word(&self, addr: u64) -> Option<u64> {
+        let mut w = [0u8; 8];
+        match self.memory.borrow_mut().read(self.pid, addr, &mut w) {
+            Ok(8) => Some(u64::from_ne_bytes(w)),
+            _ => None,
+        }
     }
 }

@@ -6,6 +6,7 @@
 //! the frames found so far and says why it stopped; unreadable binaries are counted in
 //! [`UnwindStats`].
 
+mod confirm;
 mod elf;
 #[cfg(test)]
 mod fixture;
@@ -15,6 +16,7 @@ mod jitcfi;
 mod live;
 #[cfg(test)]
 mod mutations;
+mod settle;
 mod stats;
 #[cfg(test)]
 mod tests;
@@ -34,7 +36,8 @@ use elf::{ElfCache, ElfInfo, ElfKey, SectionData};
 pub use jitcfi::{MAX_CFI_BYTES as JIT_CFI_MAX_BYTES, MAX_FUNCTIONS as JIT_CFI_MAX_FUNCTIONS};
 use live::Recovery;
 pub use live::{CodeSite, LiveMemory, ProcessMemory};
-pub use stats::{StackNeed, TruncCounts, UnwindStats};
+use settle::Cut;
+pub use stats::{RejectCounts, StackNeed, TruncCounts, UnwindStats};
 
 /// At most this many frames (the instruction pointer included) per stack, as perf's
 /// `PERF_MAX_STACK_DEPTH` default.
@@ -122,6 +125,7 @@ impl ModuleRef<'_> {
 }
 
 type NativeUnwinder = UnwinderNative<SectionData, MayAllocateDuringUnwind>;
+type FhCache = CacheNative<MayAllocateDuringUnwind>;
 
 /// One executable mapping of a process.
 #[derive(Clone)]
@@ -138,6 +142,30 @@ struct ProcModule {
     /// Not read yet ([`Unwinders::set_lazy`]): the file is loaded when a sample of the
     /// process is first unwound.
     pending: Option<Pending>,
+    /// Its functions' extents, for confirming the calls of recovered frames.
+    fdes: Option<elf::FdeTable>,
+    /// A hash of `path`: with a file offset, names a place in the file in any process.
+    path_hash: u64,
+}
+
+impl ProcModule {
+    /// `avma` as a place in the module's file.
+    fn site(&self, avma: u64) -> CodeSite {
+        (
+            self.path_hash,
+            avma.wrapping_sub(self.avma.start).wrapping_add(self.pgoff),
+        )
+    }
+
+    /// The entry of the function that holds `avma`, by the file's FDEs.
+    fn function_start(&self, avma: u64) -> Option<u64> {
+        let bias = self.bias?;
+        let start = self
+            .fdes
+            .as_ref()?
+            .function_start(avma.wrapping_sub(bias))?;
+        Some(start.wrapping_add(bias))
+    }
 }
 
 /// What loading a mapping's file later needs from its event.
@@ -165,6 +193,11 @@ impl Process {
             .partition_point(|m| m.avma.start <= addr)
             .checked_sub(1)?;
         (addr < self.modules[i].avma.end).then_some(i)
+    }
+
+    /// The module that holds `addr`.
+    fn module_at(&self, addr: u64) -> Option<&ProcModule> {
+        self.modules.get(self.module_index(addr)?)
     }
 
     /// Whether CFI covers `addr` (a lookup address): a file's, or a JIT function's.
@@ -219,6 +252,8 @@ pub struct Unwinders {
     module_changes: u32,
     /// Where a stack cut at the copy's end is finished, while recording.
     live: Option<Box<dyn LiveMemory>>,
+    /// Call sites of recovered frames confirmed, while modules stay as they are.
+    confirmed: settle::Confirmed,
     /// Of the last stack unwound: the index of its first frame found in the live process.
     last_recovered: Option<usize>,
     /// Of the last stack unwound: the copy size it needed (see [`StackNeed`]).
@@ -309,6 +344,7 @@ impl Unwinders {
             stats: UnwindStats::default(),
             module_changes: 0,
             live: None,
+            confirmed: settle::Confirmed::default(),
             last_recovered: None,
             last_need: None,
             last_past_copy: false,
@@ -368,6 +404,8 @@ impl Unwinders {
             has_cfi: false,
             entry_avma: None,
             pending: None,
+            fdes: None,
+            path_hash: hash_path(&path),
         };
         let kind = path_kind(ev.path);
         if crate::jitdump::is_dump_of(ev.path, ev.pid) {
@@ -426,6 +464,9 @@ impl Unwinders {
     }
 
     fn count_changes(&mut self, changes: u32) {
+        if changes > 0 {
+            self.confirmed.clear();
+        }
         self.module_changes = self.module_changes.saturating_add(changes);
         if self.module_changes >= CACHE_RESET_CHANGES {
             self.cache = CacheNative::new();
@@ -535,6 +576,7 @@ impl Unwinders {
             self.stats.modules_without_cfi += 1;
             return None;
         }
+        module.fdes = elf::FdeTable::of(&info);
         Some(framehop_module(&info, path, module.avma.clone(), bias))
     }
 
@@ -605,6 +647,9 @@ impl Unwinders {
                 needed: copy.end() + 8 - regs.sp,
                 recovered: None,
                 unreadable: false,
+                rejected: None,
+                confirmed: 0,
+                indirect: 0,
             }),
             _ => None,
         }) {
@@ -653,7 +698,15 @@ impl Unwinders {
                 Some(memory) => {
                     let rec = Recovery::new(pid, regs.sp, copy.end(), memory);
                     let outcome = dwarf_walk(p, &mut self.cache, regs, copy, Some(&rec), out);
-                    let r = settle(p, &rec, outcome, out);
+                    let checks = settle::Checks {
+                        p,
+                        cache: &mut self.cache,
+                        confirmed: &mut self.confirmed,
+                        pid,
+                        rec: &rec,
+                        copy,
+                    };
+                    let r = checks.settle(outcome, out);
                     cut = r.1;
                     r.0
                 }
@@ -680,10 +733,17 @@ impl Unwinders {
             Some(first) => {
                 st.recovered += 1;
                 st.recovered_frames += (frames - first) as u64;
+                st.recovered_confirmed += c.confirmed;
+                st.recovered_indirect += c.indirect;
                 self.last_recovered = Some(first);
             }
             None if c.unreadable => st.recovery_unreadable += 1,
-            None => st.recovery_rejected += 1,
+            None => {
+                st.recovery_rejected += 1;
+                if let Some(r) = c.rejected {
+                    st.rejected.count(r);
+                }
+            }
         }
     }
 
@@ -710,6 +770,12 @@ impl Unwinders {
     }
 }
 
+fn hash_path(path: &Path) -> u64 {
+    let mut h = rustc_hash::FxHasher::default();
+    std::hash::Hash::hash(path, &mut h);
+    std::hash::Hasher::finish(&h)
+}
+
 fn framehop_module(
     info: &ElfInfo,
     path: &Path,
@@ -731,7 +797,11 @@ fn dwarf_walk(
 ) -> UnwindOutcome {
     let end = stack.end();
     let mut read_stack = |addr: u64| match (stack.read(addr), live) {
-        (Some(w), _) => Ok(w),
+        (Some(w), Some(l)) => {
+            l.note_copy_read(addr);
+            Ok(w)
+        }
+        (Some(w), None) => Ok(w),
         (None, Some(l)) if addr >= end => l.read(addr).ok_or(()),
         (None, _) => Err(()),
     };
@@ -761,55 +831,6 @@ fn dwarf_walk(
             }
         }
     }
-}
-
-/// A stack that the copy did not hold to its end: how many bytes it would have needed, and
-/// whether the live process finished it.
-struct Cut {
-    needed: u64,
-    /// The index of the first frame read from the live process, when they were kept.
-    recovered: Option<usize>,
-    unreadable: bool,
-}
-
-/// Decides what an unwind that read the live process's memory keeps: every frame when they
-/// pass [`Recovery::validate`] and the walk reached the thread's entry, else the frames the
-/// copy alone gave (the walk up to the first read past the copy is the copy's own walk).
-fn settle(
-    p: &Process,
-    rec: &Recovery<'_>,
-    outcome: UnwindOutcome,
-    out: &mut Vec<u64>,
-) -> (UnwindOutcome, Option<Cut>) {
-    let Some(first) = rec.first.get() else {
-        return (outcome, None);
-    };
-    let needed_to = |addr: u64| addr.saturating_add(8).saturating_sub(rec.sp());
-    let complete = outcome == UnwindOutcome::Complete;
-    let site_of = |ra: u64| {
-        let m = &p.modules[p.module_index(ra.checked_sub(1)?)?];
-        let mut h = rustc_hash::FxHasher::default();
-        std::hash::Hash::hash(&*m.path, &mut h);
-        Some((std::hash::Hasher::finish(&h), ra - m.avma.start + m.pgoff))
-    };
-    // A walk that found no frame past the copy (a zero read where the thread's frames
-    // were: it has moved on) finished nothing, unless the copy ended at the stack's root.
-    let found_more = out.len() > first || in_entry_function(p, out);
-    if complete && found_more && rec.validate(out, site_of) {
-        let cut = Cut {
-            needed: needed_to(rec.max_addr.get()),
-            recovered: Some(first),
-            unreadable: false,
-        };
-        return (outcome, Some(cut));
-    }
-    out.truncate(first.max(1));
-    let cut = Cut {
-        needed: needed_to(rec.max_addr.get().max(rec.lo())),
-        recovered: None,
-        unreadable: rec.failed.get(),
-    };
-    (UnwindOutcome::Truncated(TruncReason::StackEnd), Some(cut))
 }
 
 /// How far into a file's entry point function (`_start`) its call to the C start-up code may

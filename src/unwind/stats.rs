@@ -124,6 +124,12 @@ pub struct UnwindStats {
     pub recovered_frames: u64,
     pub recovery_unreadable: u64,
     pub recovery_rejected: u64,
+    /// `recovery_rejected` by the check that rejected the stack.
+    pub rejected: RejectCounts,
+    /// Of `recovered_frames`, those whose call was confirmed to name the callee's function,
+    /// and those kept on an indirect call that names no target (see `unwind::confirm`).
+    pub recovered_confirmed: u64,
+    pub recovered_indirect: u64,
     /// The largest copy size a stack cut at the copy's end needed (of the copies as long as
     /// asked): exact for the recovered ones, at least this for the others; 0 when none was.
     pub copy_needed_max: u64,
@@ -152,6 +158,62 @@ impl UnwindStats {
     pub fn copy_size_needed(&self) -> Option<u64> {
         let need = self.copy_needed_max;
         (need > 0 && need <= 65528).then(|| need.div_ceil(1024).saturating_mul(1024).min(65528))
+    }
+}
+
+/// Why stacks finished from the live process were rejected (kept truncated, with the copy's
+/// frames only), one count per check; the first check a stack fails is counted.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RejectCounts {
+    /// The walk past the copy found no frame (the thread's stack there no longer held one).
+    pub nothing_found: u64,
+    /// The walk did not end at the thread's start (`_start`, or a function whose CFI ends
+    /// the stack, as `clone3`'s does).
+    pub no_thread_start: u64,
+    /// A step past the copy read lower on the stack than the one before.
+    pub not_climbing: u64,
+    /// A return address with no call instruction before it.
+    pub not_a_call: u64,
+    /// A call that names another function than the callee's (a frame of a later moment, or
+    /// a tail call).
+    pub wrong_callee: u64,
+    /// The frames just below the cut changed after the sample: the thread left them.
+    pub copy_changed: u64,
+}
+
+/// One check of [`RejectCounts`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Reject {
+    NothingFound,
+    NoThreadStart,
+    NotClimbing,
+    NotACall,
+    WrongCallee,
+    CopyChanged,
+}
+
+impl RejectCounts {
+    pub(crate) fn count(&mut self, r: Reject) {
+        *match r {
+            Reject::NothingFound => &mut self.nothing_found,
+            Reject::NoThreadStart => &mut self.no_thread_start,
+            Reject::NotClimbing => &mut self.not_climbing,
+            Reject::NotACall => &mut self.not_a_call,
+            Reject::WrongCallee => &mut self.wrong_callee,
+            Reject::CopyChanged => &mut self.copy_changed,
+        } += 1;
+    }
+
+    /// The counts by name, as the summary prints them and a recording stores them.
+    pub fn named(&self) -> [(&'static str, u64); 6] {
+        [
+            ("copy_changed", self.copy_changed),
+            ("wrong_callee", self.wrong_callee),
+            ("not_a_call", self.not_a_call),
+            ("no_thread_start", self.no_thread_start),
+            ("not_climbing", self.not_climbing),
+            ("nothing_found", self.nothing_found),
+        ]
     }
 }
 

@@ -427,13 +427,58 @@ fn a_stack_that_reaches_the_loaders_entry_point_is_complete() {
     assert_eq!((u.stats().complete, u.stats().truncated.total()), (1, 0));
 }
 
-/// The dumped process's stack, served as a live process's memory would be.
+/// The dumped process, served as a live process's memory would be: its stack, its data
+/// mappings (the GOT) and the code of the files it mapped.
 struct FakeLive {
     sp: u64,
     stack: Vec<u8>,
-    /// What ends each return address's code: a call, or not.
+    data: Vec<(u64, Vec<u8>)>,
+    /// Executable mappings: start, end, file offset, file.
+    code: Vec<(u64, u64, u64, std::path::PathBuf)>,
+    /// Whether code reads as it is, or as no-ops (no call before any return address).
     call: bool,
     gone: bool,
+}
+
+impl FakeLive {
+    fn of(dump: &Dump, stack: Vec<u8>) -> FakeLive {
+        let code = String::from_utf8_lossy(&dump.maps)
+            .lines()
+            .filter_map(|l| {
+                let f: Vec<&str> = l.split_whitespace().collect();
+                let (range, perms, off, path) = (f.first()?, f.get(1)?, f.get(2)?, f.get(5)?);
+                let (a, b) = range.split_once('-')?;
+                perms.contains('x').then_some(())?;
+                Some((
+                    u64::from_str_radix(a, 16).ok()?,
+                    u64::from_str_radix(b, 16).ok()?,
+                    u64::from_str_radix(off, 16).ok()?,
+                    std::path::PathBuf::from(path),
+                ))
+            })
+            .collect();
+        FakeLive {
+            sp: dump.get("sp"),
+            stack,
+            data: dump.data.clone(),
+            code,
+            call: true,
+            gone: false,
+        }
+    }
+
+    fn byte(&self, addr: u64) -> u8 {
+        if let Some((start, bytes)) = self
+            .data
+            .iter()
+            .find(|(s, b)| addr >= *s && addr - s < b.len() as u64)
+        {
+            return bytes[(addr - start) as usize];
+        }
+        // Pages past the dump read as zeros, as the unused top of a stack would.
+        let at = addr.checked_sub(self.sp).map(|o| o as usize);
+        at.and_then(|o| self.stack.get(o)).copied().unwrap_or(0)
+    }
 }
 
 impl LiveMemory for FakeLive {
@@ -441,20 +486,23 @@ impl LiveMemory for FakeLive {
         if self.gone {
             return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
         }
-        // Pages past the dump read as zeros, as the unused top of a stack would.
         for (i, b) in buf.iter_mut().enumerate() {
-            let at = (addr + i as u64).checked_sub(self.sp).map(|o| o as usize);
-            *b = at.and_then(|o| self.stack.get(o)).copied().unwrap_or(0);
+            *b = self.byte(addr + i as u64);
         }
         Ok(buf.len())
     }
 
-    fn code_before(&mut self, _pid: u32, _ra: u64, _site: CodeSite) -> Option<[u8; 16]> {
-        let mut c = [0x90u8; 16];
-        if self.call {
-            c[11] = 0xe8;
+    fn code(&mut self, _pid: u32, start: u64, _site: CodeSite) -> Option<[u8; 16]> {
+        if !self.call {
+            return Some([0x90; 16]);
         }
-        Some(c)
+        let (m_start, _, off, path) = self
+            .code
+            .iter()
+            .find(|(s, e, _, _)| start >= *s && start + 16 <= *e)?;
+        let bytes = std::fs::read(path).ok()?;
+        let at = usize::try_from(start - m_start + off).ok()?;
+        bytes.get(at..at + 16)?.try_into().ok()
     }
 }
 
@@ -468,10 +516,9 @@ fn live_unwind(call: bool, gone: bool) -> (Vec<u64>, Vec<u64>, UnwindOutcome, Un
     );
     let mut u = unwinders_for(&dump, UnwindMode::Dwarf).0;
     u.set_live(Some(Box::new(FakeLive {
-        sp: regs.sp,
-        stack: dump.stack.clone(),
         call,
         gone,
+        ..FakeLive::of(&dump, dump.stack.clone())
     })));
     let mut frames = Vec::new();
     let outcome = u.unwind(pid, regs, &dump.stack[..40], &mut frames);
@@ -507,7 +554,45 @@ fn recovered_frames_not_after_a_call_are_dropped() {
         (s.recovered, s.recovery_rejected, s.recovery_unreadable),
         (0, 1, 0)
     );
+    assert_eq!(s.rejected.not_a_call, 1);
     assert_eq!(s.truncated.stack_end, 1);
+}
+
+/// Every call of the fixture's stack is confirmed against its callee: the direct calls of
+/// main -> level1 -> ... -> leaf, `_start`'s call through the GOT, and the one indirect call
+/// (`__libc_start_call_main` calls main through a register).
+#[test]
+fn recovered_calls_are_confirmed_against_their_callees() {
+    let (_, frames, outcome, u) = live_unwind(true, false);
+    assert_eq!(outcome, UnwindOutcome::Complete);
+    let s = u.stats();
+    assert_eq!(
+        s.recovered_confirmed + s.recovered_indirect,
+        s.recovered_frames
+    );
+    assert!(s.recovered_confirmed >= 4, "{s:?} {frames:x?}");
+    assert!(s.recovered_indirect <= 1, "{s:?}");
+}
+
+/// The thread left the frames just below the cut after the sample (the live stack no longer
+/// holds what the kernel copied there): what was read past the copy may be of a later
+/// moment, and is dropped.
+#[test]
+fn frames_past_a_copy_whose_top_changed_are_dropped() {
+    let (dump, regs) = run_fixture(true);
+    let (mut u, pid) = unwinders_for(&dump, UnwindMode::Dwarf);
+    let mut live = dump.stack.clone();
+    for b in &mut live[..40] {
+        *b ^= 0x5a;
+    }
+    u.set_live(Some(Box::new(FakeLive::of(&dump, live))));
+    let mut frames = Vec::new();
+    let outcome = u.unwind(pid, regs, &dump.stack[..40], &mut frames);
+    assert_eq!(outcome, UnwindOutcome::Truncated(TruncReason::StackEnd));
+    assert_eq!(u.last_recovered(), None);
+    let s = u.stats();
+    assert_eq!((s.recovered, s.recovery_rejected), (0, 1));
+    assert_eq!(s.rejected.copy_changed, 1, "{s:?}");
 }
 
 #[test]
@@ -529,12 +614,10 @@ fn a_process_gone_leaves_the_copy_frames() {
 fn a_walk_that_finds_no_frame_past_the_copy_is_not_finished() {
     let (dump, regs) = run_fixture(true);
     let (mut u, pid) = unwinders_for(&dump, UnwindMode::Dwarf);
-    u.set_live(Some(Box::new(FakeLive {
-        sp: regs.sp,
-        stack: dump.stack[..40].to_vec(),
-        call: true,
-        gone: false,
-    })));
+    u.set_live(Some(Box::new(FakeLive::of(
+        &dump,
+        dump.stack[..40].to_vec(),
+    ))));
     let mut frames = Vec::new();
     let outcome = u.unwind(pid, regs, &dump.stack[..40], &mut frames);
     assert_eq!(

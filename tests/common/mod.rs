@@ -8,9 +8,11 @@ pub mod tools;
 pub mod user;
 
 use std::collections::HashMap;
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Child, ChildStderr, Command, ExitStatus, Output, Stdio};
 use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
 
 /// Frame-pointer or no-frame-pointer build of a fixture.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -404,4 +406,57 @@ pub fn have_inferno() -> bool {
         eprintln!("skipping: inferno-collapse-perf is not installed");
     }
     ok
+}
+
+/// `memperf record OPTS -o OUT [-- COMMAND]`.
+pub fn record_command(opts: &[&str], out: &Path, command: &[&str]) -> Command {
+    let mut cmd = memperf();
+    cmd.arg("record").args(opts).arg("-o").arg(out);
+    if !command.is_empty() {
+        cmd.arg("--").args(command);
+    }
+    cmd
+}
+
+/// A `memperf record` running in the background, its start line read.
+pub struct Recording {
+    child: Child,
+    err: BufReader<ChildStderr>,
+}
+
+impl Recording {
+    pub fn start(opts: &[&str], out: &Path, command: &[&str]) -> Recording {
+        let mut cmd = record_command(opts, out, command);
+        let mut child = cmd.stderr(Stdio::piped()).spawn().expect("start memperf");
+        let mut err = BufReader::new(child.stderr.take().expect("stderr"));
+        let mut started = String::new();
+        err.read_line(&mut started).expect("start line");
+        assert!(started.contains("memperf: recording"), "{started}");
+        Recording { child, err }
+    }
+
+    /// Sends SIGINT to memperf alone (through `kill`: tests keep `unsafe` out).
+    pub fn interrupt(&self) {
+        let pid = self.child.id().to_string();
+        let st = Command::new("kill").args(["-INT", &pid]).status();
+        assert!(st.expect("kill").success());
+    }
+
+    /// Its exit status and the rest of its stderr, once it stops (after `why`).
+    pub fn wait(mut self, why: &str) -> (ExitStatus, String) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let status = loop {
+            if let Some(s) = self.child.try_wait().expect("wait memperf") {
+                break s;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "memperf did not stop after {why}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        let mut rest = String::new();
+        std::io::Read::read_to_string(&mut self.err, &mut rest).ok();
+        (status, rest)
+    }
 }

@@ -206,6 +206,22 @@ fn read_delay_line(s: &UnwindStats, d: &ReadDelay) -> Option<String> {
     ))
 }
 
+/// The checks that rejected recovered frames, as ` (N copy changed, M wrong callee)`.
+fn rejections(s: &UnwindStats) -> String {
+    let named: Vec<String> = s
+        .rejected
+        .named()
+        .iter()
+        .filter(|(_, n)| *n > 0)
+        .map(|(name, n)| format!("{n} {}", name.replace('_', " ")))
+        .collect();
+    if named.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", named.join(", "))
+    }
+}
+
 /// What became of the stacks the copy did not hold to their end: how many the live process
 /// finished, and, when more than 5% of all stacks were cut there, why and the copy size
 /// that would have held them (or that none would).
@@ -225,14 +241,17 @@ fn copy_end_lines(s: &UnwindStats, unwound: u64, cfg: &RecordConfig) -> Vec<Stri
     };
     lines.push(format!(
         "    {} stacks went past {copy_words}: {} finished from the live process \
-         ({} frames, marked {} in the report and script), {} could not be read (the thread had \
-         exited), {} rejected by validation",
+         ({} frames, marked {} in the report and script; {} calls confirmed, {} through a \
+         register), {} could not be read (the thread had exited), {} rejected by validation{}",
         s.cut_at_copy_end,
         s.recovered,
         s.recovered_frames,
         crate::output::RECOVERED,
+        s.recovered_confirmed,
+        s.recovered_indirect,
         s.recovery_unreadable,
         s.recovery_rejected,
+        rejections(s),
     ));
     if s.cut_at_copy_end * 20 > unwound {
         let pct = 100.0 * s.cut_at_copy_end as f64 / unwound.max(1) as f64;

@@ -1,0 +1,222 @@
+//! What a walk that read the live process keeps. Frames read past the kernel's copy were on
+//! the stack at the sample's moment only if the thread had not left them when they were
+//! read; every check below looks for evidence that it had, cheapest first, and the first
+//! that finds it rejects the frames read past the copy (the stack keeps the copy's frames,
+//! truncated, and the check is counted):
+//!
+//! 1. the walk found a frame past the copy and ended at the thread's start (`_start`, or a
+//!    function whose CFI ends the stack, as `clone3`'s does);
+//! 2. each step past the copy read higher on the stack than the one before;
+//! 3. each recovered return address follows a call that, where it names its target, names
+//!    the function its callee frame is in (`unwind::confirm`), the frame unwound last from
+//!    the copy included;
+//! 4. the frames just below the cut still hold what the kernel copied, read again after the
+//!    frames past the copy were read (`Recovery::copy_unchanged`).
+
+use framehop::{FrameAddress, UnwindRegsNative, Unwinder};
+use rustc_hash::FxHashSet;
+
+use super::confirm::{CallSite, Callee, Verdict, judge, plt_slot};
+use super::live::Recovery;
+use super::stats::Reject;
+use super::{FhCache, Process, StackCopy, TruncReason, UnwindOutcome, in_entry_function};
+
+/// Call sites confirmed to name their callee's function: (pid, return address, the callee's
+/// lookup address). Cleared when modules change, and past [`CONFIRMED_MAX`].
+#[derive(Default)]
+pub(super) struct Confirmed(FxHashSet<(u32, u64, u64)>);
+
+const CONFIRMED_MAX: usize = 1 << 16;
+
+impl Confirmed {
+    pub(super) fn clear(&mut self) {
+        self.0.clear();
+    }
+
+    fn insert(&mut self, key: (u32, u64, u64)) {
+        if self.0.len() >= CONFIRMED_MAX {
+            self.0.clear();
+        }
+        self.0.insert(key);
+    }
+}
+
+/// A stack that the copy did not hold to its end: how many bytes it would have needed, and
+/// what became of the frames read past it.
+pub(super) struct Cut {
+    pub needed: u64,
+    /// The index of the first frame read from the live process, when they were kept.
+    pub recovered: Option<usize>,
+    pub unreadable: bool,
+    /// The check that rejected them.
+    pub rejected: Option<Reject>,
+    /// Of the kept frames, calls confirmed and calls through a register.
+    pub confirmed: u64,
+    pub indirect: u64,
+}
+
+/// The state the checks share.
+pub(super) struct Checks<'a, 'm> {
+    pub p: &'a Process,
+    pub cache: &'a mut FhCache,
+    pub confirmed: &'a mut Confirmed,
+    pub pid: u32,
+    pub rec: &'a Recovery<'m>,
+    pub copy: &'a StackCopy<'a>,
+}
+
+/// Why the frames read past the copy go: a check failed, or (`None`) memory could not be
+/// read.
+type Failed = Option<Reject>;
+
+impl Checks<'_, '_> {
+    /// Decides what `out` keeps (see the module's doc); the outcome, and how the copy's end
+    /// cut the stack if it did.
+    pub(super) fn settle(
+        mut self,
+        outcome: UnwindOutcome,
+        out: &mut Vec<u64>,
+    ) -> (UnwindOutcome, Option<Cut>) {
+        let rec = self.rec;
+        let Some(first) = rec.first.get() else {
+            return (outcome, None);
+        };
+        let needed_to = |addr: u64| addr.saturating_add(8).saturating_sub(rec.sp());
+        match self.check(outcome, out, first) {
+            Ok((confirmed, indirect)) => {
+                let cut = Cut {
+                    needed: needed_to(rec.max_addr.get()),
+                    recovered: Some(first),
+                    unreadable: false,
+                    rejected: None,
+                    confirmed,
+                    indirect,
+                };
+                (outcome, Some(cut))
+            }
+            Err(failed) => {
+                out.truncate(first.max(1));
+                let cut = Cut {
+                    needed: needed_to(rec.max_addr.get().max(rec.lo())),
+                    recovered: None,
+                    unreadable: failed.is_none(),
+                    rejected: failed,
+                    confirmed: 0,
+                    indirect: 0,
+                };
+                (UnwindOutcome::Truncated(TruncReason::StackEnd), Some(cut))
+            }
+        }
+    }
+
+    fn check(
+        &mut self,
+        outcome: UnwindOutcome,
+        out: &[u64],
+        first: usize,
+    ) -> Result<(u64, u64), Failed> {
+        if self.rec.failed.get() {
+            return Err(None);
+        }
+        // A walk that found no frame past the copy (a zero read where the thread's frames
+        // were: it has moved on) finished nothing, unless the copy ended at the stack's root.
+        if out.len() <= first && !in_entry_function(self.p, out) {
+            return Err(Some(Reject::NothingFound));
+        }
+        if outcome != UnwindOutcome::Complete || !self.ends_at_root(out) {
+            return Err(Some(Reject::NoThreadStart));
+        }
+        if !self.rec.climbs() {
+            return Err(Some(Reject::NotClimbing));
+        }
+        let kept = self.confirm_calls(out, first)?;
+        match self.rec.copy_unchanged(self.copy) {
+            Some(true) => Ok(kept),
+            Some(false) => Err(Some(Reject::CopyChanged)),
+            None => Err(None),
+        }
+    }
+
+    /// Whether the last frame is a thread's first: the entry point function of its file,
+    /// or a function whose CFI says the stack ends there (its return address undefined).
+    /// framehop also ends a walk on a zero return address or a zero frame pointer, which a
+    /// stack rewritten since the sample can hold anywhere: those are not a start.
+    fn ends_at_root(&mut self, out: &[u64]) -> bool {
+        if in_entry_function(self.p, out) {
+            return true;
+        }
+        let address = match out {
+            [] => return false,
+            [ip] => FrameAddress::from_instruction_pointer(*ip),
+            [.., ra] => match FrameAddress::from_return_address(*ra) {
+                Some(a) => a,
+                None => return false,
+            },
+        };
+        // A frame-pointer rule reads the stack (bp is not 0) and so fails: only a rule that
+        // ends the stack without reading it returns Ok(None).
+        let mut regs = UnwindRegsNative::new(address.address(), 8, 1);
+        let ended = self
+            .p
+            .unwinder
+            .unwind_frame(address, &mut regs, self.cache, &mut |_| Err(()));
+        matches!(ended, Ok(None))
+    }
+
+    /// Confirms the call before each recovered return address (from `first` on, whose
+    /// callee is the last frame the copy gave): how many were confirmed and how many
+    /// indirect, or the check that failed.
+    fn confirm_calls(&mut self, out: &[u64], first: usize) -> Result<(u64, u64), Failed> {
+        let (mut confirmed, mut indirect) = (0, 0);
+        for i in first.max(1)..out.len() {
+            let ra = out[i];
+            let callee = if i == 1 {
+                out[0]
+            } else {
+                out[i - 1].wrapping_sub(1)
+            };
+            let key = (self.pid, ra, callee);
+            if self.confirmed.0.contains(&key) {
+                confirmed += 1;
+                continue;
+            }
+            match self.judge_frame(ra, callee) {
+                Verdict::Confirmed => {
+                    self.confirmed.insert(key);
+                    confirmed += 1;
+                }
+                Verdict::Indirect => indirect += 1,
+                Verdict::NotACall => return Err(Some(Reject::NotACall)),
+                Verdict::WrongCallee => return Err(Some(Reject::WrongCallee)),
+            }
+        }
+        Ok((confirmed, indirect))
+    }
+
+    fn judge_frame(&self, ra: u64, callee_pc: u64) -> Verdict {
+        let (p, rec) = (self.p, self.rec);
+        let Some(start) = ra.checked_sub(16) else {
+            return Verdict::NotACall;
+        };
+        // The return address must be in an executable mapping of the process.
+        let Some(m) = p.module_at(ra.wrapping_sub(1)) else {
+            return Verdict::NotACall;
+        };
+        let Some(code) = rec.code(start, m.site(start)) else {
+            return Verdict::NotACall;
+        };
+        let site = CallSite::decode(&code, ra);
+        let callee = Callee {
+            pc: callee_pc,
+            entry: p
+                .module_at(callee_pc)
+                .and_then(|m| m.function_start(callee_pc)),
+        };
+        let resolve = |t: u64| {
+            let m = p.module_at(t)?;
+            let stub = rec.code(t, m.site(t))?;
+            rec.word(plt_slot(&stub, t)?)
+        };
+        judge(&site, &callee, resolve, |s| rec.word(s))
+    }
+}
