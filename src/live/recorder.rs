@@ -189,6 +189,7 @@ pub(crate) fn record<H: Live>(run: Run<'_>, tool: &mut H) -> Result<Recorded> {
         .flatten();
     let mut driver = Driver::new(opened, signals, gated, &cfg.target)
         .with_sizer(sizer)
+        .prompt(online.then(driver::prompt_every).flatten())
         .discard(cfg.consume == Consume::None)
         .sink_context(write_failed.clone());
     // Processes attached to (-p, -t) are enabled before they are described: describing
@@ -553,7 +554,7 @@ fn build_features(
 
 /// What only memperf knows about its recording: the user stacks it unwound while recording
 /// (their raw bytes are not in the file, so no reader can count these again) and how many
-/// were truncated, by reason.
+/// were truncated, by reason, and how soon those past their copy were read.
 fn memperf_stats(session: &Session) -> MemperfStats {
     let st = session.stats();
     let mut counts = vec![
@@ -579,6 +580,17 @@ fn memperf_stats(session: &Session) -> MemperfStats {
         for (name, n) in s.rejected.named() {
             counts.push((format!("rejected.{name}"), n));
         }
+    }
+    // How long after its time each stack past its copy was unwound (read from the live
+    // process), when one was.
+    let d = &st.read_delay;
+    if let (Some(p50), Some(p99)) = (d.quantile(0.5), d.quantile(0.99)) {
+        counts.extend([
+            ("read_delay_count".to_string(), d.count),
+            ("read_delay_p50_ns".to_string(), p50),
+            ("read_delay_p99_ns".to_string(), p99),
+            ("read_delay_max_ns".to_string(), d.max_ns),
+        ]);
     }
     MemperfStats { counts }
 }

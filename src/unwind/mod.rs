@@ -260,6 +260,8 @@ pub struct Unwinders {
     last_recovered: Option<usize>,
     /// Of the last stack unwound: the copy size it needed (see [`StackNeed`]).
     last_need: Option<StackNeed>,
+    /// Whether the last stack unwound went past its copy's end.
+    last_past_copy: bool,
     /// Load a mapping's file when a sample of its process is first unwound, not when the
     /// mapping is met.
     lazy: bool,
@@ -348,6 +350,7 @@ impl Unwinders {
             confirmed: settle::Confirmed::default(),
             last_recovered: None,
             last_need: None,
+            last_past_copy: false,
             lazy: false,
         }
     }
@@ -375,6 +378,12 @@ impl Unwinders {
     /// when [`Self::set_live`] finished it.
     pub fn last_recovered(&self) -> Option<usize> {
         self.last_recovered
+    }
+
+    /// Whether the last stack unwound went past the end of its copy (and so, while
+    /// recording, was finished from the live process, or tried to be).
+    pub fn last_past_copy(&self) -> bool {
+        self.last_past_copy
     }
 
     /// How much stack copy the last stack unwound needed (`None` in frame-pointer mode).
@@ -632,6 +641,7 @@ impl Unwinders {
         out.clear();
         self.last_recovered = None;
         self.last_need = None;
+        self.last_past_copy = false;
         self.load_pending(pid);
         if self.procs.get(&pid).is_some_and(|p| p.jit.unread()) {
             self.read_jit_dump(pid);
@@ -654,6 +664,7 @@ impl Unwinders {
         }) {
             let short = (stack.len() as u64) < requested;
             self.count_cut(&c, out.len(), short);
+            self.last_past_copy = true;
             // A short copy ended at a stack page the thread never touched: no copy size
             // holds more, so only what it read counts.
             self.last_need = Some(StackNeed {

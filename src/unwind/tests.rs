@@ -539,6 +539,7 @@ fn a_short_copy_is_finished_from_the_live_process() {
     assert_eq!(frames, whole);
     let first = u.last_recovered().expect("frames were recovered");
     assert!(first >= 1 && first < frames.len(), "{first}");
+    assert!(u.last_past_copy());
     let s = u.stats();
     assert_eq!((s.complete, s.truncated.total()), (1, 0));
     assert_eq!((s.cut_at_copy_end, s.recovered), (1, 1));
