@@ -176,6 +176,10 @@ impl RssArgs {
         if self.duration == Some(0) {
             bail!("invalid --duration 0: give at least 1 second, or leave it out");
         }
+        let duration = self
+            .duration
+            .map(|d| super::seconds("--duration", d as f64))
+            .transpose()?;
         if self.top == 0 {
             bail!("invalid -T 0: show at least one stack");
         }
@@ -211,7 +215,7 @@ impl RssArgs {
         };
         Ok(RssConfig {
             leak,
-            duration: self.duration.map(Duration::from_secs),
+            duration,
             output,
             pprof: self.pprof,
             top: self.top,

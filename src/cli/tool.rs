@@ -2,7 +2,6 @@
 
 use std::ffi::OsString;
 use std::path::PathBuf;
-use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use clap::Args;
@@ -97,13 +96,10 @@ impl ToolArgs {
         } else {
             Target::SystemWide
         };
-        let duration = match self.duration {
-            Some(d) if !(d > 0.0 && d.is_finite()) => {
-                bail!("-d/--duration must be a positive number of seconds, not {d}")
-            }
-            Some(d) => Some(Duration::from_secs_f64(d)),
-            None => None,
-        };
+        let duration = self
+            .duration
+            .map(|d| super::seconds("-d/--duration", d))
+            .transpose()?;
         Ok(ToolConfig {
             target,
             cpus,
