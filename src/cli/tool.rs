@@ -57,6 +57,20 @@ pub struct ToolArgs {
 }
 
 impl ToolArgs {
+    /// The first option given that only a live run uses (a replay would ignore it).
+    fn live_only_option(&self) -> Option<&'static str> {
+        [
+            (self.pid.is_some(), "-p/--pid"),
+            (self.tid.is_some(), "-t/--tid"),
+            (self.all_cpus, "-a/--all-cpus"),
+            (self.cpu.is_some(), "-C/--cpu"),
+            (self.duration.is_some(), "-d/--duration"),
+            (self.mmap_pages.is_some(), "-m/--mmap-pages"),
+        ]
+        .into_iter()
+        .find_map(|(given, name)| given.then_some(name))
+    }
+
     /// The tool configuration; `stacks` says whether samples carry unwound stacks.
     pub fn into_config(self, stacks: bool) -> Result<ToolConfig> {
         if let Some(m) = self.mmap_pages
@@ -80,6 +94,14 @@ impl ToolArgs {
         let has_command = !self.command.is_empty();
         if self.input.is_some() && has_command {
             bail!("-i reads a recording: it takes no command to run");
+        }
+        if self.input.is_some()
+            && let Some(live) = self.live_only_option()
+        {
+            bail!(
+                "{live} chooses what is traced live and does not apply to -i (a recording): \
+                 leave it out"
+            );
         }
         let target = if let Some(p) = &self.pid {
             if has_command {
