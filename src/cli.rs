@@ -342,6 +342,16 @@ pub(crate) fn seconds(option: &str, secs: f64) -> Result<Duration> {
     Duration::try_from_secs_f64(secs).with_context(|| format!("{option} {secs} is not a duration"))
 }
 
+/// Refuses the output file given to `option` if it could not be written (a FIFO, another
+/// user's file: `output::check_output_path`), before anything is read or traced.
+pub(crate) fn check_output(option: &str, path: Option<&std::path::Path>) -> Result<()> {
+    match path {
+        Some(p) => crate::output::check_output_path(p)
+            .with_context(|| format!("cannot write the {option} file")),
+        None => Ok(()),
+    }
+}
+
 pub(crate) fn parse_id_list(s: &str, what: &str) -> Result<Vec<u32>> {
     let mut out = Vec::new();
     for part in s.split(',') {

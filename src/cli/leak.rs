@@ -286,6 +286,7 @@ impl LeakArgs {
         if self.count == Some(0) {
             bail!("invalid count 0: give at least one report, or leave the count out");
         }
+        super::check_output("--pprof", self.pprof.as_deref())?;
         if let (Some(lo), Some(hi)) = (self.min_size, self.max_size)
             && lo > hi
         {

@@ -195,6 +195,8 @@ impl RssArgs {
         if call_graph == CallGraph::None {
             bail!("memperf rss needs stacks: use --call-graph dwarf or fp");
         }
+        super::check_output("--pprof", self.pprof.as_deref())?;
+        super::check_output("--flamegraph", self.flamegraph.as_deref())?;
         let output = match (self.folded, self.flamegraph) {
             (true, _) => RssOutput::Folded,
             (false, Some(p)) => RssOutput::Flamegraph(p),

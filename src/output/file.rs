@@ -4,6 +4,8 @@
 //! user planted would hang the run: it is refused without blocking, `O_NONBLOCK`), never a
 //! file another user owns, and never through a symbolic link another user owns (the
 //! kernel's fs.protected_symlinks rule, kept even where that sysctl is off).
+//! [`check_output_path`] says the same before a run starts, so that a tool that traces
+//! first learns of a bad path before it has traced anything.
 
 use std::fs::{File, Metadata, OpenOptions};
 use std::io;
@@ -38,6 +40,28 @@ pub fn create_output_file(path: &Path) -> io::Result<File> {
         file.set_len(0)?;
     }
     Ok(file)
+}
+
+/// Whether `path` may be written by [`create_output_file`], without opening it: an error
+/// that says why not, for a path that exists and may not. `-` (standard output) may.
+pub fn check_output_path(path: &Path) -> io::Result<()> {
+    if path.as_os_str() == "-" {
+        return Ok(());
+    }
+    match std::fs::symlink_metadata(path) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e),
+        Ok(m) => match refused(path, &m) {
+            Some(why) => Err(why),
+            // The user's own link: what it points to must pass too.
+            None if m.file_type().is_symlink() => match std::fs::metadata(path) {
+                Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+                Err(e) => Err(e),
+                Ok(t) => refused(path, &t).map_or(Ok(()), Err),
+            },
+            None => Ok(()),
+        },
+    }
 }
 
 /// Opens `path` for writing, created if absent, without truncating it and without waiting
@@ -102,6 +126,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("out.txt");
         std::fs::write(&p, "an earlier, longer output").unwrap();
+        check_output_path(&p).unwrap();
         use std::io::Write;
         create_output_file(&p).unwrap().write_all(b"new").unwrap();
         assert_eq!(std::fs::read_to_string(&p).unwrap(), "new");
@@ -113,11 +138,15 @@ mod tests {
                 .unwrap()
                 .success()
         );
-        let e = create_output_file(&fifo).unwrap_err();
-        assert!(
-            e.to_string().contains("is a FIFO, not a regular file"),
-            "{e}"
-        );
+        for e in [
+            check_output_path(&fifo).unwrap_err(),
+            create_output_file(&fifo).unwrap_err(),
+        ] {
+            assert!(
+                e.to_string().contains("is a FIFO, not a regular file"),
+                "{e}"
+            );
+        }
         let e = create_output_file(dir.path()).unwrap_err();
         assert!(e.to_string().contains("a directory"), "{e}");
         create_output_file(Path::new("/dev/null")).unwrap();

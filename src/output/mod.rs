@@ -5,7 +5,7 @@ pub mod header;
 pub mod pprof;
 pub mod script;
 
-pub use file::create_output_file;
+pub use file::{check_output_path, create_output_file};
 
 use std::collections::BTreeMap;
 use std::io::Write;
