@@ -518,7 +518,7 @@ impl Session {
     /// The timestamp used to order a record, without parsing all of it.
     pub fn record_time(&self, ty: u32, body: &[u8]) -> Option<u64> {
         let info = if ty == PERF_RECORD_SAMPLE {
-            &self.infos[self.event_of(ty, body)?]
+            self.infos.get(self.event_of(ty, body)?)?
         } else {
             self.side_info()
         };
@@ -559,8 +559,8 @@ impl Session {
         if ty == PERF_RECORD_SAMPLE {
             return self.handle_sample(misc, bytes, body, handler);
         }
-        let info = match self.event_of(ty, body) {
-            Some(ev) => self.infos[ev],
+        let info = match self.event_of(ty, body).and_then(|ev| self.infos.get(ev)) {
+            Some(info) => *info,
             None => *self.side_info(),
         };
         let parsed = if ty < records::PERF_RECORD_USER_TYPE_START {
@@ -736,7 +736,11 @@ impl Session {
                 return Ok(());
             }
         };
-        let sample = match records::parse_record(PERF_RECORD_SAMPLE, misc, body, &self.infos[ev]) {
+        let Some(info) = self.infos.get(ev) else {
+            self.stats.malformed += 1;
+            return Ok(());
+        };
+        let sample = match records::parse_record(PERF_RECORD_SAMPLE, misc, body, info) {
             Ok(Record::Sample(s)) => s,
             _ => {
                 self.stats.malformed += 1;
