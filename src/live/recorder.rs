@@ -165,7 +165,9 @@ pub(crate) fn record<H: Live>(run: Run<'_>, tool: &mut H) -> Result<Recorded> {
         .iter()
         .map(|e| e.spec.terms.max_stack)
         .collect();
-    // A system-wide run leaves out memperf's samples, and its child's until the exec.
+    // A system-wide run leaves out memperf's samples, and its child's until the exec (told
+    // by the exec's COMM record: without side band, as `stat` records, none comes, and the
+    // child's few samples before its exec stay in).
     let exclude_self = cfg.target == Target::SystemWide && !cfg.include_self;
     let mut session = Session::new(layouts.ring.clone(), opened.ids.clone(), keep)
         .with_types(types)
@@ -173,7 +175,7 @@ pub(crate) fn record<H: Live>(run: Run<'_>, tool: &mut H) -> Result<Recorded> {
         .with_exclude_pid(exclude_self.then(std::process::id))
         .with_exclude_until_exec(
             child_pid
-                .filter(|_| exclude_self)
+                .filter(|_| exclude_self && cfg.side_band)
                 .and_then(|p| u32::try_from(p).ok()),
         )
         .with_sample_data(SampleData::of_release(
