@@ -144,7 +144,8 @@ struct ProcModule {
     pending: Option<Pending>,
     /// Its functions' extents, for confirming the calls of recovered frames.
     fdes: Option<elf::FdeTable>,
-    /// A hash of `path`: with a file offset, names a place in the file in any process.
+    /// Names the file (see [`hash_file`]); with a file offset, a place in the file in any
+    /// process. 0 for memory of no file.
     path_hash: u64,
 }
 
@@ -414,9 +415,12 @@ impl Unwinders {
             entry_avma: None,
             pending: None,
             fdes: None,
-            path_hash: hash_path(&path),
+            path_hash: 0,
         };
         let kind = path_kind(ev.path);
+        if kind != PathKind::Pseudo {
+            module.path_hash = hash_file(&path, ev.dev_ino, ev.build_id);
+        }
         if crate::jitdump::is_dump_of(ev.path, ev.pid) {
             // A JIT's dump, mapped as its marker: not an ELF file; its unwind info is read.
             let proc = self.procs.entry(ev.pid).or_default();
@@ -577,6 +581,7 @@ impl Unwinders {
         }
         if module.build_id.is_none() {
             module.build_id = info.build_id.as_deref().map(Arc::from);
+            module.path_hash = hash_file(path, ev.dev_ino, module.build_id.as_deref());
         }
         let bias = elf::compute_bias(&info.segments, ev.start, ev.len, ev.pgoff)?;
         module.bias = Some(bias);
@@ -705,7 +710,7 @@ impl Unwinders {
             (Some(p), UnwindMode::Dwarf) => match self.live.as_deref_mut() {
                 None => dwarf_walk(p, &mut self.cache, regs, copy, None, out),
                 Some(memory) => {
-                    let task = (pid, self.tid.unwrap_or(pid));
+                    let task = (pid, self.tid.take().unwrap_or(pid));
                     let rec = Recovery::new(task, regs.sp, copy.end(), memory);
                     let outcome = dwarf_walk(p, &mut self.cache, regs, copy, Some(&rec), out);
                     let checks = settle::Checks {
@@ -742,7 +747,7 @@ impl Unwinders {
         match c.recovered {
             Some(first) => {
                 st.recovered += 1;
-                st.recovered_frames += (frames - first) as u64;
+                st.recovered_frames += frames.saturating_sub(first) as u64;
                 st.recovered_confirmed += c.confirmed;
                 st.recovered_indirect += c.indirect;
                 self.last_recovered = Some(first);
@@ -780,10 +785,16 @@ impl Unwinders {
     }
 }
 
-fn hash_path(path: &Path) -> u64 {
+/// Names a file for the caches of code read from processes: its path, device and inode,
+/// and build-id where known (a binary rebuilt at the same path is another file). Never 0:
+/// 0 names memory of no file, whose code is never cached (a JIT rewrites it).
+fn hash_file(path: &Path, dev_ino: Option<(u32, u32, u64)>, build_id: Option<&[u8]>) -> u64 {
+    use std::hash::{Hash, Hasher};
     let mut h = rustc_hash::FxHasher::default();
-    std::hash::Hash::hash(path, &mut h);
-    std::hash::Hasher::finish(&h)
+    path.hash(&mut h);
+    dev_ino.hash(&mut h);
+    build_id.hash(&mut h);
+    h.finish().max(1)
 }
 
 fn framehop_module(

@@ -9,7 +9,8 @@
 //! 2. each step past the copy read higher on the stack than the one before;
 //! 3. each recovered return address follows a call that, where it names its target, names
 //!    the function its callee frame is in (`unwind::confirm`), the frame unwound last from
-//!    the copy included;
+//!    the copy included; the call at the cut must name it (a call through a register there
+//!    would tie nothing read later to the copy);
 //! 4. the frames just below the cut still hold what the kernel copied, read again after the
 //!    frames past the copy were read (`Recovery::copy_unchanged`);
 //! 5. a thread blocked now (in a system call) has its stack pointer below the cut
@@ -160,10 +161,11 @@ impl Checks<'_, '_> {
             Some(false) => return Err(Some(Reject::CopyChanged)),
             None => return Err(None),
         }
-        if self.rec.moved_past_cut() {
-            return Err(Some(Reject::MovedOn));
+        match self.rec.moved_past_cut() {
+            Some(false) => Ok(kept),
+            Some(true) => Err(Some(Reject::MovedOn)),
+            None => Err(None),
         }
-        Ok(kept)
     }
 
     /// Whether the last frame is a thread's first: the entry point function of its file,
@@ -213,6 +215,12 @@ impl Checks<'_, '_> {
                 Verdict::Confirmed => {
                     self.confirmed.insert(key);
                     confirmed += 1;
+                }
+                // At the cut, the call is all that ties the frames read later to the copy:
+                // one that names no target ties nothing (a later phase's frame through a
+                // register call passes every other check).
+                Verdict::Indirect if i == first.max(1) => {
+                    return Err(Some(Reject::IndirectAtCut));
                 }
                 Verdict::Indirect => indirect += 1,
                 Verdict::NotACall => return Err(Some(Reject::NotACall)),

@@ -508,8 +508,11 @@ impl LiveMemory for FakeLive {
         bytes.get(at..at + 16)?.try_into().ok()
     }
 
-    fn blocked_sp(&mut self, _pid: u32, _tid: u32) -> Option<u64> {
-        self.blocked_sp
+    fn thread_now(&mut self, _pid: u32, _tid: u32) -> super::live::ThreadNow {
+        self.blocked_sp.map_or(
+            super::live::ThreadNow::Running,
+            super::live::ThreadNow::Blocked,
+        )
     }
 }
 
