@@ -4,6 +4,8 @@
 //! subcommand's arguments are checked and turned into a `*Config` before any
 //! work starts.
 
+use std::time::Duration;
+
 use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};
 
@@ -321,6 +323,34 @@ EXAMPLES:
         read live only).
 
 PERMISSIONS: root, or CAP_PERFMON with read access to tracefs.";
+
+/// The longest duration or interval any option takes: 100 years. In nanoseconds it fits the
+/// u64 sample clock with room to spare, and it can be added to any `Instant`.
+pub(crate) const MAX_SECONDS: f64 = 100.0 * 365.25 * 86_400.0;
+
+/// The one parser of a duration or interval option given in seconds (`--duration`, `-d`, a
+/// tool's INTERVAL, `-I` in seconds): a positive, finite number of seconds up to
+/// `MAX_SECONDS`, else an error that names the option and the value. Nothing saturates: an
+/// absurd value is refused before anything starts.
+pub(crate) fn seconds(option: &str, secs: f64) -> Result<Duration> {
+    if !(secs > 0.0 && secs.is_finite()) {
+        bail!("{option} must be a positive number of seconds, not {secs}");
+    }
+    if secs > MAX_SECONDS {
+        bail!("{option} {secs} is too long: at most {MAX_SECONDS} seconds (100 years)");
+    }
+    Duration::try_from_secs_f64(secs).with_context(|| format!("{option} {secs} is not a duration"))
+}
+
+/// Refuses the output file given to `option` if it could not be written (a FIFO, another
+/// user's file: `output::check_output_path`), before anything is read or traced.
+pub(crate) fn check_output(option: &str, path: Option<&std::path::Path>) -> Result<()> {
+    match path {
+        Some(p) => crate::output::check_output_path(p)
+            .with_context(|| format!("cannot write the {option} file")),
+        None => Ok(()),
+    }
+}
 
 pub(crate) fn parse_id_list(s: &str, what: &str) -> Result<Vec<u32>> {
     let mut out = Vec::new();

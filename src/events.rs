@@ -479,6 +479,30 @@ fn is_tracepoint_part(s: &str) -> bool {
 }
 
 /// Whether a tracepoint name part is a glob.
+/// Why glob `pattern` is malformed (a `[` class never closed), `None` when it is not.
+pub fn glob_error(pattern: &str) -> Option<String> {
+    let b = pattern.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'[' {
+            let mut j = i + 1;
+            if matches!(b.get(j), Some(b'!' | b'^')) {
+                j += 1;
+            }
+            // A `]` first in the class is one of its characters.
+            if b.get(j) == Some(&b']') {
+                j += 1;
+            }
+            match b[j.min(b.len())..].iter().position(|&c| c == b']') {
+                Some(k) => i = j + k,
+                None => return Some(format!("the `[` at offset {i} is never closed by a `]`")),
+            }
+        }
+        i += 1;
+    }
+    None
+}
+
 pub fn is_glob(s: &str) -> bool {
     s.contains(['*', '?', '['])
 }

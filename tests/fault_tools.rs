@@ -416,3 +416,35 @@ fn swapin_counts_the_swap_ins_the_kernel_counts() {
     };
     assert_eq!(rows(&replayed), rows(&text), "{replayed}");
 }
+
+/// A tool replaying a recording refuses the options that choose what is traced live (`-p`
+/// was ignored without a word), before it reads the file.
+#[test]
+fn live_only_options_are_refused_with_input() {
+    for (args, option) in [
+        (
+            &["faults", "-i", "/nonexistent.data", "-p", "1"][..],
+            "-p/--pid",
+        ),
+        (
+            &["faults", "-i", "/nonexistent.data", "-C", "0"],
+            "-C/--cpu",
+        ),
+        (
+            &["oomkill", "-i", "/nonexistent.data", "-t", "1"],
+            "-t/--tid",
+        ),
+        (
+            &["swapin", "-i", "/nonexistent.data", "-d", "1"],
+            "-d/--duration",
+        ),
+    ] {
+        let o = run_memperf(args);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(
+            err.contains(&format!("{option} chooses what is traced live")),
+            "{args:?}: {err}"
+        );
+    }
+}

@@ -2,7 +2,7 @@
 //! Files that processes map, as a hostile or busy host leaves them: a library replaced by a
 //! FIFO while it is mapped (whose open blocks forever), a binary deleted while it runs. The
 //! recorder must end on time and the report must not hang; the deleted binary must still be
-//! unwound while its process lives.
+//! unwound while its process lives. A FIFO at an output path is refused at once.
 
 mod common;
 
@@ -237,4 +237,56 @@ fn a_binary_deleted_while_it_runs_is_still_unwound() {
         "{folded}\n{}",
         stderr(&f)
     );
+}
+
+/// A FIFO another user put at an output path (`--flamegraph`, `--pprof`): opening it for
+/// writing waits for a reader forever, and `leak`/`rss` opened theirs only after the whole
+/// trace. Every output path is checked before anything is read or traced, and opened
+/// without blocking: each run ends at once with an error naming the FIFO.
+#[test]
+fn a_fifo_at_an_output_path_is_refused_at_once() {
+    if !require_perf("a recording to report") {
+        return;
+    }
+    let dir = scratch();
+    let data = dir.path().join("faults.data");
+    record(
+        &data,
+        &["-e", "page-faults"],
+        &fixture("brk", Variant::NoFp),
+        &["4"],
+    );
+    let fifo = dir.path().join("out.fifo");
+    assert!(
+        Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let (data, fifo) = (data.to_str().unwrap(), fifo.to_str().unwrap());
+    let runs: [&[&str]; 7] = [
+        &["report", "-i", data, "--flamegraph", fifo],
+        &["report", "-i", data, "--pprof", fifo],
+        &["leak", "--pprof", fifo, "-c", "true"],
+        &["rss", "--pprof", fifo, "-c", "true"],
+        &["rss", "--flamegraph", fifo, "-c", "true"],
+        &["faults", "--flamegraph", fifo, "--", "true"],
+        &["brkstack", "--flamegraph", fifo, "--", "true"],
+    ];
+    for args in runs {
+        let start = Instant::now();
+        let o = run_watched(memperf().args(args), &format!("memperf {args:?}"));
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(
+            err.contains("is a FIFO, not a regular file"),
+            "{args:?}: {err}"
+        );
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "{args:?} took {:?}",
+            start.elapsed()
+        );
+    }
 }

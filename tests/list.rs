@@ -251,3 +251,26 @@ fn check_rss_tries_its_fault_event_and_the_allocator_uprobes() {
         "{out}"
     );
 }
+
+/// A malformed glob (`[` never closed) is an error naming it (it listed nothing and exited
+/// 0), and a filter that selects nothing says so.
+#[test]
+fn a_bad_glob_is_an_error_and_a_filter_matching_nothing_says_so() {
+    let o = run_memperf(&["list", "zzzz:*["]);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("invalid event glob `zzzz:*[`") && err.contains("never closed"),
+        "{err}"
+    );
+    let o = run_memperf(&["list", "zzzz:*"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains("No event, tracepoint or tool matches `zzzz:*`."),
+        "{}",
+        stdout(&o)
+    );
+    let o = run_memperf(&["list", "page-fa[u]lts"]);
+    assert!(stdout(&o).contains("page-faults"), "{}", stdout(&o));
+    assert!(!stdout(&o).contains("No event"), "{}", stdout(&o));
+}

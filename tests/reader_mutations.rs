@@ -200,3 +200,39 @@ fn check_cli(i: usize, o: &Output) {
         o.status
     );
 }
+
+/// One byte of a one-event recording's header: the attrs section's size cut below one
+/// attr entry (0x90 → 0x80), so the file describes no event. `report` (text, folded, `--by
+/// mapping`) and `script` panicked indexing the per-event counts; it is a clear error.
+#[test]
+fn an_attrs_section_smaller_than_one_attr_is_an_error_not_a_panic() {
+    if !require_perf("a recording to mutate") {
+        return;
+    }
+    let dir = scratch();
+    let out = dir.path().join("one.data");
+    let prog = fixture("brk", Variant::NoFp);
+    record(&out, &["-e", "page-faults"], &prog, &["4"]);
+    let mut b = std::fs::read(&out).unwrap();
+    let word = |b: &[u8], at: usize| u64::from_ne_bytes(b[at..at + 8].try_into().unwrap());
+    let (attr_size, attrs_size) = (word(&b, 16), word(&b, 32));
+    assert!(
+        attrs_size == attr_size && attr_size > 0x80,
+        "{attr_size} {attrs_size}"
+    );
+    b[32] = 0x80;
+    let path = dir.path().join("mutated.data");
+    std::fs::write(&path, &b).unwrap();
+    let path = path.to_str().unwrap();
+    for args in [
+        &["report", "-i", path][..],
+        &["report", "--folded", "-i", path],
+        &["report", "--by", "mapping", "-i", path],
+        &["script", "-i", path],
+    ] {
+        let o = run_memperf(args);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains("holds no event"), "{args:?}: {err}");
+    }
+}

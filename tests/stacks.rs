@@ -120,6 +120,60 @@ fn stacks_past_the_copy_are_finished_from_the_live_process() {
     }
 }
 
+/// A process that exits right after its deep stacks (the buffer's: no copy size holds them,
+/// whatever `dwarf,auto` learns): each is finished from the live process only if it is
+/// unwound within milliseconds of being sampled. The recorder reads its rings every
+/// millisecond while stacks may need the process; read only when the watermark or the
+/// 100 ms poll timeout woke it, the stacks of the process's last tens of milliseconds (up
+/// to a sixth of them here) were unwound after it had exited.
+#[test]
+fn stacks_sampled_just_before_the_process_exits_are_finished() {
+    if !require_perf("stacks deeper than the copy, of a process that exits") {
+        return;
+    }
+    let prog = fixture("deepstack", Variant::NoFp);
+    let dir = scratch();
+    let out = dir.path().join("paced.data");
+    // 1000 faults over 0.6 s and more (each pause sleeps a little longer than asked).
+    let o = record(
+        &out,
+        &["-e", "page-faults"],
+        &prog,
+        &["paced", "1000", "600"],
+    );
+    let err = stderr(&o);
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    let touched: u64 = stdout
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("touched ")?
+                .strip_suffix(" pages")?
+                .parse()
+                .ok()
+        })
+        .unwrap_or_else(|| panic!("the fixture printed no count: {stdout}"));
+    assert_eq!(touched, 1000, "{stdout}");
+    let want = expected_chain("buffer");
+    let text = folded(&out);
+    let touched_stacks = stacks_ending_in(&text, "touch_pages");
+    let total: u64 = touched_stacks.iter().map(|(n, _)| n).sum();
+    let whole: u64 = touched_stacks
+        .iter()
+        .filter(|(_, f)| f.ends_with(&want))
+        .map(|(n, _)| n)
+        .sum();
+    assert_eq!(total, touched, "{text}\n{err}");
+    assert!(
+        whole * 100 >= touched * 98,
+        "{whole} of {touched} stacks reach main\n{err}"
+    );
+    // The summary says how soon they were read.
+    assert!(
+        err.contains("ms after they were sampled (median; 99% within"),
+        "{err}"
+    );
+}
+
 /// `memperf record --call-graph dwarf,auto -e page-faults` of `program args` with `env`.
 fn record_auto(
     out: &std::path::Path,

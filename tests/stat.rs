@@ -454,3 +454,60 @@ fn bad_input_and_unsupported_events() {
         assert!(err.to_lowercase().contains("pmu"), "{err}");
     }
 }
+
+/// `stat -o FILE` overwrites FILE as perf stat's does, its own earlier output included (it
+/// failed with "File exists"); another user's file, or a symbolic link of theirs, is
+/// refused, and so is a FIFO, without waiting for a reader.
+#[test]
+fn stat_output_overwrites_its_own_file_but_not_another_users() {
+    if !require_perf("memperf stat") {
+        return;
+    }
+    let dir = scratch();
+    let out = dir.path().join("stat.txt");
+    let o_arg = out.to_str().unwrap();
+    std::fs::write(&out, "x".repeat(100_000)).unwrap();
+    for _ in 0..2 {
+        stat(&["-e", "page-faults", "-o", o_arg, "--", "true"]);
+        let text = std::fs::read_to_string(&out).unwrap();
+        assert!(text.contains("page-faults"), "{text}");
+        assert!(
+            !text.contains('x') && text.len() < 10_000,
+            "not overwritten: {text}"
+        );
+    }
+    let nobody = 65534;
+    let theirs = dir.path().join("theirs.txt");
+    std::fs::write(&theirs, "theirs").unwrap();
+    std::os::unix::fs::chown(&theirs, Some(nobody), Some(nobody)).unwrap();
+    let link = dir.path().join("link.txt");
+    std::os::unix::fs::symlink(&out, &link).unwrap();
+    std::os::unix::fs::lchown(&link, Some(nobody), Some(nobody)).unwrap();
+    let fifo = dir.path().join("fifo");
+    assert!(
+        Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    for (path, why) in [
+        (&theirs, "is a file of uid 65534"),
+        (&link, "is a symbolic link of uid 65534"),
+        (&fifo, "is a FIFO, not a regular file"),
+    ] {
+        let o = run_memperf(&[
+            "stat",
+            "-e",
+            "page-faults",
+            "-o",
+            path.to_str().unwrap(),
+            "--",
+            "true",
+        ]);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{}: {err}", path.display());
+        assert!(err.contains(why), "{}: {err}", path.display());
+    }
+    assert_eq!(std::fs::read_to_string(&theirs).unwrap(), "theirs");
+}

@@ -62,20 +62,21 @@ fn a_later_phase_at_the_same_depth_never_lends_its_frames() {
     if !require_perf("stacks finished from the live process") {
         return;
     }
-    let prog = fixture("phases", Variant::NoFp);
     let dir = scratch();
     let (mut recovered, mut deep) = (0, 0);
-    // 20 runs: the fixed layout (phase 2's return address lands exactly where phase 1's
-    // was) and randomised ones (phase 2 at any depth over phase 1's frames).
+    // 20 runs, with and without frame pointers: the fixed layout (phase 2's return address
+    // lands exactly where phase 1's was), the same through a register call (no call target
+    // to check), and randomised ones (phase 2 at any depth over phase 1's frames).
     for run in 0..20u32 {
+        let variant = if run < 10 { Variant::NoFp } else { Variant::Fp };
+        let prog = fixture("phases", variant);
         let file = dir.path().join(format!("phases-{run}.data"));
-        let seed = if run % 2 == 0 { 0 } else { run };
-        let o = record(
-            &file,
-            &["-e", "page-faults"],
-            &prog,
-            &["1500", "4", &seed.to_string()],
-        );
+        let (seed, indirect) = match run % 3 {
+            0 => (0, false),
+            1 => (0, true),
+            _ => (run, false),
+        };
+        let o = record_with(&file, &prog, &["1000", "4", &seed.to_string()], indirect);
         let out = String::from_utf8_lossy(&o.stdout).into_owned();
         let err = stderr(&o);
         let path = file.to_str().unwrap();
@@ -105,6 +106,36 @@ fn a_later_phase_at_the_same_depth_never_lends_its_frames() {
         deep += faults.0;
     }
     eprintln!("{recovered} stacks finished from the live process, of {deep} deep ones");
+}
+
+/// `memperf record -e page-faults` of the phases fixture, its second phase's call through a
+/// register when `indirect`.
+fn record_with(
+    file: &std::path::Path,
+    prog: &std::path::Path,
+    args: &[&str],
+    indirect: bool,
+) -> std::process::Output {
+    let _turn = common::recording_turn();
+    let mut cmd = memperf();
+    cmd.args([
+        "record",
+        "-m",
+        common::TEST_RING_PAGES,
+        "-e",
+        "page-faults",
+        "-o",
+    ])
+    .arg(file)
+    .arg("--")
+    .arg(prog)
+    .args(args);
+    if indirect {
+        cmd.env("PHASES_INDIRECT", "1");
+    }
+    let o = cmd.output().unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    o
 }
 
 /// `--mark-recovered` shows in folded and pprof output which frames were read from the live

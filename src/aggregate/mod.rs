@@ -354,7 +354,11 @@ impl Aggregator<'_> {
 
     fn sample(&mut self, c: &SampleCtx<'_>) -> io::Result<()> {
         let (ev, s) = (c.ev, c.sample);
-        self.agg.stats.samples[ev] += 1;
+        // The session's event indices are the file's (one at least): `get_mut` only so that
+        // no index can panic on a file's word.
+        if let Some(n) = self.agg.stats.samples.get_mut(ev) {
+            *n += 1;
+        }
         if let Some(t) = s.time.filter(|&t| t != 0) {
             self.agg.stats.first_time.get_or_insert(t);
             self.agg.stats.last_time = Some(t);
@@ -368,7 +372,9 @@ impl Aggregator<'_> {
         if !self.keep(ev, s, c.procs) {
             return Ok(());
         }
-        self.agg.stats.kept[ev] += 1;
+        if let Some(n) = self.agg.stats.kept.get_mut(ev) {
+            *n += 1;
+        }
         let (pid, tid) = (s.pid.unwrap_or(0), s.tid.unwrap_or(0));
         if let ReportOutput::Timeline(interval) = self.cfg.output {
             let start = self.agg.stats.first_time.unwrap_or(0);

@@ -282,9 +282,11 @@ impl LeakArgs {
         if self.interval == 0 {
             bail!("invalid interval 0: reports need at least 1 second between them");
         }
+        let interval = super::seconds("the interval", self.interval as f64)?;
         if self.count == Some(0) {
             bail!("invalid count 0: give at least one report, or leave the count out");
         }
+        super::check_output("--pprof", self.pprof.as_deref())?;
         if let (Some(lo), Some(hi)) = (self.min_size, self.max_size)
             && lo > hi
         {
@@ -336,7 +338,7 @@ impl LeakArgs {
             max_entries: self.max_entries,
             mmap_pages: self.mmap_pages,
             probe_via: self.probe_via,
-            interval: Duration::from_secs(self.interval),
+            interval,
             count: self.count,
             faults: self.faults.then_some(FaultOptions {
                 touchers: false,

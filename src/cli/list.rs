@@ -66,6 +66,11 @@ impl ListArgs {
             });
         }
         if !self.allocators {
+            for f in &self.filter {
+                if let Some(why) = crate::events::glob_error(f) {
+                    bail!("invalid event glob `{f}`: {why}");
+                }
+            }
             return Ok(ListConfig::Events {
                 filter: self.filter,
             });

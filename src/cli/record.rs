@@ -270,13 +270,7 @@ pub(crate) fn parse_target(
 
 /// `--duration SECS`: a positive number of seconds.
 pub(crate) fn parse_duration(secs: Option<f64>) -> Result<Option<Duration>> {
-    match secs {
-        Some(d) if !(d > 0.0 && d.is_finite()) => {
-            bail!("--duration must be a positive number of seconds, not {d}")
-        }
-        Some(d) => Ok(Some(Duration::from_secs_f64(d))),
-        None => Ok(None),
-    }
+    secs.map(|d| super::seconds("--duration", d)).transpose()
 }
 
 /// When dwarf stacks are unwound.

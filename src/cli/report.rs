@@ -498,6 +498,8 @@ impl ReportArgs {
             None => None,
         };
         let timeline = self.timeline.as_deref().map(parse_interval).transpose()?;
+        super::check_output("--pprof", self.pprof.as_deref())?;
+        super::check_output("--flamegraph", self.flamegraph.as_deref())?;
         // One output; where several are asked for, this order decides.
         let output = if let Some(p) = self.pprof {
             ReportOutput::Pprof(p)

@@ -176,6 +176,10 @@ impl RssArgs {
         if self.duration == Some(0) {
             bail!("invalid --duration 0: give at least 1 second, or leave it out");
         }
+        let duration = self
+            .duration
+            .map(|d| super::seconds("--duration", d as f64))
+            .transpose()?;
         if self.top == 0 {
             bail!("invalid -T 0: show at least one stack");
         }
@@ -191,6 +195,8 @@ impl RssArgs {
         if call_graph == CallGraph::None {
             bail!("memperf rss needs stacks: use --call-graph dwarf or fp");
         }
+        super::check_output("--pprof", self.pprof.as_deref())?;
+        super::check_output("--flamegraph", self.flamegraph.as_deref())?;
         let output = match (self.folded, self.flamegraph) {
             (true, _) => RssOutput::Folded,
             (false, Some(p)) => RssOutput::Flamegraph(p),
@@ -211,7 +217,7 @@ impl RssArgs {
         };
         Ok(RssConfig {
             leak,
-            duration: self.duration.map(Duration::from_secs),
+            duration,
             output,
             pprof: self.pprof,
             top: self.top,

@@ -166,7 +166,7 @@ impl StatArgs {
         let duration = parse_duration(self.duration)?;
         let interval = match self.interval {
             Some(ms) if ms < 10 => bail!("-I must be at least 10 ms, not {ms}"),
-            Some(ms) => Some(Duration::from_millis(ms)),
+            Some(ms) => Some(super::seconds("-I", ms as f64 / 1000.0)?),
             None => None,
         };
         if self.repeat == 0 {

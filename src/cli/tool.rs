@@ -2,7 +2,6 @@
 
 use std::ffi::OsString;
 use std::path::PathBuf;
-use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use clap::Args;
@@ -58,6 +57,20 @@ pub struct ToolArgs {
 }
 
 impl ToolArgs {
+    /// The first option given that only a live run uses (a replay would ignore it).
+    fn live_only_option(&self) -> Option<&'static str> {
+        [
+            (self.pid.is_some(), "-p/--pid"),
+            (self.tid.is_some(), "-t/--tid"),
+            (self.all_cpus, "-a/--all-cpus"),
+            (self.cpu.is_some(), "-C/--cpu"),
+            (self.duration.is_some(), "-d/--duration"),
+            (self.mmap_pages.is_some(), "-m/--mmap-pages"),
+        ]
+        .into_iter()
+        .find_map(|(given, name)| given.then_some(name))
+    }
+
     /// The tool configuration; `stacks` says whether samples carry unwound stacks.
     pub fn into_config(self, stacks: bool) -> Result<ToolConfig> {
         if let Some(m) = self.mmap_pages
@@ -82,6 +95,14 @@ impl ToolArgs {
         if self.input.is_some() && has_command {
             bail!("-i reads a recording: it takes no command to run");
         }
+        if self.input.is_some()
+            && let Some(live) = self.live_only_option()
+        {
+            bail!(
+                "{live} chooses what is traced live and does not apply to -i (a recording): \
+                 leave it out"
+            );
+        }
         let target = if let Some(p) = &self.pid {
             if has_command {
                 bail!("give either -p or a command after --, not both");
@@ -97,13 +118,10 @@ impl ToolArgs {
         } else {
             Target::SystemWide
         };
-        let duration = match self.duration {
-            Some(d) if !(d > 0.0 && d.is_finite()) => {
-                bail!("-d/--duration must be a positive number of seconds, not {d}")
-            }
-            Some(d) => Some(Duration::from_secs_f64(d)),
-            None => None,
-        };
+        let duration = self
+            .duration
+            .map(|d| super::seconds("-d/--duration", d))
+            .transpose()?;
         Ok(ToolConfig {
             target,
             cpus,

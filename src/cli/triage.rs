@@ -37,18 +37,13 @@ pub struct TriageConfig {
 impl TriageArgs {
     /// Checks the options: a positive duration, a pid that is not 0.
     pub fn into_config(self) -> Result<TriageConfig> {
-        if !(self.duration > 0.0 && self.duration.is_finite()) {
-            bail!(
-                "-d/--duration must be a positive number of seconds, not {}",
-                self.duration
-            );
-        }
+        let duration = super::seconds("-d/--duration", self.duration)?;
         if self.pid == Some(0) {
             bail!("invalid pid 0");
         }
         Ok(TriageConfig {
             pid: self.pid,
-            duration: Duration::from_secs_f64(self.duration),
+            duration,
             json: self.json,
         })
     }

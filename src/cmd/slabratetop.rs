@@ -5,7 +5,6 @@
 
 use std::collections::BTreeMap;
 use std::io::{self, IsTerminal, Write};
-use std::time::Duration;
 
 use anyhow::{Result, bail};
 
@@ -116,17 +115,12 @@ impl Tool for Slabratetop {
 
 /// Runs `memperf slabratetop`.
 pub fn run(args: SlabratetopArgs) -> Result<i32> {
-    if !(args.interval > 0.0 && args.interval.is_finite()) {
-        bail!(
-            "the interval must be a positive number of seconds, not {}",
-            args.interval
-        );
-    }
+    let interval = crate::cli::seconds("the interval", args.interval)?;
     if args.count == Some(0) {
         bail!("the count of screens must be at least 1");
     }
     let mut cfg = args.common().into_config(false)?;
-    cfg.interval = Some(Duration::from_secs_f64(args.interval));
+    cfg.interval = Some(interval);
     cfg.count = args.count;
     let mut tool = Slabratetop {
         clear: !args.noclear && io::stdout().is_terminal(),

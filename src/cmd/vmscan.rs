@@ -4,7 +4,6 @@
 //! second of many 50 µs reclaims shows 0), and latency histograms at the end.
 
 use std::io::{self, Write};
-use std::time::Duration;
 
 use anyhow::{Result, bail};
 use rustc_hash::FxHashMap;
@@ -125,17 +124,12 @@ impl Tool for Vmscan {
 
 /// Runs `memperf vmscan`.
 pub fn run(args: VmscanArgs) -> Result<i32> {
-    if !(args.interval > 0.0 && args.interval.is_finite()) {
-        bail!(
-            "the interval must be a positive number of seconds, not {}",
-            args.interval
-        );
-    }
+    let interval = crate::cli::seconds("the interval", args.interval)?;
     if args.count == Some(0) {
         bail!("the count of lines must be at least 1");
     }
     let mut cfg = args.common.clone().into_config(false)?;
-    cfg.interval = Some(Duration::from_secs_f64(args.interval));
+    cfg.interval = Some(interval);
     cfg.count = args.count;
     let banner = |cx: &mut Cx| -> io::Result<()> {
         if !cx.replay {

@@ -21,11 +21,35 @@ use crate::session::{Handler, Session};
 use crate::sys::child::{ExitStatusInfo, GatedChild, RunningChild};
 use crate::sys::open::{ioc_disable, ioc_enable, read_lost};
 use crate::sys::poll;
+use crate::sys::ring::RingBuffer;
 
 /// The longest wait between two drains.
 const POLL_EVERY: Duration = Duration::from_millis(100);
+/// How often the rings are looked at while a sample's stack may have to be finished from the
+/// live process (see [`Driver::prompt`]).
+const PROMPT_EVERY: Duration = Duration::from_millis(1);
+/// The shortest time between two rounds of `--call-graph dwarf,auto`'s sizer: its twin
+/// rounds (`live::resize`) must outlast the drain's hold-back, which rounds a millisecond
+/// apart would not.
+const SIZE_EVERY: Duration = Duration::from_millis(10);
+/// How long the rings may hold nothing before prompt reading stops (until a round finds
+/// records again): an idle target costs no wake-ups, and one sampled more often than
+/// this keeps its stacks read within milliseconds.
+const IDLE_AFTER: Duration = Duration::from_secs(1);
 /// How often attached targets are checked for having exited.
 const ALIVE_EVERY: Duration = Duration::from_millis(200);
+
+/// How often the rings are read while stacks may need the live process (see
+/// [`Driver::prompt`]): every [`PROMPT_EVERY`], or as `MEMPERF_PROMPT_READ_MS` says (for
+/// benchmarks and tests; 0 reads them only when the watermark or the 100 ms timeout wakes
+/// the reader, as before).
+pub(crate) fn prompt_every() -> Option<Duration> {
+    let every = std::env::var("MEMPERF_PROMPT_READ_MS")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+        .map_or(PROMPT_EVERY, |ms| Duration::from_millis(ms.min(1000)));
+    (!every.is_zero()).then_some(every)
+}
 
 /// Signals that end or shape a recording, set by handlers, read by the loop.
 pub(crate) struct SignalState {
@@ -212,8 +236,12 @@ pub(crate) struct Driver {
     stats: DrainStats,
     reason: StopReason,
     exit: Option<ExitStatusInfo>,
-    /// `--call-graph dwarf,auto`'s sizing, told after each drain round.
+    /// `--call-graph dwarf,auto`'s sizing, told after a drain round (at most every
+    /// [`SIZE_EVERY`] when the rings are read promptly).
     sizer: Option<StackSizer>,
+    /// How often the rings are looked at, when more often than the watermark wakes the
+    /// reader (see [`Driver::prompt`]).
+    prompt: Option<Duration>,
 }
 
 impl Driver {
@@ -236,7 +264,19 @@ impl Driver {
             reason: StopReason::Requested,
             exit: None,
             sizer: None,
+            prompt: None,
         }
+    }
+
+    /// Reads the rings within `every` of a record being written, not only when the
+    /// watermark or the 100 ms timeout wakes the reader: the drain looks at each ring's
+    /// `data_head` that often (no system call) and runs a round when one holds records.
+    /// The recorder asks for it while unwinding DWARF stacks with the live process at hand:
+    /// a stack past its copy is finished from the thread's memory, true only while the
+    /// thread is still in the frames sampled.
+    pub(crate) fn prompt(mut self, every: Option<Duration>) -> Driver {
+        self.prompt = every;
+        self
     }
 
     /// Sizes the DWARF events' stack copy while recording (`--call-graph dwarf,auto`).
@@ -310,22 +350,32 @@ impl Driver {
         let mut next_tick = until.tick.map(|t| Instant::now() + t);
         let mut hung_up = vec![false; self.opened.rings.len()];
         let mut last_alive_check = Instant::now();
+        let mut pace = Pace::new(self.prompt);
         let (reason, exit) = loop {
             let timeout = [deadline, next_tick]
                 .into_iter()
                 .flatten()
                 .map(|t| t.saturating_duration_since(Instant::now()))
-                .fold(POLL_EVERY, Duration::min);
-            self.poll(&mut hung_up, timeout)?;
-            self.signals.drain_wakeups();
-            let before = self.stats.records;
-            let now = self.opened.clock.now();
-            let limit = now.map(|t| t.saturating_sub(drain::HOLD_BACK_NS));
-            self.drain(session, sink, limit)?;
-            if let Some(sizer) = &mut self.sizer {
-                sizer.round(&mut self.opened, session);
+                .fold(pace.wait(), Duration::min);
+            let woke = self.poll(&mut hung_up, timeout)?;
+            if woke {
+                self.signals.drain_wakeups();
             }
             let tick = next_tick.is_some_and(|t| Instant::now() >= t);
+            let due = tick || woke || deadline.is_some_and(|d| Instant::now() >= d);
+            if !pace.round_now(due, &self.opened.rings) {
+                continue;
+            }
+            let before = self.stats.records;
+            let now = self.opened.clock.now();
+            session.set_clock(self.opened.clock.offset());
+            let limit = now.map(|t| t.saturating_sub(drain::HOLD_BACK_NS));
+            self.drain(session, sink, limit)?;
+            if let Some(sizer) = &mut self.sizer
+                && pace.size_now()
+            {
+                sizer.round(&mut self.opened, session);
+            }
             if tick {
                 next_tick = until.tick.map(|t| Instant::now() + t);
             }
@@ -383,8 +433,8 @@ impl Driver {
     }
 
     /// Waits for a signal or data; rings that hung up (their task exited) are left out, as
-    /// they would end every wait at once.
-    fn poll(&self, hung_up: &mut [bool], timeout: Duration) -> Result<()> {
+    /// they would end every wait at once. True when a signal came (or the command exited).
+    fn poll(&self, hung_up: &mut [bool], timeout: Duration) -> Result<bool> {
         let mut fds: Vec<BorrowedFd<'_>> = vec![self.signals.wake.as_fd()];
         let mut which = Vec::new();
         for (i, ring) in self.opened.rings.iter().enumerate() {
@@ -399,7 +449,7 @@ impl Driver {
                 hung_up[i] = true;
             }
         }
-        Ok(())
+        Ok(revents.first().is_some_and(|&r| r != 0))
     }
 
     fn drain<S: Handler>(
@@ -482,6 +532,62 @@ impl Driver {
             drain: self.stats,
             opened: self.opened,
         })
+    }
+}
+
+/// When the driver runs a drain round: at every wake-up, or, reading promptly (see
+/// [`Driver::prompt`]), only at those that find a ring holding records or that something
+/// else is due, and at least every [`POLL_EVERY`] (the handlers' rounds keep that pace).
+struct Pace {
+    prompt: Option<Duration>,
+    last_round: Instant,
+    /// When a ring was last found holding records: after [`IDLE_AFTER`] without, the waits
+    /// are [`POLL_EVERY`] long again, until a round finds records.
+    last_data: Instant,
+    last_sized: Option<Instant>,
+}
+
+impl Pace {
+    fn new(prompt: Option<Duration>) -> Pace {
+        let now = Instant::now();
+        Pace {
+            prompt,
+            last_round: now,
+            last_data: now,
+            last_sized: None,
+        }
+    }
+
+    /// The longest wait before the next look at the rings.
+    fn wait(&self) -> Duration {
+        match self.prompt {
+            Some(every) if self.last_data.elapsed() < IDLE_AFTER => every,
+            _ => POLL_EVERY,
+        }
+    }
+
+    /// Whether this wake-up runs a round (`due`: a tick, a signal or the deadline came).
+    fn round_now(&mut self, due: bool, rings: &[RingBuffer]) -> bool {
+        let mut now = due || self.prompt.is_none() || self.last_round.elapsed() >= POLL_EVERY;
+        if self.prompt.is_some() && rings.iter().any(RingBuffer::has_data) {
+            self.last_data = Instant::now();
+            now = true;
+        }
+        if now {
+            self.last_round = Instant::now();
+        }
+        now
+    }
+
+    /// Whether the sizer is told of this round: every round, or every [`SIZE_EVERY`] when
+    /// reading promptly.
+    fn size_now(&mut self) -> bool {
+        let now =
+            self.prompt.is_none() || self.last_sized.is_none_or(|t| t.elapsed() >= SIZE_EVERY);
+        if now {
+            self.last_sized = Some(Instant::now());
+        }
+        now
     }
 }
 

@@ -175,7 +175,8 @@ fn is_fault_event(spec: &EventSpec) -> bool {
 /// Wake the reader when a quarter of the ring is full. Waking it after every record (the
 /// kernel's `wakeup_events = 1`) costs an irq_work and a context switch per sample, which
 /// made the kernel side of a fault-heavy recording 1.5x slower than perf's; records that
-/// trickle in are still read by the reader's 100 ms poll timeout.
+/// trickle in are still read by the reader's 100 ms poll timeout, or within a millisecond
+/// while DWARF stacks may need the live process (`live::driver`'s prompt reading).
 pub fn wakeup_watermark(pages: usize) -> u32 {
     let bytes = pages.saturating_mul(crate::sys::page_size()) / 4;
     u32::try_from(bytes).unwrap_or(u32::MAX).max(1)

@@ -165,7 +165,9 @@ pub(crate) fn record<H: Live>(run: Run<'_>, tool: &mut H) -> Result<Recorded> {
         .iter()
         .map(|e| e.spec.terms.max_stack)
         .collect();
-    // A system-wide run leaves out memperf's samples, and its child's until the exec.
+    // A system-wide run leaves out memperf's samples, and its child's until the exec (told
+    // by the exec's COMM record: without side band, as `stat` records, none comes, and the
+    // child's few samples before its exec stay in).
     let exclude_self = cfg.target == Target::SystemWide && !cfg.include_self;
     let mut session = Session::new(layouts.ring.clone(), opened.ids.clone(), keep)
         .with_types(types)
@@ -173,7 +175,7 @@ pub(crate) fn record<H: Live>(run: Run<'_>, tool: &mut H) -> Result<Recorded> {
         .with_exclude_pid(exclude_self.then(std::process::id))
         .with_exclude_until_exec(
             child_pid
-                .filter(|_| exclude_self)
+                .filter(|_| exclude_self && cfg.side_band)
                 .and_then(|p| u32::try_from(p).ok()),
         )
         .with_sample_data(SampleData::of_release(
@@ -189,6 +191,7 @@ pub(crate) fn record<H: Live>(run: Run<'_>, tool: &mut H) -> Result<Recorded> {
         .flatten();
     let mut driver = Driver::new(opened, signals, gated, &cfg.target)
         .with_sizer(sizer)
+        .prompt(online.then(driver::prompt_every).flatten())
         .discard(cfg.consume == Consume::None)
         .sink_context(write_failed.clone());
     // Processes attached to (-p, -t) are enabled before they are described: describing
@@ -559,7 +562,7 @@ fn build_features(
 
 /// What only memperf knows about its recording: the user stacks it unwound while recording
 /// (their raw bytes are not in the file, so no reader can count these again) and how many
-/// were truncated, by reason.
+/// were truncated, by reason, and how soon those past their copy were read.
 fn memperf_stats(session: &Session) -> MemperfStats {
     let st = session.stats();
     let mut counts = vec![
@@ -585,6 +588,17 @@ fn memperf_stats(session: &Session) -> MemperfStats {
         for (name, n) in s.rejected.named() {
             counts.push((format!("rejected.{name}"), n));
         }
+    }
+    // How long after its time each stack past its copy was unwound (read from the live
+    // process), when one was.
+    let d = &st.read_delay;
+    if let (Some(p50), Some(p99)) = (d.quantile(0.5), d.quantile(0.99)) {
+        counts.extend([
+            ("read_delay_count".to_string(), d.count),
+            ("read_delay_p50_ns".to_string(), p50),
+            ("read_delay_p99_ns".to_string(), p99),
+            ("read_delay_max_ns".to_string(), d.max_ns),
+        ]);
     }
     MemperfStats { counts }
 }

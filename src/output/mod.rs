@@ -1,8 +1,11 @@
 //! Naming the unique frames once, then printing stacks folded or as a text report.
 
+mod file;
 pub mod header;
 pub mod pprof;
 pub mod script;
+
+pub use file::{check_output_path, create_output_file};
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -96,33 +99,6 @@ fn frame_text(cfg: &NameOptions, f: &Frame, fallback: &str) -> String {
         }
     }
     s
-}
-
-/// Creates an output file (a flame graph, a profile) as a tool run by root must: never
-/// through a symbolic link that another user owns (the kernel's fs.protected_symlinks rule,
-/// kept even where that sysctl is off), nor over another user's file.
-pub fn create_output_file(path: &std::path::Path) -> std::io::Result<std::fs::File> {
-    use std::os::unix::fs::MetadataExt;
-    let euid = crate::sys::effective_uid();
-    if let Ok(m) = std::fs::symlink_metadata(path)
-        && m.uid() != euid
-        && (m.file_type().is_symlink() || m.is_file())
-    {
-        let what = if m.file_type().is_symlink() {
-            "a symbolic link"
-        } else {
-            "a file"
-        };
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::PermissionDenied,
-            format!(
-                "`{}` is {what} of uid {}, not yours (uid {euid}): not written through",
-                path.display(),
-                m.uid()
-            ),
-        ));
-    }
-    std::fs::File::create(path)
 }
 
 /// Names frames once each, as they are met: all of an aggregate's at the end, or a

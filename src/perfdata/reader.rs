@@ -362,6 +362,13 @@ impl PerfDataFile {
             return Err(PerfDataError::Compressed { offset: None });
         }
         let events = read_attrs(&bytes, attr_size, attrs_off, attrs_size)?;
+        if events.is_empty() {
+            // Every sample would belong to no event: the session and its handlers keep
+            // counts per event.
+            return Err(PerfDataError::Header(format!(
+                "attrs section ({attrs_size} bytes) holds no event: one entry is {attr_size} bytes"
+            )));
+        }
         if data_offset > file_len {
             return Err(PerfDataError::Header(format!(
                 "data section starts at {data_offset:#x}, beyond the end of the file ({file_len:#x})"

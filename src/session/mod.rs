@@ -7,10 +7,12 @@
 //! losses per CPU, and passes typed events to a [`Handler`]: the perf.data writer, report's
 //! aggregator, script's printer, leak's allocation table.
 
+mod delay;
 pub mod order;
 mod processes;
 mod twins;
 
+pub use delay::ReadDelay;
 use twins::{Candidate, LastInRing, Rule, twin_key};
 
 use std::io;
@@ -25,6 +27,7 @@ use rustc_hash::FxHashMap;
 use crate::maps::ProcessMaps;
 use crate::perfdata::PerfDataFile;
 use crate::records::{self, ParseInfo, Record, Sample, U64Iter};
+use crate::sys::clock::ClockOffset;
 use crate::unwind::{UnwindMode, UnwindOutcome, Unwinders, UserRegs};
 
 pub use processes::Processes;
@@ -145,6 +148,9 @@ pub struct SessionStats {
     pub kernel_stacks: bool,
     /// Losses and throttling per CPU (from the records' sample_id trailers).
     pub per_cpu: std::collections::BTreeMap<u32, CpuLosses>,
+    /// While recording: how long after its time each stack that went past its copy was
+    /// unwound (and so read from the live process).
+    pub read_delay: ReadDelay,
 }
 
 /// What one CPU's ring lost or had throttled.
@@ -241,6 +247,8 @@ pub struct Session {
     /// The threads the events follow, from the targets and the FORK and EXIT records (see
     /// [`Session::follow_tasks`]).
     followed: Option<rustc_hash::FxHashSet<u32>>,
+    /// The sample clock, while recording: times the unwinds of stacks past their copy.
+    clock: Option<ClockOffset>,
 }
 
 /// The stack copy each event's unwinds needed: what `--call-graph dwarf,auto` sizes the
@@ -371,6 +379,7 @@ impl Session {
             sample_data: SampleData::default(),
             twin_rounds: 0,
             followed: None,
+            clock: None,
         }
     }
 
@@ -402,6 +411,12 @@ impl Session {
             u.set_lazy(true);
         }
         self
+    }
+
+    /// The sample clock as measured now (the recorder tells it each drain round), by which
+    /// the delay of each unwind past the copy is counted (`SessionStats::read_delay`).
+    pub fn set_clock(&mut self, clock: Option<ClockOffset>) {
+        self.clock = clock;
     }
 
     /// The recording's marks of samples whose stacks were finished from the live process
@@ -503,7 +518,7 @@ impl Session {
     /// The timestamp used to order a record, without parsing all of it.
     pub fn record_time(&self, ty: u32, body: &[u8]) -> Option<u64> {
         let info = if ty == PERF_RECORD_SAMPLE {
-            &self.infos[self.event_of(ty, body)?]
+            self.infos.get(self.event_of(ty, body)?)?
         } else {
             self.side_info()
         };
@@ -544,8 +559,8 @@ impl Session {
         if ty == PERF_RECORD_SAMPLE {
             return self.handle_sample(misc, bytes, body, handler);
         }
-        let info = match self.event_of(ty, body) {
-            Some(ev) => self.infos[ev],
+        let info = match self.event_of(ty, body).and_then(|ev| self.infos.get(ev)) {
+            Some(info) => *info,
             None => *self.side_info(),
         };
         let parsed = if ty < records::PERF_RECORD_USER_TYPE_START {
@@ -721,7 +736,11 @@ impl Session {
                 return Ok(());
             }
         };
-        let sample = match records::parse_record(PERF_RECORD_SAMPLE, misc, body, &self.infos[ev]) {
+        let Some(info) = self.infos.get(ev) else {
+            self.stats.malformed += 1;
+            return Ok(());
+        };
+        let sample = match records::parse_record(PERF_RECORD_SAMPLE, misc, body, info) {
             Ok(Record::Sample(s)) => s,
             _ => {
                 self.stats.malformed += 1;
@@ -832,6 +851,11 @@ impl Session {
         let recovered = unwinders
             .last_recovered()
             .and_then(|i| u32::try_from(i).ok());
+        if unwinders.last_past_copy()
+            && let (Some(clock), Some(time)) = (self.clock, sample.time)
+        {
+            self.stats.read_delay.add(clock.now().saturating_sub(time));
+        }
         if let (Some(need), Some(d)) = (unwinders.last_need(), self.depths.get_mut(ev)) {
             if d.size != stack.size {
                 *d = StackDepth {

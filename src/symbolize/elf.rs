@@ -1,10 +1,7 @@
 //! ELF facts the symbolizer needs: PT_LOAD segments (file offset → SVMA), the build-id,
 //! `.gnu_debuglink`, and a sorted function-symbol table.
 
-use object::{
-    Object, ObjectSection, ObjectSegment, ObjectSymbol, ObjectSymbolTable, SymbolKind,
-    SymbolSection,
-};
+use object::{Object, ObjectSection, ObjectSegment, ObjectSymbol, SymbolKind, SymbolSection};
 
 /// A PT_LOAD segment: file bytes `[offset, offset + file_size)` are mapped at `svma`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -289,66 +286,6 @@ impl SymbolTable {
         let sym = self.syms.get(idx)?;
         (svma < sym.end).then_some(sym)
     }
-}
-
-/// PLT entries named as perf names them (`dso__synthesize_plt_symbols`): entry `i` of
-/// `.rela.plt` is `NAME@plt` (`@plt` for a relocation without a symbol, an IFUNC's), at
-/// `.plt.sec` + 16·i, else `.plt` + 16·(i + 1) past the PLT's header. x86-64 only.
-pub(crate) fn plt_symbols(obj: &object::File<'_>) -> Vec<Sym> {
-    const ENTRY: u64 = 16;
-    const RELA: usize = 24;
-    if obj.architecture() != object::Architecture::X86_64 {
-        return Vec::new();
-    }
-    let (Some(rela), Some(plt)) = (
-        obj.section_by_name(".rela.plt"),
-        obj.section_by_name(".plt"),
-    ) else {
-        return Vec::new();
-    };
-    let Ok(data) = rela.data() else {
-        return Vec::new();
-    };
-    let (base, first) = match obj.section_by_name(".plt.sec") {
-        Some(sec) => (sec.address(), 0),
-        None => (plt.address(), 1),
-    };
-    let end = obj
-        .section_by_name(".plt.sec")
-        .map_or(plt.address() + plt.size(), |s| s.address() + s.size());
-    let dynsyms = obj.dynamic_symbol_table();
-    let little = obj.is_little_endian();
-    let mut out = Vec::new();
-    for (i, entry) in data.chunks_exact(RELA).enumerate() {
-        let Ok(info) = <[u8; 8]>::try_from(&entry[8..16]) else {
-            break;
-        };
-        let info = if little {
-            u64::from_le_bytes(info)
-        } else {
-            u64::from_be_bytes(info)
-        };
-        let index = (info >> 32) as usize;
-        let name = match (&dynsyms, index) {
-            (_, 0) | (None, _) => "",
-            (Some(t), _) => t
-                .symbol_by_index(object::SymbolIndex(index))
-                .ok()
-                .and_then(|s| s.name().ok())
-                .unwrap_or(""),
-        };
-        let start = base + ENTRY * (i as u64 + first);
-        if start + ENTRY > end {
-            break;
-        }
-        out.push(Sym {
-            start,
-            end: start + ENTRY,
-            name: format!("{name}@plt").into(),
-            versioned: false,
-        });
-    }
-    out
 }
 
 #[cfg(test)]

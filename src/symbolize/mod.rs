@@ -33,6 +33,7 @@ mod locate;
 pub(crate) use locate::hex;
 mod module;
 mod perfmap;
+mod plt;
 #[cfg(test)]
 mod tests;
 

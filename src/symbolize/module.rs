@@ -7,6 +7,7 @@ use super::Unknown;
 use super::dwarf::{Dwarf, DwarfFrame};
 use super::elf::{self, LoadSegment, Sym, SymbolTable, Table};
 use super::locate::{DebugFile, Locator};
+use super::plt;
 
 /// What to load, and from where.
 pub(crate) struct LoadRequest<'a> {
@@ -149,7 +150,7 @@ impl Module {
         if symbols.is_empty() {
             symbols = SymbolTable::from_object(obj, Table::Dynsym);
         }
-        symbols.add_unclaimed(elf::plt_symbols(obj));
+        symbols.add_unclaimed(plt::plt_symbols(obj));
         let mut dwarf = None;
         let mut names_dwarf = None;
         let source = if bin_dwarf {

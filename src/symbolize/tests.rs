@@ -146,32 +146,105 @@ fn libc_names_carry_no_symbol_version_and_are_perfs() -> TestResult {
     Ok(())
 }
 
-/// PLT entries are named `NAME@plt`, as perf names them: the first `.rela.plt` entry's
-/// (per `readelf -r`) is the first entry after the PLT's header.
-#[test]
-fn plt_entries_are_named_as_perf_names_them() -> TestResult {
-    let libc = Path::new(LIBC);
-    let out = Command::new("readelf").args(["-rW"]).arg(libc).output()?;
+/// Every PLT entry (`.plt`, `.plt.sec`, `.plt.got`) is `NAME@plt` with the name `objdump -d`
+/// gives it, and an IRELATIVE's (objdump's `*ABS*+0xADDR@plt`) is the IFUNC's at ADDR: they
+/// were `@plt`, or named after another entry's relocation, since `.rela.plt` lists the
+/// IRELATIVEs after the others while their entries lie among them. The header is `.plt`.
+fn assert_plt_names_are_objdumps(path: &Path) -> TestResult {
+    let out = Command::new("objdump")
+        .args(["-d", "-j", ".plt", "-j", ".plt.sec", "-j", ".plt.got"])
+        .arg(path)
+        .output()?;
     let text = String::from_utf8(out.stdout)?;
-    let first = text
-        .split("'.rela.plt'")
-        .nth(1)
-        .and_then(|t| t.lines().find(|l| l.contains("R_X86_64_")))
-        .ok_or("no relocation in .rela.plt")?;
-    // An IFUNC's R_X86_64_IRELATIVE has no symbol: perf names its entry `@plt`.
-    let name = match first.split_whitespace().collect::<Vec<_>>().as_slice() {
-        [_, _, "R_X86_64_JUMP_SLOT", _, name, ..] => name.split('@').next().unwrap_or(name),
-        _ => "",
-    };
-    let want = format!("{name}@plt");
-    let data = std::fs::read(libc)?;
+    let data = std::fs::read(path)?;
     let obj = object::File::parse(&*data)?;
     let plt = obj.section_by_name(".plt").ok_or("no .plt")?.address();
     let mut s = Symbolizer::new(opts(false, false, false));
-    let at = crate::stacks::CodeAddr::new(svma_to_offset(libc, plt + 16 + 4)?, false);
-    let r = s.symbolize(&key(libc), at);
-    assert_eq!(outer_name(&r), Some(want.as_str()), "{r:?}");
-    assert_eq!(outer(&r).and_then(|f| f.sym_offset), Some(4));
+    let mut checked = Vec::new();
+    for line in text.lines() {
+        let Some((addr, label)) = line.strip_suffix(">:").and_then(|l| l.split_once(" <")) else {
+            continue;
+        };
+        let addr = u64::from_str_radix(addr, 16)?;
+        let want: Vec<String> = match label.strip_prefix("*ABS*+0x") {
+            _ if addr == plt => vec![".plt".into()],
+            Some(ifunc) => ifunc_names(
+                &obj,
+                u64::from_str_radix(ifunc.trim_end_matches("@plt"), 16)?,
+            ),
+            None if label.ends_with("@plt") => vec![label.into()],
+            None => continue,
+        };
+        let at = crate::stacks::CodeAddr::new(svma_to_offset(path, addr + 4)?, false);
+        let r = s.symbolize(&key(path), at);
+        let got = outer_name(&r).ok_or_else(|| format!("{addr:#x} <{label}> unnamed: {r:?}"))?;
+        assert!(
+            want.iter().any(|w| w == got),
+            "{}: {addr:#x} <{label}> named {got}, want one of {want:?}",
+            path.display()
+        );
+        assert_eq!(outer(&r).and_then(|f| f.sym_offset), Some(4));
+        checked.push(got.to_owned());
+    }
+    assert!(
+        checked.len() > 1,
+        "{}: no PLT entry checked in {text}",
+        path.display()
+    );
+    Ok(())
+}
+
+/// `NAME@plt` for each IFUNC symbol at `svma`.
+fn ifunc_names(obj: &object::File<'_>, svma: u64) -> Vec<String> {
+    obj.symbols()
+        .chain(obj.dynamic_symbols())
+        .filter(|s| s.address() == svma)
+        .filter(|s| matches!(s.flags(), object::SymbolFlags::Elf { st_info, .. } if st_info & 0xf == object::elf::STT_GNU_IFUNC))
+        .filter_map(|s| s.name().ok().map(|n| format!("{}@plt", elf::strip_version(n).0)))
+        .collect()
+}
+
+#[test]
+fn libc_plt_entries_are_not_named_after_another_entrys_relocation() -> TestResult {
+    assert_plt_names_are_objdumps(Path::new(LIBC))
+}
+
+/// A program calling an IFUNC of its own (an IRELATIVE in `.rela.plt`, listed first), libc
+/// functions through `.plt` or `.plt.sec`, and one whose address it also takes (`.plt.got`),
+/// linked lazily and with `-z now`, with and without IBT's `.plt.sec`.
+#[test]
+fn plt_got_plt_sec_and_irelative_entries_are_named() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let flavours: [(&str, &[&str]); 4] = [
+        ("lazy", &[]),
+        ("now", &["-Wl,-z,now"]),
+        ("ibt", &["-fcf-protection=full", "-Wl,-z,ibtplt"]),
+        (
+            "ibtnow",
+            &["-fcf-protection=full", "-Wl,-z,ibtplt", "-Wl,-z,now"],
+        ),
+    ];
+    for (name, flags) in flavours {
+        let mut all = vec!["-O1"];
+        all.extend_from_slice(flags);
+        let exe = compile_c(dir.path(), "plt.c", name, &all)?;
+        assert_plt_names_are_objdumps(&exe)?;
+        let data = std::fs::read(&exe)?;
+        let obj = object::File::parse(&*data)?;
+        let names: Vec<Box<str>> = plt::plt_symbols(&obj).into_iter().map(|s| s.name).collect();
+        for want in [
+            "chosen@plt",
+            "strlen@plt",
+            "printf@plt",
+            "puts@plt",
+            "__cxa_finalize@plt",
+        ] {
+            assert!(
+                names.iter().any(|n| &**n == want),
+                "{name}: no {want} in {names:?}"
+            );
+        }
+    }
     Ok(())
 }
 

@@ -134,7 +134,32 @@ pub enum SampleClock {
     Unread,
 }
 
+/// The sample clock as CLOCK_MONOTONIC minus an offset a [`SampleClock`] measured: a copy
+/// that reads the clock where the clock itself is not at hand (the session, timing its
+/// unwinds), true to within the drift since the measurement (microseconds a second).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClockOffset {
+    /// CLOCK_MONOTONIC minus the sample clock, in ns.
+    offset: i64,
+}
+
+impl ClockOffset {
+    /// The sample clock now, in ns.
+    pub fn now(self) -> u64 {
+        (i128::from(super::clock_monotonic_ns()) - i128::from(self.offset)).max(0) as u64
+    }
+}
+
 impl SampleClock {
+    /// The clock's offset from CLOCK_MONOTONIC as last measured, when it can be read.
+    pub fn offset(&self) -> Option<ClockOffset> {
+        match self {
+            SampleClock::Kernel(c) => Some(ClockOffset { offset: c.offset }),
+            SampleClock::Monotonic => Some(ClockOffset { offset: 0 }),
+            SampleClock::Unread => None,
+        }
+    }
+
     /// CLOCK_MONOTONIC at sample-clock time `t`, a time near now (by the offset last
     /// measured), when the sample clock can be read.
     pub fn monotonic_at(&self, t: u64) -> Option<u64> {
@@ -200,6 +225,7 @@ mod tests {
             libc::munmap(p, page);
         }
         let after = clock.now();
+        let copied = SampleClock::Kernel(clock).offset().map(ClockOffset::now);
         let mut times = Vec::new();
         let mut reader = ring.reader();
         while let Some(rec) = reader.peek() {
@@ -209,6 +235,11 @@ mod tests {
             reader.consume();
         }
         assert!(!times.is_empty(), "no fault sample");
+        // The offset read elsewhere reads the same clock: later than the fault.
+        assert!(
+            copied.is_some_and(|c| c + 200_000 >= after),
+            "{copied:?} before {after}"
+        );
         // The measurement's own uncertainty: half the time one mmap takes.
         let slack = 200_000;
         for t in times {

@@ -79,6 +79,26 @@ impl RingBuffer {
         self.data_size
     }
 
+    /// Whether the kernel wrote records the reader has not consumed: `data_head` against
+    /// `data_tail`, two loads from the control page, no system call.
+    pub fn has_data(&self) -> bool {
+        // SAFETY: as in `reader`: both words lie in the control page, mapped while `self`
+        // lives, 8-byte aligned, and only accessed atomically.
+        let (head, tail) = unsafe {
+            (
+                control_word(
+                    self.map,
+                    std::mem::offset_of!(perf_event_mmap_page, data_head),
+                ),
+                control_word(
+                    self.map,
+                    std::mem::offset_of!(perf_event_mmap_page, data_tail),
+                ),
+            )
+        };
+        head.load(Ordering::Acquire) != tail.load(Ordering::Relaxed)
+    }
+
     /// A snapshot of the records written so far.
     pub fn reader(&mut self) -> RingReader<'_> {
         let map = self.map;

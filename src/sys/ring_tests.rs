@@ -219,8 +219,13 @@ fn live_page_fault_samples() {
     let fd = open_event(&SysOpener, &mut attr, 0, -1, &mut features).unwrap();
     let mut ring = RingBuffer::new(fd, 8).unwrap();
     assert_eq!(ring.data_size(), 8 * super::super::page_size());
+    assert!(!ring.has_data(), "a fresh ring holds records");
     crate::sys::testutil::touch_fresh_pages(64);
     crate::sys::ioc_disable(ring.fd()).unwrap();
+    assert!(
+        ring.has_data(),
+        "the faults' samples are not seen in data_head"
+    );
 
     // SAFETY: getpid and gettid have no preconditions.
     let (pid, tid) = unsafe { (libc::getpid() as u32, libc::gettid() as u32) };
@@ -242,6 +247,11 @@ fn live_page_fault_samples() {
     }
     assert!(!reader.corrupt());
     assert_eq!(reader.pending_bytes(), 0);
+    drop(reader);
+    assert!(
+        !ring.has_data(),
+        "the ring is still seen holding records once read"
+    );
     assert!(
         ours >= 64,
         "only {ours} page-fault samples for 64 touched pages"

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::io::{self, Write};
 use std::path::Path;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use super::Cx;
@@ -224,18 +224,24 @@ pub struct Printer {
 }
 
 impl Printer {
+    /// The printer of `args`; the flame graph's file is checked now, before the tool traces
+    /// anything (`output::check_output_path`).
     pub fn new(
         args: &crate::cli::stacks::StackToolArgs,
         text: TextOptions,
         title: &str,
-    ) -> Printer {
-        Printer {
+    ) -> Result<Printer> {
+        if let Some(p) = &args.flamegraph {
+            crate::output::check_output_path(p)
+                .with_context(|| "cannot write the --flamegraph file")?;
+        }
+        Ok(Printer {
             folded: args.folded,
             flamegraph: args.flamegraph.clone(),
             text,
             by_bytes: false,
             title: title.to_string(),
-        }
+        })
     }
 
     pub fn print(

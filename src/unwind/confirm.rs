@@ -36,6 +36,11 @@ impl CallSite {
         }
         for len in 2..=7 {
             let at = 16 - len;
+            // An FF /2 reading inside a `call rel32`'s displacement is those bytes read
+            // twice, not a second call: only one that spans the E8 byte competes with it.
+            if site.direct.is_some() && at > 11 {
+                continue;
+            }
             if code[at] != 0xff || indirect_call_len(&code[at + 1..]) != Some(len) {
                 continue;
             }
@@ -206,6 +211,10 @@ mod tests {
         // call *%rax
         let s = CallSite::decode(&with_tail(&[0xff, 0xd0]), ra);
         assert_eq!((s.direct, s.slot, s.indirect), (None, None, true));
+        // A call rel32 whose displacement ends in bytes that read as `call *%rax` (FF D0):
+        // one direct call, not also an indirect one.
+        let s = CallSite::decode(&with_tail(&[0xe8, 0x10, 0x20, 0xff, 0xd0]), ra);
+        assert_eq!((s.direct.is_some(), s.indirect), (true, false));
     }
 
     #[test]

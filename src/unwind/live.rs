@@ -33,11 +33,19 @@ pub trait LiveMemory {
     /// maps the file), for a cache.
     fn code(&mut self, pid: u32, start: u64, site: CodeSite) -> Option<[u8; 16]>;
 
-    /// Thread `tid`'s stack pointer now, when it is blocked (in a system call, or stopped);
-    /// `None` while it runs or when it cannot be told.
-    fn blocked_sp(&mut self, _pid: u32, _tid: u32) -> Option<u64> {
-        None
+    /// Thread `tid`'s state now: blocked (in a system call) at a stack pointer, running, or
+    /// gone (it exited: its stack may already be another thread's).
+    fn thread_now(&mut self, _pid: u32, _tid: u32) -> ThreadNow {
+        ThreadNow::Running
     }
+}
+
+/// What `/proc/PID/task/TID/syscall` tells of a thread.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ThreadNow {
+    Blocked(u64),
+    Running,
+    Gone,
 }
 
 /// A live process's memory through `process_vm_readv`. Stack pages are read directly (they
@@ -45,10 +53,14 @@ pub trait LiveMemory {
 /// code page may have to come from a file, and each place in a file is read once.
 #[derive(Default)]
 pub struct ProcessMemory {
-    calls: FxHashMap<CodeSite, Option<[u8; 16]>>,
+    calls: FxHashMap<CodeSite, [u8; 16]>,
+    /// Reused for `/proc/PID/task/TID/syscall`.
+    path: String,
+    text: String,
 }
 
-/// A return address as a place in a file: the file (its path's hash) and the offset.
+/// A place in a file: the file (`unwind::hash_file`, 0 for memory of no file) and the
+/// offset.
 pub type CodeSite = (u64, u64);
 
 impl LiveMemory for ProcessMemory {
@@ -58,7 +70,7 @@ impl LiveMemory for ProcessMemory {
 
     fn code(&mut self, pid: u32, start: u64, site: CodeSite) -> Option<[u8; 16]> {
         if let Some(c) = self.calls.get(&site) {
-            return *c;
+            return Some(*c);
         }
         if self.calls.len() >= CALL_CACHE_MAX {
             self.calls.clear();
@@ -70,25 +82,42 @@ impl LiveMemory for ProcessMemory {
                 _ => None,
             }
         })
-        .flatten();
-        self.calls.insert(site, code);
-        code
+        .flatten()?;
+        // Memory of no file (site 0: a JIT may rewrite it) is read each time; a read that
+        // failed (the process was exiting, a file that did not answer) is tried again.
+        if site.0 != 0 {
+            self.calls.insert(site, code);
+        }
+        Some(code)
     }
 
-    fn blocked_sp(&mut self, pid: u32, tid: u32) -> Option<u64> {
-        let path = format!("/proc/{pid}/task/{tid}/syscall");
-        parse_syscall_sp(&std::fs::read_to_string(path).ok()?)
+    fn thread_now(&mut self, pid: u32, tid: u32) -> ThreadNow {
+        use std::fmt::Write as _;
+        use std::io::Read as _;
+        self.path.clear();
+        let _ = write!(self.path, "/proc/{pid}/task/{tid}/syscall");
+        self.text.clear();
+        let read =
+            std::fs::File::open(&self.path).and_then(|mut f| f.read_to_string(&mut self.text));
+        match read {
+            Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ESRCH)) => {
+                ThreadNow::Gone
+            }
+            // Not allowed to look (another user's process): no evidence either way.
+            Err(_) => ThreadNow::Running,
+            Ok(_) => parse_syscall_sp(&self.text).map_or(ThreadNow::Running, ThreadNow::Blocked),
+        }
     }
 }
 
 /// The stack pointer in `/proc/PID/task/TID/syscall`: `NR ARG1..ARG6 SP PC` for a thread
 /// in a system call, `-1 SP PC` for one blocked outside any, `running` for one that runs.
 pub(crate) fn parse_syscall_sp(text: &str) -> Option<u64> {
-    let fields: Vec<&str> = text.split_whitespace().collect();
-    if !matches!(fields.len(), 3 | 9) {
+    let n = text.split_whitespace().count();
+    if !matches!(n, 3 | 9) {
         return None;
     }
-    let sp = fields[fields.len() - 2].strip_prefix("0x")?;
+    let sp = text.split_whitespace().nth(n - 2)?.strip_prefix("0x")?;
     u64::from_str_radix(sp, 16).ok()
 }
 
@@ -229,13 +258,15 @@ impl<'m> Recovery<'m> {
     /// Whether the frames just below the cut are still what the kernel copied: the words
     /// the walk read highest in the copy (return addresses and saved registers, which only
     /// their own frame writes), read again from the live process after the frames past the
-    /// copy were read. If one changed, the thread left that frame after the sample and the
-    /// frames read past the copy may be of a later moment. `None`: the read failed.
+    /// copy were read. If one changed (or the walk read none), the thread left that frame
+    /// after the sample and the frames read past the copy may be of a later moment. `None`:
+    /// the read failed.
     pub(crate) fn copy_unchanged(&self, copy: &super::StackCopy<'_>) -> Option<bool> {
         let top = self.copy_top.get();
         let words = top.iter().copied().filter(|&a| a != 0);
+        // A walk that read nothing of the copy links nothing read later to it.
         let Some(lo) = words.clone().next() else {
-            return Some(true);
+            return Some(false);
         };
         let hi = top[COPY_TOP - 1].saturating_add(8);
         let mut memory = self.memory.borrow_mut();
@@ -266,10 +297,14 @@ impl<'m> Recovery<'m> {
     }
 
     /// Whether the thread, blocked now, has its stack pointer above the cut: it returned
-    /// from the frames the copy ends in, and those past it may have been rewritten.
-    pub(crate) fn moved_past_cut(&self) -> bool {
-        let sp = self.memory.borrow_mut().blocked_sp(self.pid, self.tid);
-        sp.is_some_and(|sp| sp >= self.lo)
+    /// from the frames the copy ends in, and those past it may have been rewritten. `None`:
+    /// the thread is gone (its stack may be a new thread's already).
+    pub(crate) fn moved_past_cut(&self) -> Option<bool> {
+        match self.memory.borrow_mut().thread_now(self.pid, self.tid) {
+            ThreadNow::Blocked(sp) => Some(sp >= self.lo),
+            ThreadNow::Running => Some(false),
+            ThreadNow::Gone => None,
+        }
     }
 
     /// 16 bytes of the process's code at `start` (see [`LiveMemory::code`]).

@@ -144,7 +144,8 @@ struct ProcModule {
     pending: Option<Pending>,
     /// Its functions' extents, for confirming the calls of recovered frames.
     fdes: Option<elf::FdeTable>,
-    /// A hash of `path`: with a file offset, names a place in the file in any process.
+    /// Names the file (see [`hash_file`]); with a file offset, a place in the file in any
+    /// process. 0 for memory of no file.
     path_hash: u64,
 }
 
@@ -260,6 +261,8 @@ pub struct Unwinders {
     last_recovered: Option<usize>,
     /// Of the last stack unwound: the copy size it needed (see [`StackNeed`]).
     last_need: Option<StackNeed>,
+    /// Whether the last stack unwound went past its copy's end.
+    last_past_copy: bool,
     /// Load a mapping's file when a sample of its process is first unwound, not when the
     /// mapping is met.
     lazy: bool,
@@ -348,6 +351,7 @@ impl Unwinders {
             confirmed: settle::Confirmed::default(),
             last_recovered: None,
             last_need: None,
+            last_past_copy: false,
             lazy: false,
         }
     }
@@ -375,6 +379,12 @@ impl Unwinders {
     /// when [`Self::set_live`] finished it.
     pub fn last_recovered(&self) -> Option<usize> {
         self.last_recovered
+    }
+
+    /// Whether the last stack unwound went past the end of its copy (and so, while
+    /// recording, was finished from the live process, or tried to be).
+    pub fn last_past_copy(&self) -> bool {
+        self.last_past_copy
     }
 
     /// How much stack copy the last stack unwound needed (`None` in frame-pointer mode).
@@ -405,9 +415,12 @@ impl Unwinders {
             entry_avma: None,
             pending: None,
             fdes: None,
-            path_hash: hash_path(&path),
+            path_hash: 0,
         };
         let kind = path_kind(ev.path);
+        if kind != PathKind::Pseudo {
+            module.path_hash = hash_file(&path, ev.dev_ino, ev.build_id);
+        }
         if crate::jitdump::is_dump_of(ev.path, ev.pid) {
             // A JIT's dump, mapped as its marker: not an ELF file; its unwind info is read.
             let proc = self.procs.entry(ev.pid).or_default();
@@ -568,6 +581,7 @@ impl Unwinders {
         }
         if module.build_id.is_none() {
             module.build_id = info.build_id.as_deref().map(Arc::from);
+            module.path_hash = hash_file(path, ev.dev_ino, module.build_id.as_deref());
         }
         let bias = elf::compute_bias(&info.segments, ev.start, ev.len, ev.pgoff)?;
         module.bias = Some(bias);
@@ -632,6 +646,7 @@ impl Unwinders {
         out.clear();
         self.last_recovered = None;
         self.last_need = None;
+        self.last_past_copy = false;
         self.load_pending(pid);
         if self.procs.get(&pid).is_some_and(|p| p.jit.unread()) {
             self.read_jit_dump(pid);
@@ -654,6 +669,7 @@ impl Unwinders {
         }) {
             let short = (stack.len() as u64) < requested;
             self.count_cut(&c, out.len(), short);
+            self.last_past_copy = true;
             // A short copy ended at a stack page the thread never touched: no copy size
             // holds more, so only what it read counts.
             self.last_need = Some(StackNeed {
@@ -694,7 +710,7 @@ impl Unwinders {
             (Some(p), UnwindMode::Dwarf) => match self.live.as_deref_mut() {
                 None => dwarf_walk(p, &mut self.cache, regs, copy, None, out),
                 Some(memory) => {
-                    let task = (pid, self.tid.unwrap_or(pid));
+                    let task = (pid, self.tid.take().unwrap_or(pid));
                     let rec = Recovery::new(task, regs.sp, copy.end(), memory);
                     let outcome = dwarf_walk(p, &mut self.cache, regs, copy, Some(&rec), out);
                     let checks = settle::Checks {
@@ -731,7 +747,7 @@ impl Unwinders {
         match c.recovered {
             Some(first) => {
                 st.recovered += 1;
-                st.recovered_frames += (frames - first) as u64;
+                st.recovered_frames += frames.saturating_sub(first) as u64;
                 st.recovered_confirmed += c.confirmed;
                 st.recovered_indirect += c.indirect;
                 self.last_recovered = Some(first);
@@ -769,10 +785,16 @@ impl Unwinders {
     }
 }
 
-fn hash_path(path: &Path) -> u64 {
+/// Names a file for the caches of code read from processes: its path, device and inode,
+/// and build-id where known (a binary rebuilt at the same path is another file). Never 0:
+/// 0 names memory of no file, whose code is never cached (a JIT rewrites it).
+fn hash_file(path: &Path, dev_ino: Option<(u32, u32, u64)>, build_id: Option<&[u8]>) -> u64 {
+    use std::hash::{Hash, Hasher};
     let mut h = rustc_hash::FxHasher::default();
-    std::hash::Hash::hash(path, &mut h);
-    std::hash::Hasher::finish(&h)
+    path.hash(&mut h);
+    dev_ino.hash(&mut h);
+    build_id.hash(&mut h);
+    h.finish().max(1)
 }
 
 fn framehop_module(

@@ -9,37 +9,61 @@
 //! 2. each step past the copy read higher on the stack than the one before;
 //! 3. each recovered return address follows a call that, where it names its target, names
 //!    the function its callee frame is in (`unwind::confirm`), the frame unwound last from
-//!    the copy included;
+//!    the copy included; the call at the cut must name it (a call through a register there
+//!    would tie nothing read later to the copy);
 //! 4. the frames just below the cut still hold what the kernel copied, read again after the
 //!    frames past the copy were read (`Recovery::copy_unchanged`);
 //! 5. a thread blocked now (in a system call) has its stack pointer below the cut
 //!    (`Recovery::moved_past_cut`, from `/proc/PID/task/TID/syscall`).
 
 use framehop::{FrameAddress, UnwindRegsNative, Unwinder};
-use rustc_hash::FxHashSet;
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use super::confirm::{CallSite, Callee, Verdict, judge, plt_slot};
 use super::live::Recovery;
 use super::stats::Reject;
-use super::{FhCache, Process, StackCopy, TruncReason, UnwindOutcome, in_entry_function};
+use super::{
+    CodeSite, FhCache, ProcModule, Process, StackCopy, TruncReason, UnwindOutcome,
+    in_entry_function,
+};
 
 /// Call sites confirmed to name their callee's function: (pid, return address, the callee's
-/// lookup address). Cleared when modules change, and past [`CONFIRMED_MAX`].
+/// lookup address), valid while modules stay as they are; and the function each callee
+/// address is in, by its place in its file (the entry's distance before it: the same in
+/// every process). Both cleared when modules change, and past [`CONFIRMED_MAX`].
 #[derive(Default)]
-pub(super) struct Confirmed(FxHashSet<(u32, u64, u64)>);
+pub(super) struct Confirmed {
+    calls: FxHashSet<(u32, u64, u64)>,
+    starts: FxHashMap<CodeSite, Option<u64>>,
+}
 
 const CONFIRMED_MAX: usize = 1 << 16;
 
 impl Confirmed {
     pub(super) fn clear(&mut self) {
-        self.0.clear();
+        self.calls.clear();
+        self.starts.clear();
     }
 
     fn insert(&mut self, key: (u32, u64, u64)) {
-        if self.0.len() >= CONFIRMED_MAX {
-            self.0.clear();
+        if self.calls.len() >= CONFIRMED_MAX {
+            self.calls.clear();
         }
-        self.0.insert(key);
+        self.calls.insert(key);
+    }
+
+    /// The entry of the function that holds `pc` in module `m`, looked up once per place.
+    fn function_start(&mut self, m: &ProcModule, pc: u64) -> Option<u64> {
+        let site = m.site(pc);
+        if let Some(&back) = self.starts.get(&site) {
+            return back.map(|b| pc.wrapping_sub(b));
+        }
+        if self.starts.len() >= CONFIRMED_MAX {
+            self.starts.clear();
+        }
+        let start = m.function_start(pc);
+        self.starts.insert(site, start.map(|s| pc.wrapping_sub(s)));
+        start
     }
 }
 
@@ -137,10 +161,11 @@ impl Checks<'_, '_> {
             Some(false) => return Err(Some(Reject::CopyChanged)),
             None => return Err(None),
         }
-        if self.rec.moved_past_cut() {
-            return Err(Some(Reject::MovedOn));
+        match self.rec.moved_past_cut() {
+            Some(false) => Ok(kept),
+            Some(true) => Err(Some(Reject::MovedOn)),
+            None => Err(None),
         }
-        Ok(kept)
     }
 
     /// Whether the last frame is a thread's first: the entry point function of its file,
@@ -182,7 +207,7 @@ impl Checks<'_, '_> {
                 out[i - 1].wrapping_sub(1)
             };
             let key = (self.pid, ra, callee);
-            if self.confirmed.0.contains(&key) {
+            if self.confirmed.calls.contains(&key) {
                 confirmed += 1;
                 continue;
             }
@@ -190,6 +215,12 @@ impl Checks<'_, '_> {
                 Verdict::Confirmed => {
                     self.confirmed.insert(key);
                     confirmed += 1;
+                }
+                // At the cut, the call is all that ties the frames read later to the copy:
+                // one that names no target ties nothing (a later phase's frame through a
+                // register call passes every other check).
+                Verdict::Indirect if i == first.max(1) => {
+                    return Err(Some(Reject::IndirectAtCut));
                 }
                 Verdict::Indirect => indirect += 1,
                 Verdict::NotACall => return Err(Some(Reject::NotACall)),
@@ -199,7 +230,7 @@ impl Checks<'_, '_> {
         Ok((confirmed, indirect))
     }
 
-    fn judge_frame(&self, ra: u64, callee_pc: u64) -> Verdict {
+    fn judge_frame(&mut self, ra: u64, callee_pc: u64) -> Verdict {
         let (p, rec) = (self.p, self.rec);
         let Some(start) = ra.checked_sub(16) else {
             return Verdict::NotACall;
@@ -212,11 +243,12 @@ impl Checks<'_, '_> {
             return Verdict::NotACall;
         };
         let site = CallSite::decode(&code, ra);
+        let entry = p
+            .module_at(callee_pc)
+            .and_then(|m| self.confirmed.function_start(m, callee_pc));
         let callee = Callee {
             pc: callee_pc,
-            entry: p
-                .module_at(callee_pc)
-                .and_then(|m| m.function_start(callee_pc)),
+            entry,
         };
         let resolve = |t: u64| {
             let m = p.module_at(t)?;

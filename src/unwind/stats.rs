@@ -177,6 +177,9 @@ pub struct RejectCounts {
     /// A call that names another function than the callee's (a frame of a later moment, or
     /// a tail call).
     pub wrong_callee: u64,
+    /// The call at the cut (before the first return address read past the copy) goes
+    /// through a register: it names no target, so nothing ties the later read to the copy.
+    pub indirect_at_cut: u64,
     /// The frames just below the cut changed after the sample: the thread left them.
     pub copy_changed: u64,
     /// The thread, blocked when its frames were checked, had its stack pointer above the
@@ -192,6 +195,7 @@ pub(crate) enum Reject {
     NotClimbing,
     NotACall,
     WrongCallee,
+    IndirectAtCut,
     CopyChanged,
     MovedOn,
 }
@@ -204,17 +208,19 @@ impl RejectCounts {
             Reject::NotClimbing => &mut self.not_climbing,
             Reject::NotACall => &mut self.not_a_call,
             Reject::WrongCallee => &mut self.wrong_callee,
+            Reject::IndirectAtCut => &mut self.indirect_at_cut,
             Reject::CopyChanged => &mut self.copy_changed,
             Reject::MovedOn => &mut self.moved_on,
         } += 1;
     }
 
     /// The counts by name, as the summary prints them and a recording stores them.
-    pub fn named(&self) -> [(&'static str, u64); 7] {
+    pub fn named(&self) -> [(&'static str, u64); 8] {
         [
             ("copy_changed", self.copy_changed),
             ("moved_on", self.moved_on),
             ("wrong_callee", self.wrong_callee),
+            ("indirect_at_cut", self.indirect_at_cut),
             ("not_a_call", self.not_a_call),
             ("no_thread_start", self.no_thread_start),
             ("not_climbing", self.not_climbing),

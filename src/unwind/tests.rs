@@ -508,8 +508,11 @@ impl LiveMemory for FakeLive {
         bytes.get(at..at + 16)?.try_into().ok()
     }
 
-    fn blocked_sp(&mut self, _pid: u32, _tid: u32) -> Option<u64> {
-        self.blocked_sp
+    fn thread_now(&mut self, _pid: u32, _tid: u32) -> super::live::ThreadNow {
+        self.blocked_sp.map_or(
+            super::live::ThreadNow::Running,
+            super::live::ThreadNow::Blocked,
+        )
     }
 }
 
@@ -539,6 +542,7 @@ fn a_short_copy_is_finished_from_the_live_process() {
     assert_eq!(frames, whole);
     let first = u.last_recovered().expect("frames were recovered");
     assert!(first >= 1 && first < frames.len(), "{first}");
+    assert!(u.last_past_copy());
     let s = u.stats();
     assert_eq!((s.complete, s.truncated.total()), (1, 0));
     assert_eq!((s.cut_at_copy_end, s.recovered), (1, 1));

@@ -79,7 +79,7 @@ pub fn run(cfg: ListConfig) -> Result<i32> {
     let mut out = io::BufWriter::new(io::stdout().lock());
     let code = match cfg {
         ListConfig::Events { filter } => {
-            list_events(&mut out, &Prober::new(), &filter)?;
+            list_selected(&mut out, &Prober::new(), &filter)?;
             0
         }
         ListConfig::Check { names } => check::run(&mut out, &Prober::new(), &names)?,
@@ -226,6 +226,26 @@ fn list_events(out: &mut dyn Write, p: &Prober, filter: &[String]) -> Result<()>
         write_own_libc(out, p)?;
     }
     write_tools(out, p, filter, &systems)?;
+    Ok(())
+}
+
+/// `list FILTER...`: the events the filters select, or a line that says none is.
+fn list_selected(out: &mut dyn Write, p: &Prober, filter: &[String]) -> Result<()> {
+    let mut listed = Vec::new();
+    list_events(&mut listed, p, filter)?;
+    out.write_all(&listed)?;
+    // Only the heading line: nothing matched.
+    if !filter.is_empty() && !listed.trim_ascii_end().contains(&b'\n') {
+        writeln!(
+            out,
+            "\nNo event, tracepoint or tool matches {}.",
+            filter
+                .iter()
+                .map(|f| format!("`{f}`"))
+                .collect::<Vec<_>>()
+                .join(" or ")
+        )?;
+    }
     Ok(())
 }
 

@@ -449,7 +449,10 @@ fn write_tables(
         if n == 0 {
             continue;
         }
-        let ws = file.events[ev].attr.sample_type & PERF_SAMPLE_WEIGHT_STRUCT != 0;
+        let ws = file
+            .events
+            .get(ev)
+            .is_some_and(|e| e.attr.sample_type & PERF_SAMPLE_WEIGHT_STRUCT != 0);
         let rows = rows_of(seen, ev, ws, modules, &mut addr_names);
         if !first {
             writeln!(out)?;

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use crate::cli::{CallGraph, RecordConfig, Target};
-use crate::session::Session;
+use crate::session::{ReadDelay, Session};
 use crate::unwind::UnwindStats;
 
 use crate::live::drain::{self, DrainStats};
@@ -79,6 +79,7 @@ pub fn summary_lines(info: &EndInfo<'_>) -> Vec<String> {
                 lines.push(format!("    truncated because: {}", s.truncated));
             }
             lines.extend(copy_end_lines(&s, st.unwound, info.cfg));
+            lines.extend(read_delay_line(&s, &st.read_delay));
             if s.elf_load_failures > 0 {
                 let paths: Vec<String> = s
                     .elf_load_failure_paths
@@ -188,6 +189,21 @@ fn jit_cfi_lines(s: &UnwindStats) -> Vec<String> {
         ));
     }
     lines
+}
+
+/// How long after they were sampled the stacks past their copy were unwound (and so read
+/// from the live process), one line.
+fn read_delay_line(s: &UnwindStats, d: &ReadDelay) -> Option<String> {
+    if s.cut_at_copy_end == 0 {
+        return None;
+    }
+    let ms = |q: f64| Some(d.quantile(q)? as f64 / 1e6);
+    let (p50, p99) = (ms(0.5)?, ms(0.99)?);
+    Some(format!(
+        "      read {p50:.1} ms after they were sampled (median; 99% within {p99:.1} ms, the \
+         longest {:.1} ms)",
+        d.max_ns as f64 / 1e6
+    ))
 }
 
 /// The checks that rejected recovered frames, as ` (N copy changed, M wrong callee)`.

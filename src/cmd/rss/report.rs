@@ -283,11 +283,11 @@ pub(super) fn write_pprof(b: &Built, path: &Path) -> Result<()> {
     let names: Vec<String> = EVENTS.iter().map(|s| s.to_string()).collect();
     let weighers = [Weigher::Fixed(1), Weigher::Fixed(1), Weigher::Fixed(1)];
     let mut p = pprof::build(&b.rcfg, None, &names, &weighers, &b.agg, &b.res);
-    // The count column of each event is named as pprof's heap profiles name theirs.
+    // Each event's columns are named as pprof's heap profiles name theirs: the count, then
+    // the bytes under the event's own name.
     for (i, vt) in p.sample_type.iter_mut().enumerate() {
-        if i % 2 == 0
-            && let Some(name) = COUNT_NAMES.get(i / 2)
-        {
+        let names = if i % 2 == 0 { &COUNT_NAMES } else { &EVENTS };
+        if let Some(name) = names.get(i / 2) {
             p.string_table.push((*name).to_string());
             vt.r#type = p.string_table.len() as i64 - 1;
         }

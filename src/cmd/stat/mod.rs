@@ -36,7 +36,7 @@ use sizes::{Breaks, Reader, SizeRule};
 pub fn run(cfg: StatConfig) -> Result<i32> {
     let mut out: Box<dyn Write> = match &cfg.output {
         Some(p) => Box::new(std::io::BufWriter::new(
-            crate::perfdata::create_output(p)
+            crate::output::create_output_file(p)
                 .with_context(|| format!("failed to create `{}`", p.display()))?,
         )),
         None => Box::new(std::io::stderr()),
