@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The recorder's own CPU per event written during a system-wide compile load: memperf's
 # defaults (`record -a -e page-faults`: dwarf,auto, stacks finished from the live process)
-# beside `perf record -a -e page-faults --call-graph dwarf`, the same gcc load under each, the
+# beside `perf record -a -e page-faults -c 1 -m 16M --call-graph dwarf` (every event, rings as
+# large as memperf's), the same gcc load under each, the
 # tools interleaved in every round. The load compiles FILES generated C files with gcc -O2,
 # two at a time (a 2-core machine), for about as long each round.
 #
@@ -76,16 +77,18 @@ def run(name, argv):
     else:
         m = re.search(r"\((\d+) samples\)", err)
         written = int(m.group(1)) if m else 0
-        lost = sum(int(x) for x in re.findall(r"Processed \d+ events and lost (\d+) chunks", err))
-        m = re.search(r"lost (\d+) samples", err) or re.search(r"(\d+) lost samples", err)
-        if m:
-            lost += int(m.group(1))
+        stats = subprocess.run(["perf", "report", "-i", out, "--stats"], capture_output=True,
+                               text=True).stdout
+        lost = sum(int(x) for x in re.findall(r"LOST(?:_SAMPLES)? events:\s+(\d+)", stats))
     os.unlink(out)
     return cpu, written, lost
 
 tools = {
     "memperf": [memperf, "record", "-a", "-e", "page-faults"],
-    "perf": ["perf", "record", "-a", "-e", "page-faults", "--call-graph", "dwarf"],
+    # Every event, as memperf records faults (perf samples software events at 4000 Hz
+    # unless told), into rings as large as memperf's default (16 MiB per CPU).
+    "perf": ["perf", "record", "-a", "-e", "page-faults", "-c", "1", "-m", "16M",
+             "--call-graph", "dwarf"],
 }
 subprocess.run([load], check=True)  # warm-up
 rows = {k: [] for k in tools}
