@@ -294,6 +294,28 @@ pub fn thread_running(tid: u32) -> bool {
     stat.is_ok_and(|s| parse_state(&s).is_some_and(|c| !has_exited(c)))
 }
 
+/// Thread `tid` of `pid` as `/proc/PID/task/TID/syscall` tells it, read into `text` (kept
+/// by the caller, so a hot caller allocates once): its stack pointer when it is blocked,
+/// `None` while it runs. ENOENT or ESRCH: it has exited.
+pub fn blocked_sp(pid: u32, tid: u32, text: &mut String) -> io::Result<Option<u64>> {
+    use std::io::Read as _;
+    text.clear();
+    let path = format!("/proc/{pid}/task/{tid}/syscall");
+    std::fs::File::open(path)?.read_to_string(text)?;
+    Ok(parse_syscall_sp(text))
+}
+
+/// The stack pointer in `/proc/PID/task/TID/syscall`: `NR ARG1..ARG6 SP PC` for a thread
+/// in a system call, `-1 SP PC` for one blocked outside any, `running` for one that runs.
+pub fn parse_syscall_sp(text: &str) -> Option<u64> {
+    let n = text.split_whitespace().count();
+    if !matches!(n, 3 | 9) {
+        return None;
+    }
+    let sp = text.split_whitespace().nth(n - 2)?.strip_prefix("0x")?;
+    u64::from_str_radix(sp, 16).ok()
+}
+
 /// A /proc stat state of a task that has exited: zombie (`Z`) or dead (`X`, `x`).
 fn has_exited(state: u8) -> bool {
     matches!(state, b'Z' | b'X' | b'x')
@@ -557,5 +579,17 @@ MMUPageSize:           4 kB\n";
         assert_eq!(parse_status_field(s, b"PPid"), Some(3));
         assert_eq!(parse_status_field(s, b"Tgid"), Some(12));
         assert_eq!(parse_status_field(s, b"Pid"), None);
+    }
+
+    #[test]
+    fn the_stack_pointer_of_a_blocked_thread_is_read_from_proc() {
+        let in_call = "7 0x7ffc1 0x1 0xffffffff 0x0 0x0 0x0 0x7ffd2a1b3c40 0x7f0e1c2d3e4f\n";
+        assert_eq!(parse_syscall_sp(in_call), Some(0x7ffd_2a1b_3c40));
+        assert_eq!(
+            parse_syscall_sp("-1 0x7ffd2a1b3c40 0x401000\n"),
+            Some(0x7ffd_2a1b_3c40)
+        );
+        assert_eq!(parse_syscall_sp("running\n"), None);
+        assert_eq!(parse_syscall_sp(""), None);
     }
 }

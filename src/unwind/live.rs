@@ -55,7 +55,6 @@ pub enum ThreadNow {
 pub struct ProcessMemory {
     calls: FxHashMap<CodeSite, [u8; 16]>,
     /// Reused for `/proc/PID/task/TID/syscall`.
-    path: String,
     text: String,
 }
 
@@ -92,33 +91,16 @@ impl LiveMemory for ProcessMemory {
     }
 
     fn thread_now(&mut self, pid: u32, tid: u32) -> ThreadNow {
-        use std::fmt::Write as _;
-        use std::io::Read as _;
-        self.path.clear();
-        let _ = write!(self.path, "/proc/{pid}/task/{tid}/syscall");
-        self.text.clear();
-        let read =
-            std::fs::File::open(&self.path).and_then(|mut f| f.read_to_string(&mut self.text));
-        match read {
+        match crate::procfs::blocked_sp(pid, tid, &mut self.text) {
+            Ok(Some(sp)) => ThreadNow::Blocked(sp),
+            Ok(None) => ThreadNow::Running,
             Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ESRCH)) => {
                 ThreadNow::Gone
             }
             // Not allowed to look (another user's process): no evidence either way.
             Err(_) => ThreadNow::Running,
-            Ok(_) => parse_syscall_sp(&self.text).map_or(ThreadNow::Running, ThreadNow::Blocked),
         }
     }
-}
-
-/// The stack pointer in `/proc/PID/task/TID/syscall`: `NR ARG1..ARG6 SP PC` for a thread
-/// in a system call, `-1 SP PC` for one blocked outside any, `running` for one that runs.
-pub(crate) fn parse_syscall_sp(text: &str) -> Option<u64> {
-    let n = text.split_whitespace().count();
-    if !matches!(n, 3 | 9) {
-        return None;
-    }
-    let sp = text.split_whitespace().nth(n - 2)?.strip_prefix("0x")?;
-    u64::from_str_radix(sp, 16).ok()
 }
 
 /// One sample's reads beyond its copied stack, and what they were for.

@@ -680,16 +680,3 @@ fn a_thread_blocked_above_the_cut_has_moved_on() {
         );
     }
 }
-
-#[test]
-fn the_stack_pointer_of_a_blocked_thread_is_read_from_proc() {
-    use super::live::parse_syscall_sp;
-    let in_call = "7 0x7ffc1 0x1 0xffffffff 0x0 0x0 0x0 0x7ffd2a1b3c40 0x7f0e1c2d3e4f\n";
-    assert_eq!(parse_syscall_sp(in_call), Some(0x7ffd_2a1b_3c40));
-    assert_eq!(
-        parse_syscall_sp("-1 0x7ffd2a1b3c40 0x401000\n"),
-        Some(0x7ffd_2a1b_3c40)
-    );
-    assert_eq!(parse_syscall_sp("running\n"), None);
-    assert_eq!(parse_syscall_sp(""), None);
-}
