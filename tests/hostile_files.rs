@@ -143,7 +143,7 @@ fn a_library_replaced_by_a_fifo_hangs_neither_the_recorder_nor_the_report() {
     assert!(line.contains("recording page-faults"), "{line}");
     let mut child = start(&prog, &lib);
     std::fs::remove_file(&lib).unwrap();
-    assert!(Command::new("mkfifo").arg(&lib).status().unwrap().success());
+    mkfifo(&lib);
     let end = Instant::now() + Duration::from_secs(60);
     let status = loop {
         if let Some(s) = rec.try_wait().unwrap() {
@@ -257,13 +257,7 @@ fn a_fifo_at_an_output_path_is_refused_at_once() {
         &["4"],
     );
     let fifo = dir.path().join("out.fifo");
-    assert!(
-        Command::new("mkfifo")
-            .arg(&fifo)
-            .status()
-            .unwrap()
-            .success()
-    );
+    mkfifo(&fifo);
     let (data, fifo) = (data.to_str().unwrap(), fifo.to_str().unwrap());
     let runs: [&[&str]; 7] = [
         &["report", "-i", data, "--flamegraph", fifo],

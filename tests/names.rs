@@ -504,8 +504,7 @@ fn damaged_jitdump_is_a_counted_problem_not_a_wrong_name() {
     assert_eq!(jit.iter().map(|(_, n)| n).sum::<u64>(), u64::from(N));
     // A FIFO where the dump was: refused at once, never waited on.
     std::fs::remove_file(&dump).unwrap();
-    let status = Command::new("mkfifo").arg(&dump).status().unwrap();
-    assert!(status.success());
+    common::mkfifo(&dump);
     let stacks = report_folded(&["-i", file]);
     assert_eq!(jit_stacks(&stacks).len(), 1, "{stacks:#?}");
 }

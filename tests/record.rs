@@ -3,7 +3,6 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 use std::process::{Command, Stdio};
 
@@ -365,33 +364,17 @@ fn attach_to_threads(k: usize, env: &[(&str, &str)]) -> (Vec<ScriptSample>, Stri
     let dir = scratch();
     let out = dir.path().join("p.data");
     let prog = fixture("threads", Variant::NoFp);
-    let mut work = Command::new(&prog)
-        .args([T.to_string(), k.to_string()])
-        .envs(env.iter().copied())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("start the threads fixture");
-    let mut line = String::new();
-    BufReader::new(work.stdout.take().expect("stdout"))
-        .read_line(&mut line)
-        .expect("ready line");
-    let pid = line
-        .trim()
-        .strip_prefix("ready ")
-        .expect("ready PID")
-        .to_string();
+    let (work, pid) = start_held(
+        Command::new(&prog)
+            .args([T.to_string(), k.to_string()])
+            .envs(env.iter().copied()),
+    );
     let rec = Recording::start(
         &["-m", TEST_RING_PAGES, "-e", "page-faults", "-p", &pid],
         &out,
         &[],
     );
-    work.stdin
-        .take()
-        .expect("stdin")
-        .write_all(b"go\n")
-        .expect("release the workload");
-    assert!(work.wait().expect("wait").success());
+    release_held(work);
     // memperf stops by itself once the process is gone.
     let (status, rest) = rec.wait("its target exited");
     assert!(status.success(), "memperf failed: {rest}");

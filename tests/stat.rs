@@ -484,13 +484,7 @@ fn stat_output_overwrites_its_own_file_but_not_another_users() {
     std::os::unix::fs::symlink(&out, &link).unwrap();
     std::os::unix::fs::lchown(&link, Some(nobody), Some(nobody)).unwrap();
     let fifo = dir.path().join("fifo");
-    assert!(
-        Command::new("mkfifo")
-            .arg(&fifo)
-            .status()
-            .unwrap()
-            .success()
-    );
+    mkfifo(&fifo);
     for (path, why) in [
         (&theirs, "is a file of uid 65534"),
         (&link, "is a symbolic link of uid 65534"),

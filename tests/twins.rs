@@ -7,13 +7,12 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use common::{
-    Recording, Variant, fixture, memperf, perf_script, recording_turn, require_perf, run_memperf,
-    scratch, stderr,
+    Recording, Variant, fixture, memperf, perf_script, recording_turn, release_held, require_perf,
+    run_memperf, scratch, start_held, stderr,
 };
 
 /// Ring pages per CPU: 64 MiB hold a whole run at 8 KiB a stack (the copy before it is
@@ -152,25 +151,13 @@ fn an_attached_uprobe_counts_every_threads_calls_once_across_a_resize() {
     let dir = scratch();
     let out = dir.path().join("p.data");
     let n = (CALLS / 4).to_string();
-    let mut work = Command::new(&prog)
-        .args(["malloc", "4", &n, PACE])
-        .env("REPEAT_WAIT", "1")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("start the repeat fixture");
-    let mut line = String::new();
-    BufReader::new(work.stdout.take().expect("stdout"))
-        .read_line(&mut line)
-        .expect("ready line");
-    let pid = line.trim().strip_prefix("ready ").expect("ready PID");
-    let rec = Recording::start(&["-m", RING, "-e", MALLOC, "-p", pid], &out, &[]);
-    work.stdin
-        .take()
-        .expect("stdin")
-        .write_all(b"go\n")
-        .expect("release the workload");
-    assert!(work.wait().expect("wait").success());
+    let (work, pid) = start_held(
+        Command::new(&prog)
+            .args(["malloc", "4", &n, PACE])
+            .env("REPEAT_WAIT", "1"),
+    );
+    let rec = Recording::start(&["-m", RING, "-e", MALLOC, "-p", &pid], &out, &[]);
+    release_held(work);
     let (status, err) = rec.wait("its target exited");
     assert!(status.success(), "{err}");
     assert_resized(&err, MALLOC);

@@ -460,3 +460,36 @@ impl Recording {
         (status, rest)
     }
 }
+
+/// Starts a fixture that prints `ready PID` and then waits for a line on its standard input
+/// (`threads` with THREADS_ATTACH, `repeat` with REPEAT_WAIT): the child and the PID.
+pub fn start_held(cmd: &mut Command) -> (Child, String) {
+    let mut work = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("start the fixture");
+    let mut line = String::new();
+    BufReader::new(work.stdout.take().expect("stdout"))
+        .read_line(&mut line)
+        .expect("ready line");
+    let pid = line.trim().strip_prefix("ready ").expect("ready PID");
+    (work, pid.to_string())
+}
+
+/// Lets a fixture started by [`start_held`] go on, and waits for it to succeed.
+pub fn release_held(mut work: Child) {
+    use std::io::Write;
+    work.stdin
+        .take()
+        .expect("stdin")
+        .write_all(b"go\n")
+        .expect("release the workload");
+    assert!(work.wait().expect("wait").success());
+}
+
+/// Makes a FIFO at `path`.
+pub fn mkfifo(path: &Path) {
+    let status = Command::new("mkfifo").arg(path).status().unwrap();
+    assert!(status.success(), "mkfifo {}", path.display());
+}
