@@ -9,6 +9,7 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};
 
+pub mod diff;
 pub mod leak;
 pub mod list;
 pub mod mem;
@@ -85,6 +86,11 @@ pub enum Command {
     /// stackcollapse-perf.pl, inferno-collapse-perf and other perf-script readers.
     #[command(after_help = report::SCRIPT_EXAMPLES)]
     Script(ScriptArgs),
+    /// Compare two profiles of the same event (recordings, folded stacks or pprof): the
+    /// stacks that changed most, a differential flame graph, folded stacks with both counts,
+    /// or a pprof diff.
+    #[command(after_help = diff::DIFF_EXAMPLES)]
+    Diff(diff::DiffArgs),
     /// Count events without sampling, as perf stat: totals, per interval (-I), per CPU (-A),
     /// CSV (-x), repeated runs (-r); the bytes of sized memory tracepoints summed.
     #[command(after_help = stat::STAT_EXAMPLES)]

@@ -13,6 +13,7 @@ fn main() -> ExitCode {
         Command::Record(args) => args.into_config().and_then(memperf::cmd::record::run),
         Command::Report(args) => args.into_config().and_then(memperf::cmd::report::run),
         Command::Script(args) => args.into_config().and_then(memperf::cmd::report::run),
+        Command::Diff(args) => args.into_config().and_then(memperf::cmd::diff::run),
         Command::Stat(args) => args.into_config().and_then(memperf::cmd::stat::run),
         Command::Leak(args) => args.into_config().and_then(memperf::cmd::leak::run),
         Command::Rss(args) => args.into_config().and_then(memperf::cmd::rss::run),

@@ -1,6 +1,7 @@
 //! One module per subcommand.
 
 pub mod brkstack;
+pub mod diff;
 pub mod drsnoop;
 pub mod faults;
 pub mod ffaults;

@@ -80,11 +80,17 @@ pub fn losses(st: &ReadStats) -> String {
 /// Folded stacks and `memperf script` have no header: what was lost or truncated goes to
 /// standard error instead, in one line, when there is any.
 pub fn note_losses(st: &ReadStats) {
-    let lost =
-        st.lost + st.lost_samples + st.throttled + st.malformed + st.late + st.foreign_skipped;
-    if lost > 0 || truncation(st).truncated > 0 || st.unfinished_at.is_some() {
+    if lost_any(st) {
         eprintln!("memperf: note: {}", losses(st));
     }
+}
+
+/// Whether the recording lost, throttled, skipped or truncated anything: what
+/// [`note_losses`] speaks of.
+pub fn lost_any(st: &ReadStats) -> bool {
+    let lost =
+        st.lost + st.lost_samples + st.throttled + st.malformed + st.late + st.foreign_skipped;
+    lost > 0 || truncation(st).truncated > 0 || st.unfinished_at.is_some()
 }
 
 /// Where the records ended early, for every output but the text report (its header says

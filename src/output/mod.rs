@@ -1,5 +1,6 @@
 //! Naming the unique frames once, then printing stacks folded or as a text report.
 
+pub mod diff;
 mod file;
 pub mod header;
 pub mod pprof;
@@ -309,7 +310,7 @@ pub fn resolve(cfg: &ReportConfig, agg: &Aggregate, kallsyms: Option<Arc<Kallsym
 }
 
 /// The named stacks of one event (or all), root first, merged by name.
-fn named_stacks(
+pub(crate) fn named_stacks(
     cfg: &ReportConfig,
     agg: &Aggregate,
     res: &Resolved,

@@ -138,20 +138,21 @@ pub struct Function {
     pub start_line: i64,
 }
 
+/// The profile's string table: each string once, `""` first.
 #[derive(Default)]
-struct Strings {
+pub(super) struct Strings {
     table: Vec<String>,
     ids: FxHashMap<String, i64>,
 }
 
 impl Strings {
-    fn new() -> Strings {
+    pub(super) fn new() -> Strings {
         let mut s = Strings::default();
         s.id("");
         s
     }
 
-    fn id(&mut self, v: &str) -> i64 {
+    pub(super) fn id(&mut self, v: &str) -> i64 {
         if let Some(&i) = self.ids.get(v) {
             return i;
         }
@@ -162,8 +163,14 @@ impl Strings {
     }
 }
 
+impl Strings {
+    pub(super) fn into_table(self) -> Vec<String> {
+        self.table
+    }
+}
+
 /// The short name pprof shows for an event (`syscalls:sys_enter_brk` → `sys_enter_brk`).
-fn short(name: &str) -> &str {
+pub(crate) fn short(name: &str) -> &str {
     name.rsplit(':').next().unwrap_or(name)
 }
 
@@ -356,7 +363,7 @@ pub fn build(
     p.comment.push(strings.id(&note));
     p.comment
         .push(strings.id(&super::header::losses(&agg.stats)));
-    p.string_table = strings.table;
+    p.string_table = strings.into_table();
     p
 }
 
