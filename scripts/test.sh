@@ -28,7 +28,8 @@ if [ ${#need[@]} -gt 0 ]; then
     fi
 fi
 
-# inferno's perf collapser, for the memperf script round trip.
+# inferno's perf collapser, for the memperf script round trip, and inferno-diff-folded, for
+# memperf diff --folded.
 if ! command -v inferno-collapse-perf >/dev/null 2>&1; then
     echo "test.sh: installing inferno (cargo install --locked inferno)"
     cargo install --quiet --locked inferno

@@ -10,6 +10,7 @@ mod common;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use std::sync::OnceLock;
 
 use common::*;
 
@@ -28,26 +29,30 @@ struct Recorded {
     after: PathBuf,
 }
 
-/// Two recordings of the fixture's page faults, BEFORE's sizes then AFTER's.
-fn record_both(event: &str) -> Recorded {
-    let dir = scratch();
-    let prog = fixture("diffphases", Variant::Fp);
-    let path = dir.path().to_path_buf();
-    let (before, after) = (path.join("before.data"), path.join("after.data"));
-    for (out, (a, b)) in [(&before, BEFORE), (&after, AFTER)] {
-        record(
-            out,
-            &["-e", event],
-            &prog,
-            &[&a.to_string(), &b.to_string()],
-        );
-    }
-    Recorded {
-        _dir: dir,
-        dir: path,
-        before,
-        after,
-    }
+/// Two recordings of the fixture's page faults, BEFORE's sizes then AFTER's, made once for
+/// every test of this file (each writes its outputs beside them under its own names).
+fn recorded() -> &'static Recorded {
+    static ONCE: OnceLock<Recorded> = OnceLock::new();
+    ONCE.get_or_init(|| {
+        let dir = scratch();
+        let prog = fixture("diffphases", Variant::Fp);
+        let path = dir.path().to_path_buf();
+        let (before, after) = (path.join("before.data"), path.join("after.data"));
+        for (out, (a, b)) in [(&before, BEFORE), (&after, AFTER)] {
+            record(
+                out,
+                &["-e", "page-faults"],
+                &prog,
+                &[&a.to_string(), &b.to_string()],
+            );
+        }
+        Recorded {
+            _dir: dir,
+            dir: path,
+            before,
+            after,
+        }
+    })
 }
 
 fn diff(args: &[&str]) -> Output {
@@ -115,15 +120,15 @@ fn the_table_shows_the_known_changes_of_each_stack_largest_first() {
     if !require_perf("diff table") {
         return;
     }
-    let r = record_both("page-faults");
+    let r = recorded();
     let text = diff_ok(&["-T", "0", s(&r.before), s(&r.after)]);
     assert!(text.starts_with("# memperf diff of page-faults:"), "{text}");
     check_phases(&text);
     // A side may be report's folded stacks or its pprof instead of the recording.
-    let folded = r.dir.join("before.folded");
+    let folded = r.dir.join("table-before.folded");
     let o = run_memperf(&["report", "-i", s(&r.before), "--folded"]);
     std::fs::write(&folded, &o.stdout).unwrap();
-    let pb = r.dir.join("after.pb.gz");
+    let pb = r.dir.join("table-after.pb.gz");
     let o = run_memperf(&["report", "-i", s(&r.after), "--pprof", s(&pb)]);
     assert!(o.status.success(), "{}", stderr(&o));
     check_phases(&diff_ok(&["-T", "0", s(&folded), s(&r.after)]));
@@ -147,7 +152,7 @@ fn folded_output_is_inferno_diff_folded_of_the_reports_folded_stacks() {
     if !require_perf("diff --folded") || !have_inferno() {
         return;
     }
-    let r = record_both("page-faults");
+    let r = recorded();
     let mut folded = Vec::new();
     for (data, name) in [(&r.before, "before.folded"), (&r.after, "after.folded")] {
         let path = r.dir.join(name);
@@ -208,7 +213,7 @@ fn pprof_diff_reads_in_go_tool_pprof_as_its_diff_base_of_the_reports_profiles() 
     if !require_perf("diff --pprof") || !have_go() {
         return;
     }
-    let r = record_both("page-faults");
+    let r = recorded();
     let (bpb, apb) = (r.dir.join("before.pb.gz"), r.dir.join("after.pb.gz"));
     for (data, pb) in [(&r.before, &bpb), (&r.after, &apb)] {
         let o = run_memperf(&["report", "-i", s(data), "--pprof", s(pb)]);
@@ -263,7 +268,7 @@ fn flame_graph_draws_the_grown_stack_red_and_the_shrunk_one_blue() {
     if !require_perf("diff --flamegraph") {
         return;
     }
-    let r = record_both("page-faults");
+    let r = recorded();
     let svg = r.dir.join("diff.svg");
     diff_ok(&["--flamegraph", s(&svg), s(&r.before), s(&r.after)]);
     let svg = std::fs::read_to_string(&svg).unwrap();

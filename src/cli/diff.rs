@@ -98,10 +98,6 @@ pub struct DiffArgs {
     /// How many stacks the table shows, largest change first (0: all).
     #[arg(short = 'T', long = "top", value_name = "N", default_value_t = 20)]
     pub top: usize,
-
-    /// No progress bar.
-    #[arg(short = 'q', long)]
-    pub quiet: bool,
 }
 
 /// What `memperf diff` writes: one output, chosen once.
@@ -133,7 +129,6 @@ pub struct DiffConfig {
     pub comms: Option<Vec<String>>,
     pub output: DiffOutput,
     pub top: usize,
-    pub quiet: bool,
 }
 
 impl DiffArgs {
@@ -175,7 +170,6 @@ impl DiffArgs {
                 .map(|s| s.split(',').map(|c| c.trim().to_string()).collect()),
             output,
             top: self.top,
-            quiet: self.quiet,
         })
     }
 }

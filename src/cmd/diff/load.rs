@@ -116,7 +116,6 @@ fn open_recording(
         space: cfg.space,
         comms: cfg.comms.clone(),
         weight: cfg.weight,
-        quiet: cfg.quiet,
         ..ReportConfig::plain(input.clone())
     };
     let file = crate::input::open(&input)?;
