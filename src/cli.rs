@@ -96,7 +96,8 @@ pub enum Command {
     #[command(after_help = stat::STAT_EXAMPLES)]
     Stat(stat::StatArgs),
     /// Outstanding allocations by stack, as BCC's memleak prints them, without BPF: user
-    /// allocators through uprobes (-p/-c), kernel allocators through kmem tracepoints.
+    /// allocators through uprobes (-p, or a command after --), kernel allocators through
+    /// kmem tracepoints.
     #[command(after_help = leak::LEAK_EXAMPLES)]
     Leak(leak::LeakArgs),
     /// Resident memory by allocation stack: page faults joined to the live allocations

@@ -4,7 +4,10 @@
 //!
 //! This module only understands the syntax and the fixed software and hardware tables; whether
 //! a tracepoint exists, and what a glob names, is decided later against tracefs
-//! (`sys::tracefs`, `live::open::resolve_events`).
+//! (`sys::tracefs`, `live::open::resolve_events`); a name that is no event here may be
+//! looked up among the tracepoints by the caller (`short`, `parse_event_list_with`).
+
+pub mod short;
 
 use std::fmt;
 
@@ -94,6 +97,14 @@ pub enum EventError {
         suggestions: Vec<String>,
     },
     #[error(
+        "event `{name}` names several tracepoints: {}; give one as system:name",
+        list_some(.candidates)
+    )]
+    Ambiguous {
+        name: String,
+        candidates: Vec<String>,
+    },
+    #[error(
         "invalid modifier `{modifier}` on event `{event}`: modifiers are u, k and p (up to ppp)"
     )]
     BadModifier { event: String, modifier: String },
@@ -120,6 +131,15 @@ pub enum EventError {
 /// The terms perf takes that memperf does too.
 const TERMS: &str = "period=N, freq=N, call-graph=fp|dwarf[,SIZE]|no, stack-size=N, \
                      max-stack=N, name=LABEL";
+
+/// The first 12 names, and how many more.
+fn list_some(names: &[String]) -> String {
+    let shown: Vec<String> = names.iter().take(12).map(|n| format!("`{n}`")).collect();
+    match names.len().saturating_sub(12) {
+        0 => shown.join(", "),
+        more => format!("{} and {more} more", shown.join(", ")),
+    }
+}
 
 fn format_suggestions(suggestions: &[String]) -> String {
     if suggestions.is_empty() {
@@ -254,6 +274,15 @@ pub fn known_names() -> Vec<&'static str> {
 /// Parses a comma-separated event list such as `page-faults,syscalls:sys_enter_brk`
 /// (commas inside `/terms/` belong to the terms).
 pub fn parse_event_list(list: &str) -> Result<Vec<EventSpec>, EventError> {
+    parse_event_list_with(list, &mut |_| short::ShortMatch::Nothing)
+}
+
+/// As `parse_event_list`, asking `lookup` what a name that is no event here means among
+/// the tracepoints (`-e brk`).
+pub fn parse_event_list_with(
+    list: &str,
+    lookup: &mut dyn FnMut(&str) -> short::ShortMatch,
+) -> Result<Vec<EventSpec>, EventError> {
     if list.trim().is_empty() {
         return Err(EventError::EmptyList);
     }
@@ -266,7 +295,7 @@ pub fn parse_event_list(list: &str) -> Result<Vec<EventSpec>, EventError> {
                     list: list.to_string(),
                 })
             } else {
-                parse_event(item)
+                parse_event(item, lookup)
             }
         })
         .collect()
@@ -295,16 +324,19 @@ fn split_list(list: &str) -> Vec<&str> {
     out
 }
 
-fn parse_event(item: &str) -> Result<EventSpec, EventError> {
+fn parse_event(
+    item: &str,
+    lookup: &mut dyn FnMut(&str) -> short::ShortMatch,
+) -> Result<EventSpec, EventError> {
     if crate::probes::is_probe_item(item) {
         let probe = crate::probes::parse(item)?;
         let kind = EventKind::Probe(Box::new(probe));
         return Ok(EventSpec::new(item.to_string(), kind, Modifiers::default()));
     }
     let Some((base, rest)) = item.split_once('/') else {
-        return parse_plain(item);
+        return parse_plain(item, lookup);
     };
-    let mut spec = parse_plain(base)?;
+    let mut spec = parse_plain(base, lookup)?;
     let (terms, after) = rest
         .split_once('/')
         .ok_or_else(|| EventError::UnterminatedTerms {
@@ -396,7 +428,10 @@ fn parse_terms(event: &str, text: &str) -> Result<Terms, EventError> {
     Ok(terms)
 }
 
-fn parse_plain(item: &str) -> Result<EventSpec, EventError> {
+fn parse_plain(
+    item: &str,
+    lookup: &mut dyn FnMut(&str) -> short::ShortMatch,
+) -> Result<EventSpec, EventError> {
     if let Some((base, suffix)) = item.split_once(':') {
         if let Some((name, kind)) = lookup_fixed(base)? {
             if suffix.contains(':') || !is_modifier_string(suffix) {
@@ -410,9 +445,18 @@ fn parse_plain(item: &str) -> Result<EventSpec, EventError> {
         }
         return parse_tracepoint(item, base, suffix);
     }
-    match lookup_fixed(item)? {
-        Some((name, kind)) => Ok(EventSpec::new(name, kind, Modifiers::default())),
-        None => Err(EventError::Unknown {
+    if let Some((name, kind)) = lookup_fixed(item)? {
+        return Ok(EventSpec::new(name, kind, Modifiers::default()));
+    }
+    match is_tracepoint_part(item).then(|| lookup(item)) {
+        Some(short::ShortMatch::One { system, name }) => {
+            parse_tracepoint(&format!("{system}:{name}"), &system, &name)
+        }
+        Some(short::ShortMatch::Many(candidates)) => Err(EventError::Ambiguous {
+            name: item.to_string(),
+            candidates,
+        }),
+        _ => Err(EventError::Unknown {
             name: item.to_string(),
             suggestions: suggest(item, known_names().into_iter().map(String::from)),
         }),

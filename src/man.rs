@@ -12,8 +12,10 @@ pub fn render_all() -> std::io::Result<Vec<(String, Vec<u8>)>> {
     clap_mangen::Man::new(cmd.clone()).render(&mut top)?;
     pages.push(("memperf.1".to_string(), top));
     for sub in cmd.get_subcommands() {
+        // The page is memperf-leak(1), as git's are; its synopsis says what one types.
         let name = format!("memperf-{}", sub.get_name());
-        let sub = sub.clone().name(name.clone());
+        let typed = format!("memperf {}", sub.get_name());
+        let sub = sub.clone().name(name.clone()).bin_name(typed);
         let mut buf = Vec::new();
         clap_mangen::Man::new(sub).render(&mut buf)?;
         pages.push((format!("{name}.1"), buf));

@@ -335,3 +335,64 @@ fn system_wide_recordings_leave_memperf_out() {
         }
     }
 }
+
+/// `-e brk` is no event name: it is `syscalls:sys_enter_brk`, the one tracepoint it
+/// matches, said on standard error, and it counts the fixture's own calls exactly; a name
+/// several tracepoints match is refused with every candidate.
+#[test]
+fn a_short_tracepoint_name_is_the_one_it_matches() {
+    if !require_perf("short tracepoint names") {
+        return;
+    }
+    let prog = fixture("brk", Variant::NoFp);
+    let comm = prog.file_name().unwrap().to_str().unwrap();
+    let dir = scratch();
+    let data = dir.path().join("brk.data");
+    let empty = dir.path().join("empty.data");
+    for (out, n) in [(&empty, "0"), (&data, "64")] {
+        let (_, err) = record(&[
+            "record",
+            "--event",
+            "brk",
+            "--call-graph",
+            "none",
+            "-o",
+            out.to_str().unwrap(),
+            "--",
+            prog.to_str().unwrap(),
+            n,
+        ]);
+        assert!(
+            err.contains("event `brk` is the tracepoint `syscalls:sys_enter_brk`"),
+            "{err}"
+        );
+    }
+    assert_eq!(evlist(&data), ["syscalls:sys_enter_brk"]);
+    let ev = "syscalls:sys_enter_brk";
+    assert_eq!(
+        perf_count(&data, comm, ev) - perf_count(&empty, comm, ev),
+        64
+    );
+
+    let o = run_memperf(&["stat", "-e", "page_fault", "--", "true"]);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    // Every candidate is a tracepoint of this kernel whose name holds `page_fault`.
+    let listed = err
+        .split_once("event `page_fault` names several tracepoints: ")
+        .and_then(|(_, rest)| rest.split_once("; give one as system:name"))
+        .unwrap_or_else(|| panic!("{err}"))
+        .0;
+    let candidates: Vec<&str> = listed.split(", ").map(|c| c.trim_matches('`')).collect();
+    for want in ["exceptions:page_fault_kernel", "exceptions:page_fault_user"] {
+        assert!(candidates.contains(&want), "{want} in {err}");
+    }
+    for c in &candidates {
+        let (system, name) = c.split_once(':').unwrap();
+        assert!(name.contains("page_fault"), "{c}");
+        let dir = std::path::Path::new("/sys/kernel/tracing/events")
+            .join(system)
+            .join(name);
+        assert!(dir.is_dir(), "{c} is no tracepoint here: {err}");
+    }
+}

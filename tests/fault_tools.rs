@@ -448,3 +448,64 @@ fn live_only_options_are_refused_with_input() {
         );
     }
 }
+
+/// With `-f` or `--flamegraph -`, standard output is the data alone: the banner and the
+/// traced program's own line (`heap grew by ...`) go to standard error.
+#[test]
+fn folded_and_svg_on_standard_output_keep_the_banner_and_the_programs_lines_out() {
+    if !require_perf("brkstack -f") {
+        return;
+    }
+    const N: u64 = 16;
+    let prog = fixture("brk", Variant::NoFp);
+    let n = N.to_string();
+    let _turn = recording_turn();
+    for tool in ["brkstack", "faults"] {
+        let (folded, err) = run_tool(&[
+            tool,
+            "-m",
+            TEST_RING_PAGES,
+            "-f",
+            "--",
+            prog.to_str().unwrap(),
+            &n,
+        ]);
+        for line in folded.lines() {
+            let (stack, count) = line.rsplit_once(' ').unwrap_or(("", ""));
+            assert!(
+                stack.contains(';') && count.parse::<u64>().is_ok(),
+                "{tool}: not a folded line: `{line}` in:\n{folded}"
+            );
+        }
+        assert!(
+            err.contains(&format!("heap grew by {}", N * 8192)),
+            "{tool}: {err}"
+        );
+        assert!(err.contains("Hit Ctrl-C to end."), "{tool}: {err}");
+        if tool == "brkstack" {
+            let line = folded
+                .lines()
+                .find(|l| l.contains(";main;brk_level1;grow_heap;"))
+                .unwrap_or_default();
+            assert!(line.ends_with(&format!(" {N}")), "{folded}");
+        }
+    }
+    let o = run_memperf(&[
+        "brkstack",
+        "-m",
+        TEST_RING_PAGES,
+        "--flamegraph",
+        "-",
+        "--",
+        prog.to_str().unwrap(),
+        &n,
+    ]);
+    let svg = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(svg.trim_start().starts_with("<?xml"), "{svg}");
+    assert!(svg.trim_end().ends_with("</svg>"), "{svg}");
+    assert!(
+        svg.contains("grow_heap") && !svg.contains("heap grew"),
+        "{svg}"
+    );
+}

@@ -575,6 +575,12 @@ fn lost_events_are_reported_with_every_report() {
         "{}",
         stderr(&o)
     );
+    // A lost event can be a free or an allocation: both ways are said, as the warning does.
+    assert!(
+        stderr(&o).contains("may be overstated (a lost free looks like a leak) or understated"),
+        "{}",
+        stderr(&o)
+    );
 }
 
 #[test]
@@ -608,4 +614,161 @@ fn probes_a_killed_run_left_are_removed_at_the_next_start() {
     let o = run_memperf(&["leak", "-c", prog.to_str().unwrap()]);
     assert!(o.status.success(), "{}", stderr(&o));
     assert_eq!(leftover_probes(999_999_999), Vec::<String>::new());
+}
+
+/// The stacks of the last report and the allocations its `Not shown:` lines account for.
+fn last_table_totals(out: &str) -> (u64, u64) {
+    let shown: u64 = parse_reports(out)
+        .last()
+        .unwrap_or_else(|| panic!("no report in:\n{out}"))
+        .iter()
+        .map(|s| s.allocs)
+        .sum();
+    let last = out
+        .rsplit_once("stacks with outstanding allocations:")
+        .unwrap()
+        .1;
+    let not_shown: u64 = last
+        .lines()
+        .filter_map(|l| l.strip_prefix("Not shown: "))
+        .map(|l| l.split_whitespace().next().unwrap().parse::<u64>().unwrap())
+        .sum();
+    (shown, not_shown)
+}
+
+/// The summary's `N outstanding at the end`.
+fn outstanding_at_the_end(err: &str) -> u64 {
+    let before = err
+        .split_once(" outstanding at the end")
+        .unwrap_or_else(|| panic!("no summary in:\n{err}"))
+        .0;
+    before.rsplit(' ').next().unwrap().parse().unwrap()
+}
+
+#[test]
+fn leak_runs_the_command_after_double_dash_as_every_other_command_does() {
+    if !require_perf("memperf leak -- CMD") {
+        return;
+    }
+    let _turn = recording_turn();
+    let prog = fixture("leak", Variant::NoFp);
+    let prog = prog.to_str().unwrap();
+    for args in [
+        &["leak", "-m", RING, "--", prog, "25", "100"][..],
+        // INTERVAL (and COUNT) still come before the command.
+        &["leak", "-m", RING, "30", "--", prog, "25", "100"],
+    ] {
+        let out = leak_run(args);
+        assert!(out.starts_with("Attaching to pid "), "{args:?}: {out}");
+        assert!(out.contains("leaked 25"), "the command's own line: {out}");
+        assert_leak_found(&out, 25, Variant::NoFp);
+    }
+    // -p and a command name two targets.
+    let o = run_memperf(&["leak", "-p", "1", "--", prog]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+}
+
+#[test]
+fn folded_and_pprof_on_standard_output_keep_the_programs_lines_out() {
+    if !require_perf("memperf leak --folded > file") {
+        return;
+    }
+    let _turn = recording_turn();
+    let prog = fixture("leak", Variant::NoFp);
+    let cmd = format!("{} 30 100", prog.display());
+    let o = run_memperf(&["leak", "-m", RING, "--folded", "-c", &cmd]);
+    let (out, err) = (String::from_utf8_lossy(&o.stdout).into_owned(), stderr(&o));
+    assert!(o.status.success(), "{err}");
+    // Every line is a stack and its bytes; the program's own line went to stderr.
+    for line in out.lines() {
+        let (stack, bytes) = line.rsplit_once(' ').unwrap_or(("", ""));
+        assert!(
+            stack.contains(';') && bytes.parse::<u64>().is_ok(),
+            "not a folded line: `{line}` in:\n{out}"
+        );
+    }
+    assert!(out.contains(";leaker 245760"), "{out}");
+    assert!(err.contains("leaked 30\n"), "{err}");
+    assert!(err.contains("Attaching to pid "), "{err}");
+    // A profile on standard output is the profile alone: gzip from its first byte, and
+    // nothing after it (go tool pprof reads it whole when it is there).
+    let o = run_memperf(&["leak", "-m", RING, "--pprof", "-", "-c", &cmd]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(o.stdout[..2], [0x1f, 0x8b], "not gzip from the first byte");
+    assert!(stderr(&o).contains("leaked 30\n"), "{}", stderr(&o));
+    if have_go() {
+        let dir = scratch();
+        let pb = dir.path().join("leak.pb.gz");
+        std::fs::write(&pb, &o.stdout).unwrap();
+        let top = go_pprof(&pb, &["-top", "-sample_index=0"]);
+        assert_eq!(pprof_flat(&top, "leaker"), vec!["30"], "{top}");
+    }
+}
+
+#[test]
+fn a_short_programs_final_report_shows_its_young_leaks() {
+    if !require_perf("memperf leak on a short program") {
+        return;
+    }
+    let _turn = recording_turn();
+    // `quick`: the program exits right after leaking, its blocks younger than -o's 500 ms.
+    let prog = fixture("leak", Variant::NoFp);
+    let cmd = format!("{} 40 100 quick", prog.display());
+    let o = run_memperf(&["leak", "-m", RING, "-c", &cmd]);
+    let (out, err) = (String::from_utf8_lossy(&o.stdout).into_owned(), stderr(&o));
+    assert!(o.status.success(), "{err}\n{out}");
+    assert_leak_found(&out, 40, Variant::NoFp);
+    assert!(!out.contains("Not shown"), "{out}");
+    let (shown, not_shown) = last_table_totals(&out);
+    assert_eq!(
+        (shown, not_shown),
+        (outstanding_at_the_end(&err), 0),
+        "{out}\n{err}"
+    );
+    // Folded, the same: the program exited, its leaks are all it left.
+    let o = run_memperf(&["leak", "-m", RING, "--folded", "-c", &cmd]);
+    let folded = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(folded.contains(";leaker 327680\n"), "{folded}");
+}
+
+#[test]
+fn the_table_and_the_summary_agree_or_say_what_the_table_leaves_out() {
+    if !require_perf("memperf leak totals") {
+        return;
+    }
+    let _turn = recording_turn();
+    let prog = fixture("leak", Variant::NoFp);
+    // -T 1: the stacks below the top one are counted.
+    let cmd = format!("{} 30 100", prog.display());
+    let o = run_memperf(&["leak", "-m", RING, "-T", "1", "-c", &cmd]);
+    let (out, err) = (String::from_utf8_lossy(&o.stdout).into_owned(), stderr(&o));
+    assert!(o.status.success(), "{err}\n{out}");
+    let (shown, not_shown) = last_table_totals(&out);
+    assert!(not_shown > 0, "{out}");
+    assert_eq!(
+        shown + not_shown,
+        outstanding_at_the_end(&err),
+        "{out}\n{err}"
+    );
+    assert!(out.contains("stacks below the top 1 (-T)"), "{out}");
+    // -o 60000 and one report after a second, while the program waits on its standard
+    // input (held open here): everything outstanding is younger, and said so.
+    let cmd = format!("{} 30 100 wait", prog.display());
+    let mut leak = common::memperf()
+        .args(["leak", "-m", RING, "-o", "60000", "-c", &cmd, "1", "1"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdin = leak.stdin.take();
+    let o = leak.wait_with_output().unwrap();
+    drop(stdin);
+    let (out, err) = (String::from_utf8_lossy(&o.stdout).into_owned(), stderr(&o));
+    assert!(o.status.success(), "{err}\n{out}");
+    let (shown, not_shown) = last_table_totals(&out);
+    assert_eq!(shown, 0, "{out}");
+    assert_eq!(not_shown, outstanding_at_the_end(&err), "{out}\n{err}");
+    assert!(out.contains("younger than 60000 ms (-o)"), "{out}");
 }

@@ -121,6 +121,60 @@ fn check_as_root_passes_for_the_tools_that_work_and_names_the_kernel() {
     }
 }
 
+/// The commands `list --check` names in its tools section: each row's `NAME [OPTIONS]`
+/// (without ` (uprobes)`), and with each option its `fix:` line names outside backticks.
+fn commands_named_by_check(out: &str) -> Vec<Vec<String>> {
+    let mut named: Vec<Vec<String>> = Vec::new();
+    let mut row: Vec<String> = Vec::new();
+    let tools = out.split_once("\ntools:\n").map_or("", |(_, t)| t);
+    for line in tools.lines().take_while(|l| l.starts_with("  ")) {
+        let column = line.get(2..22).unwrap_or("").trim();
+        let rest = line.get(22..).unwrap_or("").trim();
+        if !column.is_empty() {
+            row = column
+                .trim_end_matches(" (uprobes)")
+                .split_whitespace()
+                .map(str::to_string)
+                .collect();
+            named.push(row.clone());
+        } else if let Some(fix) = rest.strip_prefix("fix: ") {
+            // Text between backticks is a shell command (sysctl, setcap), not memperf's.
+            let plain: String = fix.split('`').step_by(2).collect::<Vec<_>>().join(" ");
+            for word in plain.split_whitespace() {
+                let opt = word.trim_end_matches([':', ',', '.', ')']);
+                if opt.starts_with('-') && opt.len() > 1 {
+                    named.push(row.iter().cloned().chain([opt.to_string()]).collect());
+                }
+            }
+        }
+    }
+    named
+}
+
+#[test]
+fn every_command_and_option_check_names_is_one_memperf_takes() {
+    if !require_perf("memperf list --check names") || !is_root() {
+        eprintln!("skipping: the root report needs root");
+        return;
+    }
+    let o = run_memperf(&["list", "--check"]);
+    let out = stdout(&o);
+    let named = commands_named_by_check(&out);
+    assert!(named.len() >= 14, "every tool has a row:\n{out}");
+    assert!(named.iter().any(|c| c[0] == "leak"), "{out}");
+    for words in &named {
+        let argv = ["memperf"]
+            .into_iter()
+            .chain(words.iter().map(String::as_str));
+        if let Err(e) = memperf::cli::Cli::try_parse_args(argv) {
+            panic!(
+                "`memperf {}` (named by list --check) does not parse: {e}\n{out}",
+                words.join(" ")
+            );
+        }
+    }
+}
+
 #[test]
 fn check_as_an_unprivileged_user_says_tracepoint_tools_need_root() {
     if !require_perf("memperf list --check unprivileged") || !is_root() {

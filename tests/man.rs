@@ -21,3 +21,28 @@ fn man_pages_are_current() {
         );
     }
 }
+
+/// A page's synopsis says what one types (`memperf leak ...`), not the page's name
+/// (`memperf-leak`, which is no command).
+#[test]
+fn synopses_name_the_command_as_typed() {
+    for (name, text) in memperf::man::render_all().expect("render man pages") {
+        let Some(sub) = name
+            .strip_prefix("memperf-")
+            .and_then(|n| n.strip_suffix(".1"))
+        else {
+            continue;
+        };
+        let text = String::from_utf8_lossy(&text);
+        let synopsis = text
+            .split_once(".SH SYNOPSIS\n")
+            .and_then(|(_, rest)| rest.lines().next())
+            .unwrap_or_else(|| panic!("{name} has no synopsis:\n{text}"));
+        let want = format!("\\fBmemperf {}\\fR", sub.replace('-', "\\-"));
+        assert!(
+            synopsis.starts_with(&want),
+            "{name}: the synopsis starts `{}`, not `{want}`",
+            &synopsis[..synopsis.len().min(40)]
+        );
+    }
+}

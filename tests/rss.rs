@@ -304,7 +304,7 @@ fn folded_flamegraph_and_pprof_weigh_resident_bytes() {
 #[test]
 fn bad_rss_input_gets_clear_errors() {
     let cases: &[(&[&str], &str)] = &[
-        (&["rss"], "give -p PID or -c COMMAND"),
+        (&["rss"], "give -p PID or -- COMMAND"),
         (&["rss", "-p", "1", "--duration", "0"], "--duration 0"),
         (&["rss", "-c", "/nonexistent/prog"], "not found"),
         (&["rss", "-p", "999999999"], "999999999"),
@@ -480,4 +480,39 @@ fn rss_writes_a_recording_that_rss_i_and_mem_report_by_allocation_replay_to_the_
         let faults_seen = text.lines().filter(|l| l.contains("page-faults")).count();
         assert_eq!(faults_seen as u64, faults, "{text}");
     }
+}
+
+#[test]
+fn rss_runs_the_command_after_double_dash_and_keeps_its_lines_out_of_folded_output() {
+    if !require_perf("memperf rss -- CMD") {
+        return;
+    }
+    let _turn = recording_turn();
+    let prog = fixture("rss", Variant::NoFp);
+    let prog = prog.to_str().unwrap();
+    // The text report: the fixture's lines share standard output, as memleak's do.
+    let o = run_memperf(&["rss", "-m", RING, "-T", "100", "--", prog, "three", "64"]);
+    let (err, out) = (stderr(&o), String::from_utf8(o.stdout).unwrap());
+    assert!(o.status.success(), "{err}");
+    let (rows, _) = parse(&out);
+    let full = row(&rows, "alloc_full", &out);
+    assert_eq!(full.pages, fixture_new(&out, "full"), "{out}");
+    // Folded: standard output is the stacks alone; the fixture's lines go to stderr.
+    let o = run_memperf(&["rss", "-m", RING, "--folded", "--", prog, "three", "64"]);
+    let (err, out) = (stderr(&o), String::from_utf8(o.stdout).unwrap());
+    assert!(o.status.success(), "{err}");
+    for line in out.lines() {
+        let (stack, bytes) = line.rsplit_once(' ').unwrap_or(("", ""));
+        assert!(
+            stack.contains(';') && bytes.parse::<u64>().is_ok(),
+            "not a folded line: `{line}` in:\n{out}"
+        );
+    }
+    let pages = fixture_new(&err, "full");
+    let page = 4096;
+    assert!(
+        out.lines()
+            .any(|l| l.ends_with(&format!(";alloc_full {}", pages * page))),
+        "{out}\n{err}"
+    );
 }

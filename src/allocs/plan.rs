@@ -132,6 +132,7 @@ pub(crate) fn record_config(
         target: target.clone(),
         cpus: sys::online_cpus().context("failed to list the online CPUs")?,
         command,
+        command_stdout: cfg.command_stdout,
         period: None,
         call_graph: cfg.call_graph,
         unwind: UnwindWhen::Online,

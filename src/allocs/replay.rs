@@ -276,6 +276,7 @@ pub(crate) fn trace_file(file: &PerfDataFile, input: &str) -> Result<Traced> {
         now,
         lost,
         requested: false,
+        exited: false,
         _teardown: Default::default(),
     })
 }

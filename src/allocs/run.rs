@@ -30,6 +30,9 @@ pub(crate) struct Traced {
     pub lost: u64,
     /// The command's tick ended the run (its count of reports was reached).
     pub requested: bool,
+    /// The run ended because the traced program (the command, or every -p target) exited:
+    /// what it still holds is all it will ever leave.
+    pub exited: bool,
     /// The events and probes, removed when this is dropped, after the report.
     pub _teardown: Teardown,
 }
@@ -125,7 +128,12 @@ pub(crate) fn trace(
     let mut sink = LeakSink::new(Vec::new(), plan::table(cfg), crate::sys::read_process_u64);
     sink.set_allocator(allocator);
     if cfg.trace {
-        sink.trace = Some(Box::new(std::io::stdout()));
+        // Beside folded stacks or a profile on standard output, the trace goes to stderr.
+        sink.trace = Some(if cfg.data_on_stdout() {
+            Box::new(std::io::stderr())
+        } else {
+            Box::new(std::io::stdout())
+        });
     }
     let mut tracer = Tracer {
         sink,
@@ -155,6 +163,10 @@ pub(crate) fn trace(
         now: now_ns(rec.now, &rec.session),
         lost: rec.lost,
         requested: rec.reason == StopReason::Requested,
+        exited: matches!(
+            rec.reason,
+            StopReason::CommandExited | StopReason::TargetsExited
+        ),
         session: rec.session,
         sink,
         _teardown: Teardown {
@@ -199,8 +211,9 @@ pub(crate) fn summary(sink: &LeakSink, lost: u64, corrupt_bytes: u64) {
     if lost > 0 || corrupt_bytes > 0 || sink.malformed > 0 {
         eprintln!(
             "memperf: lost {lost} events ({corrupt_bytes} bytes of unreadable ring data, {} \
-             malformed records): outstanding figures may be overstated; use a larger -m (with \
-             leak, -s N also traces 1 call in N)",
+             malformed records): outstanding figures may be overstated (a lost free looks \
+             like a leak) or understated (a lost allocation is not counted); use a larger -m \
+             (with leak, -s N also traces 1 call in N)",
             sink.malformed
         );
     }

@@ -1,26 +1,31 @@
 //! `memperf leak`: BCC memleak's options, validated into a `LeakConfig`.
 
 use std::ffi::OsString;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Result, bail};
 use clap::{Args, ValueEnum};
 
 use super::{CallGraph, parse_call_graph};
+use crate::sys::CommandStdout;
 
 pub const LEAK_EXAMPLES: &str = "\
 EXAMPLES:
     memperf leak -p 1234
         Every 5 s, the 10 stacks with the most outstanding bytes in process 1234.
-    memperf leak -c \"./server --port 8080\"
-        Start the command and trace it from its first allocation (probes enabled at exec).
+    memperf leak -- ./server --port 8080
+        Start the command and trace it from its first allocation (probes enabled at exec);
+        the report after it exits shows every allocation it left, however young.
+    memperf leak 2 -- ./app
+        The same, a report every 2 s (INTERVAL and COUNT come before the `--`).
     memperf leak -p 1234 -o 60000 -T 5 -z 4096 10 3
         Allocations older than a minute, 4 KiB or more, top 5, every 10 s, 3 times.
     memperf leak
         Kernel allocations: kmalloc, kmem_cache_alloc and pages (with --percpu, per-CPU too).
     memperf leak -p 1234 --folded > leaks.folded
         Outstanding bytes per stack, folded, when tracing ends (for flamegraph.pl, inferno).
+        With a command (`--folded -- ./app`), its standard output goes to standard error.
     memperf leak -p 1234 -s 100
         Every allocation and free is still accounted; one stack in 100 is copied.
 
@@ -30,7 +35,7 @@ COST (per malloc+free pair on a malloc/free loop, 2-vCPU VM; benches/compare-lea
     8 KiB of user stack for DWARF unwinding: 7.2 us per pair (BCC memleak: 14.6 us). With
     -s N allocations and frees are still matched exactly from small register-only samples
     and the stack is copied for one allocation in N: 4.1 us with -s 100 (memleak -s 100,
-    which still traps on every call: 12.4 us). Kernel mode (no -p/-c) costs a tracepoint
+    which still traps on every call: 12.4 us). Kernel mode (no -p, no command) costs a tracepoint
     and a kernel stack walk per allocation; -s N tracks one allocation in N, as memleak
     does.
 
@@ -66,12 +71,18 @@ pub struct LeakArgs {
         short = 'p',
         long = "pid",
         value_name = "PID",
-        conflicts_with = "command"
+        conflicts_with_all = ["command", "run"]
     )]
     pub pid: Option<u32>,
 
-    /// Run this command and trace it (split on white space, as memleak does).
-    #[arg(short = 'c', long = "command", value_name = "COMMAND")]
+    /// Deprecated: give the command after `--` instead. Runs this command and traces it,
+    /// split on white space as memleak does (no quoting).
+    #[arg(
+        short = 'c',
+        long = "command",
+        value_name = "COMMAND",
+        conflicts_with = "run"
+    )]
     pub command: Option<String>,
 
     /// Print each allocation and free as it happens.
@@ -126,8 +137,9 @@ pub struct LeakArgs {
     #[arg(long = "percpu")]
     pub percpu: bool,
 
-    /// Trace the kernel's allocators in the context of -p/-c's process instead of its own
-    /// (without -p/-c, kernel mode is the default and traces every CPU).
+    /// Trace the kernel's allocators in the context of -p's process or the command instead
+    /// of the process's own allocator (without either, kernel mode is the default and traces
+    /// every CPU).
     #[arg(long = "kernel")]
     pub kernel: bool,
 
@@ -140,12 +152,14 @@ pub struct LeakArgs {
     pub sort: LeakSort,
 
     /// Print outstanding bytes per stack in folded form (`comm;root;...;leaf bytes`) when
-    /// tracing ends, instead of the interval reports.
+    /// tracing ends, instead of the interval reports (a traced command's standard output
+    /// then goes to standard error).
     #[arg(long = "folded")]
     pub folded: bool,
 
     /// Write the outstanding allocations as a gzip-compressed pprof profile when tracing ends
-    /// (`outstanding/count` and `outstanding_bytes/bytes`; `-` for standard output).
+    /// (`outstanding/count` and `outstanding_bytes/bytes`; `-` for standard output, and a
+    /// traced command's standard output then goes to standard error).
     #[arg(long = "pprof", value_name = "FILE")]
     pub pprof: Option<PathBuf>,
 
@@ -182,6 +196,30 @@ pub struct LeakArgs {
     /// Number of reports before exiting (default: until the target exits or Ctrl-C).
     #[arg(value_name = "COUNT")]
     pub count: Option<u64>,
+
+    /// The command to run and trace (after --), with its arguments as given; the report
+    /// after it exits leaves no allocation out for its age (-o).
+    #[arg(last = true, value_name = "COMMAND")]
+    pub run: Vec<OsString>,
+}
+
+/// The command `leak` and `rss` run: the words after `--` as given, or (deprecated) `-c`'s
+/// string split on white space; `None` without either.
+pub(crate) fn command_argv(
+    dash_c: Option<&str>,
+    after_dashes: Vec<OsString>,
+) -> Result<Option<Vec<OsString>>> {
+    if !after_dashes.is_empty() {
+        return Ok(Some(after_dashes));
+    }
+    let Some(cmd) = dash_c else {
+        return Ok(None);
+    };
+    let argv: Vec<OsString> = cmd.split_whitespace().map(OsString::from).collect();
+    if argv.is_empty() {
+        bail!("empty command given to -c");
+    }
+    Ok(Some(argv))
 }
 
 /// What `memperf leak` traces.
@@ -205,7 +243,10 @@ pub struct FaultOptions {
 #[derive(Debug, Clone)]
 pub struct LeakConfig {
     pub target: LeakTarget,
-    /// Kernel allocators (the default without -p/-c).
+    /// Where a traced command's standard output goes: standard error when standard output
+    /// carries folded stacks or a profile.
+    pub command_stdout: CommandStdout,
+    /// Kernel allocators (the default without -p or a command).
     pub kernel: bool,
     pub trace: bool,
     pub show_allocs: bool,
@@ -232,11 +273,18 @@ pub struct LeakConfig {
 }
 
 impl LeakConfig {
+    /// Standard output carries folded stacks or a profile: no text report, header or
+    /// command output goes there.
+    pub fn data_on_stdout(&self) -> bool {
+        self.command_stdout == CommandStdout::Stderr
+    }
+
     /// The allocation tracing another command runs (`rss`, `mem record`): every
     /// allocation of `target`'s libc allocator with its stack, no report options.
     pub fn allocations(target: LeakTarget, call_graph: CallGraph) -> LeakConfig {
         LeakConfig {
             target,
+            command_stdout: CommandStdout::Inherit,
             kernel: false,
             trace: false,
             show_allocs: false,
@@ -265,15 +313,9 @@ impl LeakConfig {
 
 impl LeakArgs {
     pub fn into_config(self) -> Result<LeakConfig> {
-        let target = match (self.pid, &self.command) {
+        let target = match (self.pid, command_argv(self.command.as_deref(), self.run)?) {
             (Some(pid), _) => LeakTarget::Pid(pid),
-            (None, Some(cmd)) => {
-                let argv: Vec<OsString> = cmd.split_whitespace().map(OsString::from).collect();
-                if argv.is_empty() {
-                    bail!("empty command given to -c");
-                }
-                LeakTarget::Command(argv)
-            }
+            (None, Some(argv)) => LeakTarget::Command(argv),
             (None, None) => LeakTarget::System,
         };
         if self.sample_rate == 0 {
@@ -300,10 +342,14 @@ impl LeakArgs {
         }
         let kernel = self.kernel || target == LeakTarget::System;
         if !kernel && self.percpu {
-            bail!("--percpu traces kernel allocations: leave out -p/-c, or add --kernel");
+            bail!(
+                "--percpu traces kernel allocations: leave out -p and the command, or add --kernel"
+            );
         }
         if kernel && (self.obj.is_some() || !self.symbols_prefix.is_empty()) {
-            bail!("-O and --symbols-prefix name a user-space allocator: give -p or -c");
+            bail!(
+                "-O and --symbols-prefix name a user-space allocator: give -p or a command after --"
+            );
         }
         if let Some(p) = self.mmap_pages
             && (p == 0 || !p.is_power_of_two())
@@ -315,10 +361,16 @@ impl LeakArgs {
             bail!("memperf leak needs stacks: use --call-graph dwarf or fp");
         }
         if self.faults && kernel {
-            bail!("--faults joins page faults to user allocations: give -p or -c");
+            bail!("--faults joins page faults to user allocations: give -p or a command after --");
         }
+        let data_on_stdout = self.folded || self.pprof.as_deref() == Some(Path::new("-"));
         Ok(LeakConfig {
             target,
+            command_stdout: if data_on_stdout {
+                CommandStdout::Stderr
+            } else {
+                CommandStdout::Inherit
+            },
             kernel,
             trace: self.trace,
             show_allocs: self.show_allocs,
@@ -388,12 +440,35 @@ mod tests {
     }
 
     #[test]
+    fn the_command_comes_after_double_dash_with_its_arguments_whole() {
+        let c = parse(&["--", "./app", "a b", "-c"]).unwrap();
+        assert_eq!(
+            c.target,
+            LeakTarget::Command(vec!["./app".into(), "a b".into(), "-c".into()])
+        );
+        assert_eq!((c.interval.as_secs(), c.count), (5, None));
+        let c = parse(&["-o", "0", "10", "3", "--", "./app"]).unwrap();
+        assert_eq!(c.target, LeakTarget::Command(vec!["./app".into()]));
+        assert_eq!(
+            (c.older_ms, c.interval.as_secs(), c.count),
+            (0, 10, Some(3))
+        );
+        assert!(!c.data_on_stdout());
+        let c = parse(&["--folded", "--", "./app"]).unwrap();
+        assert_eq!(c.command_stdout, CommandStdout::Stderr);
+        let c = parse(&["--pprof", "-", "-c", "./app"]).unwrap();
+        assert!(c.data_on_stdout());
+        assert!(parse(&["-p", "1", "--", "./app"]).is_err());
+        assert!(parse(&["-c", "./app", "--", "./app"]).is_err());
+    }
+
+    #[test]
     fn bad_leak_options_say_why() {
         let err = |a: &[&str]| parse(a).unwrap_err().to_string();
         assert!(err(&["-p", "1", "-s", "0"]).contains("invalid sample rate 0"));
         assert!(err(&["-p", "1", "-z", "10", "-Z", "5"]).contains("min size (10)"));
         assert!(err(&["-p", "1", "--percpu"]).contains("--percpu traces kernel"));
-        assert!(err(&["-O", "c"]).contains("give -p or -c"));
+        assert!(err(&["-O", "c"]).contains("give -p or a command after --"));
         assert!(err(&["-p", "1", "0"]).contains("invalid interval 0"));
         assert!(err(&["-p", "1", "--call-graph", "none"]).contains("needs stacks"));
         assert!(parse(&["-p", "1", "-c", "ls"]).is_err());

@@ -210,8 +210,9 @@ pub(crate) fn parse_specs(
         }
     }
     let mut specs = Vec::new();
+    let mut tracepoints = TracepointNames::default();
     for (i, list) in lists.iter().enumerate() {
-        let mut these = events::parse_event_list(list)?;
+        let mut these = events::parse_event_list_with(list, &mut |n| tracepoints.find(n))?;
         if let Some(Some(filter)) = filter_of.get(i) {
             let mut any = false;
             for spec in these.iter_mut().filter(|s| s.takes_filter()) {
@@ -227,6 +228,32 @@ pub(crate) fn parse_specs(
         specs.extend(these);
     }
     Ok(specs)
+}
+
+/// The kernel's tracepoints, listed from tracefs the first time a name that is no event
+/// here is looked up among them (`-e brk`); the one taken is said on standard error.
+#[derive(Default)]
+struct TracepointNames {
+    listed: Option<Vec<String>>,
+}
+
+impl TracepointNames {
+    fn find(&mut self, short: &str) -> events::short::ShortMatch {
+        let listed = self.listed.get_or_insert_with(|| {
+            sys::Tracefs::locate_or_mount()
+                .ok()
+                .and_then(|t| t.list_events().ok())
+                .unwrap_or_default()
+        });
+        let found = events::short::find(short, listed);
+        if let events::short::ShortMatch::One { system, name } = &found {
+            eprintln!(
+                "memperf: event `{short}` is the tracepoint `{system}:{name}` (the one it \
+                 matches here; `memperf list` shows the others)"
+            );
+        }
+        found
+    }
 }
 
 /// `-C CPUS`, checked against the online CPUs; every online CPU without it.
@@ -321,6 +348,9 @@ pub struct RecordConfig {
     pub cpus: Vec<u32>,
     /// The command to run: the target itself, or (with -a/-C) what bounds the recording.
     pub command: Option<Vec<OsString>>,
+    /// Where the command's standard output goes: memperf's standard error when memperf's
+    /// standard output carries data.
+    pub command_stdout: sys::CommandStdout,
     /// Overrides each event's default period or frequency.
     pub period: Option<Period>,
     pub call_graph: CallGraph,
@@ -460,6 +490,7 @@ impl RecordArgs {
             target,
             cpus,
             command: has_command.then_some(self.command),
+            command_stdout: sys::CommandStdout::Inherit,
             period,
             call_graph,
             unwind: self.unwind,

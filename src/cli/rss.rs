@@ -1,13 +1,15 @@
 //! `memperf rss`: resident memory by allocation stack, validated into an `RssConfig`.
 
+use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Result, bail};
 use clap::Args;
 
-use super::leak::{FaultOptions, LeakConfig, LeakTarget, ProbeVia};
+use super::leak::{FaultOptions, LeakConfig, LeakTarget, ProbeVia, command_argv};
 use super::{CallGraph, parse_call_graph};
+use crate::sys::CommandStdout;
 
 pub const RSS_EXAMPLES: &str = "\
 EXAMPLES:
@@ -15,18 +17,21 @@ EXAMPLES:
         For 30 s: per allocation stack, the bytes allocated, the bytes still live, the pages
         faulted in (the resident growth it caused) and the allocations never touched; then
         the faults outside every allocation by mapping ([heap] slack, //anon, files, stack).
-    memperf rss -c ./app --flamegraph rss.svg
+    memperf rss --flamegraph rss.svg -- ./app --size 10
         Run ./app and draw its allocation stacks weighted by the resident bytes they caused.
-    memperf rss -c ./app --touchers
+    memperf rss --touchers -- ./app
         Under each allocation stack, the stacks of the code that touched its pages.
     memperf rss -p 1234 --duration 60 --pprof rss.pb.gz
         go tool pprof -sample_index=resident_space rss.pb.gz (also alloc_space, inuse_space).
-    memperf rss -c ./app -O jemalloc
+    memperf rss -O jemalloc -- ./app
         An allocator other than libc's, as leak -O takes it.
-    memperf rss -c ./app -w rss.data && memperf mem report --by allocation -i rss.data
+    memperf rss -w rss.data -- ./app && memperf mem report --by allocation -i rss.data
         Also write the recording; the faults' addresses by allocation stack, from the file.
     memperf rss -i rss.data --folded
         The report of a recording of rss -w, replayed.
+
+With --folded, --flamegraph - or --pprof -, standard output carries the data: the traced
+command's standard output goes to standard error.
 
 HOW:
     Every page fault of the target is sampled with its address (PERF_SAMPLE_ADDR) beside
@@ -49,12 +54,18 @@ pub struct RssArgs {
         short = 'p',
         long = "pid",
         value_name = "PID",
-        conflicts_with = "command"
+        conflicts_with_all = ["command", "run"]
     )]
     pub pid: Option<u32>,
 
-    /// Run this command and trace it (split on white space).
-    #[arg(short = 'c', long = "command", value_name = "COMMAND")]
+    /// Deprecated: give the command after `--` instead. Runs this command and traces it,
+    /// split on white space (no quoting).
+    #[arg(
+        short = 'c',
+        long = "command",
+        value_name = "COMMAND",
+        conflicts_with = "run"
+    )]
     pub command: Option<String>,
 
     /// Stop after this many seconds (default: when the target exits, or at Ctrl-C).
@@ -129,9 +140,13 @@ pub struct RssArgs {
         short = 'i',
         long = "input",
         value_name = "FILE",
-        conflicts_with_all = ["pid", "command", "duration"]
+        conflicts_with_all = ["pid", "command", "run", "duration"]
     )]
     pub input: Option<PathBuf>,
+
+    /// The command to run and trace (after --), with its arguments as given.
+    #[arg(last = true, value_name = "COMMAND")]
+    pub run: Vec<OsString>,
 }
 
 /// What `memperf rss` prints.
@@ -158,19 +173,14 @@ pub struct RssConfig {
 
 impl RssArgs {
     pub fn into_config(self) -> Result<RssConfig> {
-        let target = match (self.pid, &self.command) {
+        let command = command_argv(self.command.as_deref(), self.run)?;
+        let target = match (self.pid, command) {
             // A recording's processes are its own; the target only names the report.
             _ if self.input.is_some() => LeakTarget::System,
             (Some(pid), _) => LeakTarget::Pid(pid),
-            (None, Some(cmd)) => {
-                let argv: Vec<_> = cmd.split_whitespace().map(Into::into).collect();
-                if argv.is_empty() {
-                    bail!("empty command given to -c");
-                }
-                LeakTarget::Command(argv)
-            }
+            (None, Some(argv)) => LeakTarget::Command(argv),
             (None, None) => {
-                bail!("memperf rss needs a process: give -p PID or -c COMMAND (or -i FILE)")
+                bail!("memperf rss needs a process: give -p PID or -- COMMAND (or -i FILE)")
             }
         };
         if self.duration == Some(0) {
@@ -197,12 +207,20 @@ impl RssArgs {
         }
         super::check_output("--pprof", self.pprof.as_deref())?;
         super::check_output("--flamegraph", self.flamegraph.as_deref())?;
+        let stdout = Some(std::path::Path::new("-"));
+        let data_on_stdout =
+            self.folded || self.flamegraph.as_deref() == stdout || self.pprof.as_deref() == stdout;
         let output = match (self.folded, self.flamegraph) {
             (true, _) => RssOutput::Folded,
             (false, Some(p)) => RssOutput::Flamegraph(p),
             (false, None) => RssOutput::Text,
         };
         let leak = LeakConfig {
+            command_stdout: if data_on_stdout {
+                CommandStdout::Stderr
+            } else {
+                CommandStdout::Inherit
+            },
             top: self.top,
             obj: self.obj,
             symbols_prefix: self.symbols_prefix,
@@ -258,9 +276,25 @@ mod tests {
     }
 
     #[test]
+    fn the_command_comes_after_double_dash_and_data_on_stdout_sends_its_output_away() {
+        let c = parse(&["--", "./app", "x y"]).unwrap();
+        assert_eq!(
+            c.leak.target,
+            LeakTarget::Command(vec!["./app".into(), "x y".into()])
+        );
+        assert!(!c.leak.data_on_stdout());
+        for data in [&["--folded"][..], &["--flamegraph", "-"], &["--pprof", "-"]] {
+            let args: Vec<&str> = data.iter().copied().chain(["--", "./app"]).collect();
+            assert!(parse(&args).unwrap().leak.data_on_stdout(), "{data:?}");
+        }
+        assert!(parse(&["-p", "1", "--", "./app"]).is_err());
+        assert!(parse(&["-i", "r.data", "--", "./app"]).is_err());
+    }
+
+    #[test]
     fn bad_rss_options_are_refused_with_a_reason() {
         let e = |a: &[&str]| parse(a).unwrap_err().to_string();
-        assert!(e(&[]).contains("-p PID or -c COMMAND"));
+        assert!(e(&[]).contains("-p PID or -- COMMAND"));
         assert!(e(&["-p", "1", "--duration", "0"]).contains("--duration 0"));
         assert!(e(&["-p", "1", "-m", "3"]).contains("power of two"));
         assert!(e(&["-c", "  "]).contains("empty command"));

@@ -14,11 +14,13 @@ pub struct StackToolArgs {
     pub common: ToolArgs,
 
     /// Folded output, one `comm;root;...;leaf count` line per stack (for flamegraph.pl,
-    /// inferno, speedscope).
+    /// inferno, speedscope); a traced command's standard output then goes to standard error.
     #[arg(short = 'f', long = "folded")]
     pub folded: bool,
 
-    /// Also draw the stacks as an SVG flame graph into FILE (`-` for standard output).
+    /// Also draw the stacks as an SVG flame graph into FILE (`-` for standard output: then
+    /// without the text report, and a traced command's standard output goes to standard
+    /// error).
     #[arg(long = "flamegraph", value_name = "FILE")]
     pub flamegraph: Option<PathBuf>,
 
@@ -40,6 +42,21 @@ pub struct StackToolArgs {
 }
 
 impl StackToolArgs {
+    /// Whether standard output carries data (folded stacks, an SVG) that nothing else may
+    /// be written into: the banner and the traced command's output go to standard error.
+    pub fn stdout_carries_data(&self) -> bool {
+        self.folded || self.flamegraph.as_deref() == Some(std::path::Path::new("-"))
+    }
+
+    /// Where a traced command's standard output goes.
+    pub fn command_stdout(&self) -> crate::sys::CommandStdout {
+        if self.stdout_carries_data() {
+            crate::sys::CommandStdout::Stderr
+        } else {
+            crate::sys::CommandStdout::Inherit
+        }
+    }
+
     pub fn space(&self) -> StackSpace {
         if self.user_only {
             StackSpace::User

@@ -218,6 +218,7 @@ impl StatConfig {
             target: self.target.clone(),
             cpus: self.cpus.clone(),
             command: self.command.clone(),
+            command_stdout: crate::sys::CommandStdout::Inherit,
             period: None,
             call_graph: super::CallGraph::None,
             unwind: super::UnwindWhen::Online,

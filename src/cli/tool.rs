@@ -51,7 +51,9 @@ pub struct ToolArgs {
     #[arg(short = 'm', long = "mmap-pages", value_name = "PAGES")]
     pub mmap_pages: Option<usize>,
 
-    /// A command to run and trace (after --); with -a, the whole system while it runs.
+    /// A command to run and trace (after --), with its arguments; with -a, the whole system
+    /// while it runs. When standard output carries data (-f, --flamegraph -), the command's
+    /// standard output goes to standard error.
     #[arg(last = true, value_name = "COMMAND")]
     pub command: Vec<OsString>,
 }
@@ -126,6 +128,7 @@ impl ToolArgs {
             target,
             cpus,
             command: has_command.then_some(self.command),
+            command_stdout: sys::CommandStdout::Inherit,
             duration,
             stacks,
             mmap_pages: self.mmap_pages,

@@ -2,7 +2,7 @@
 //! stack grew the heap by, from `syscalls:sys_enter_brk` (whose user stack is unwound with
 //! DWARF through libc's `sbrk` and `malloc`) and `sys_exit_brk` (the new break).
 
-use std::io::{self, Write};
+use std::io;
 
 use anyhow::Result;
 use rustc_hash::FxHashMap;
@@ -108,7 +108,8 @@ impl Tool for Brkstack {
 /// Runs `memperf brkstack`.
 pub fn run(args: BrkstackArgs) -> Result<i32> {
     let st = &args.stacks;
-    let cfg = st.common.clone().into_config(true)?;
+    let mut cfg = st.common.clone().into_config(true)?;
+    cfg.command_stdout = st.command_stdout();
     let text = TextOptions {
         delimited: st.delimited,
         bytes_label: Some("bytes grown"),
@@ -124,11 +125,9 @@ pub fn run(args: BrkstackArgs) -> Result<i32> {
         printer,
     };
     let out = Box::new(io::BufWriter::new(io::stdout()));
+    let data = st.stdout_carries_data();
     let banner = |cx: &mut Cx| -> io::Result<()> {
-        if !cx.replay {
-            writeln!(cx.out, "Tracing brk() by stack... Hit Ctrl-C to end.")?;
-        }
-        Ok(())
+        tool::stacks::banner(cx, data, "Tracing brk() by stack... Hit Ctrl-C to end.")
     };
     let seen = tool::run("brkstack", &cfg, WANTS, &mut tool, out, &banner)?;
     tool::print_seen("brkstack", &seen);

@@ -1,7 +1,7 @@
 //! `memperf faults`: page faults counted by stack (the book's faults.bt), from the
 //! page-fault software event with whole DWARF-unwound user stacks and kernel stacks.
 
-use std::io::{self, Write};
+use std::io;
 
 use anyhow::{Result, bail};
 
@@ -58,19 +58,16 @@ pub fn run(args: FaultsArgs) -> Result<i32> {
     let st = &args.stacks;
     let mut cfg = st.common.clone().into_config(true)?;
     cfg.period = args.period;
+    cfg.command_stdout = st.command_stdout();
     let out = Box::new(io::BufWriter::new(io::stdout()));
     let sampled = match args.period {
         Some(n) if n > 1 => format!(" (one in {n} sampled)"),
         _ => String::new(),
     };
+    let data = st.stdout_carries_data();
     let banner = |cx: &mut Cx| -> io::Result<()> {
-        if !cx.replay {
-            writeln!(
-                cx.out,
-                "Tracing {what} by stack{sampled}... Hit Ctrl-C to end."
-            )?;
-        }
-        Ok(())
+        let line = format!("Tracing {what} by stack{sampled}... Hit Ctrl-C to end.");
+        tool::stacks::banner(cx, data, &line)
     };
     let text = TextOptions {
         delimited: st.delimited,

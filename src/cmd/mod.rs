@@ -26,7 +26,7 @@ use crate::tool::Want;
 #[derive(Debug, Clone)]
 pub(crate) struct ToolEvents {
     pub name: &'static str,
-    /// How it is run, when it matters (`leak -K`).
+    /// How it is run, when it matters (`leak --kernel`): options the command takes.
     pub how: &'static str,
     pub wants: Vec<Want>,
     /// It also places uprobes on the allocator (`rss`): `--check` tries those beside its
@@ -59,7 +59,7 @@ pub(crate) fn tools() -> Vec<ToolEvents> {
         tool("oomkill", oomkill::WANTS),
         ToolEvents {
             name: "leak",
-            how: "-K",
+            how: "--kernel",
             wants: crate::allocs::kernel::wants(),
             uprobes: false,
         },

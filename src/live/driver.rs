@@ -18,7 +18,7 @@ use super::resize::StackSizer;
 use crate::cli::Target;
 use crate::procfs;
 use crate::session::{Handler, Session};
-use crate::sys::child::{ExitStatusInfo, GatedChild, RunningChild};
+use crate::sys::child::{CommandStdout, ExitStatusInfo, GatedChild, RunningChild};
 use crate::sys::open::{ioc_disable, ioc_enable, read_lost};
 use crate::sys::poll;
 use crate::sys::ring::RingBuffer;
@@ -131,11 +131,24 @@ impl SignalState {
 }
 
 /// Starts the command, if there is one, held before its exec so that its events can be
-/// opened on its pid first.
-pub(crate) fn spawn_gated(command: Option<&[OsString]>) -> Result<Option<GatedChild>> {
-    command
-        .map(|argv| GatedChild::spawn(argv).context("failed to start the command"))
-        .transpose()
+/// opened on its pid first. When its standard output is sent to memperf's standard error
+/// (memperf's carries data), a line on standard error says so, once.
+pub(crate) fn spawn_gated(
+    command: Option<&[OsString]>,
+    stdout: CommandStdout,
+) -> Result<Option<GatedChild>> {
+    let Some(argv) = command else {
+        return Ok(None);
+    };
+    if stdout == CommandStdout::Stderr {
+        eprintln!(
+            "memperf: the command's standard output goes to standard error: memperf's \
+             standard output carries the data"
+        );
+    }
+    GatedChild::spawn(argv, stdout)
+        .context("failed to start the command")
+        .map(Some)
 }
 
 /// Fails, as perf does, when a pid given to -p does not exist.

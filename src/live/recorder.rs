@@ -130,7 +130,7 @@ pub(crate) fn record<H: Live>(run: Run<'_>, tool: &mut H) -> Result<Recorded> {
     let out_file = run.write.then(|| prepare_output(&cfg.output)).transpose()?;
     let write_failed = format!("failed to write `{}`", cfg.output.display());
     let signals = SignalState::install()?;
-    let gated = driver::spawn_gated(cfg.command.as_deref())?;
+    let gated = driver::spawn_gated(cfg.command.as_deref(), cfg.command_stdout)?;
     let child_pid = gated.as_ref().map(|g| g.pid());
     let opened = open::open_all(cfg, events, tracefs, child_pid, &facts)?;
 

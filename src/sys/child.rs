@@ -33,6 +33,17 @@ impl ExitStatusInfo {
     }
 }
 
+/// Where the command's standard output goes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum CommandStdout {
+    /// memperf's own standard output, as perf record and memleak leave it.
+    #[default]
+    Inherit,
+    /// memperf's standard error: memperf's standard output carries data (folded stacks, a
+    /// profile, a flame graph) that the command's lines would corrupt.
+    Stderr,
+}
+
 /// A forked child waiting for `release` before it execs the command.
 pub struct GatedChild {
     pid: i32,
@@ -69,13 +80,18 @@ fn errno_text(errno: i32) -> String {
     }
 }
 
-/// The child side between fork and exec. Only async-signal-safe calls: read, write,
+/// The child side between fork and exec. Only async-signal-safe calls: read, write, dup2,
 /// sigprocmask, execvp, _exit.
 ///
 /// # Safety
 /// Must only run in a freshly forked child; `argv` must be a null-terminated array of valid
 /// C strings.
-unsafe fn child_after_fork(gate: i32, err: i32, argv: &[*const libc::c_char]) -> ! {
+unsafe fn child_after_fork(
+    gate: i32,
+    err: i32,
+    stdout: CommandStdout,
+    argv: &[*const libc::c_char],
+) -> ! {
     // SAFETY: each call is async-signal-safe and gets valid pointers to stack or
     // pre-fork-allocated memory; the function never returns.
     unsafe {
@@ -90,6 +106,14 @@ unsafe fn child_after_fork(gate: i32, err: i32, argv: &[*const libc::c_char]) ->
                 libc::_exit(127);
             }
         }
+        if stdout == CommandStdout::Stderr
+            && libc::dup2(libc::STDERR_FILENO, libc::STDOUT_FILENO) < 0
+        {
+            let errno = *libc::__errno_location();
+            let bytes = errno.to_ne_bytes();
+            libc::write(err, bytes.as_ptr().cast(), bytes.len());
+            libc::_exit(127);
+        }
         let mut empty: libc::sigset_t = std::mem::zeroed();
         libc::sigemptyset(&mut empty);
         libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
@@ -102,8 +126,9 @@ unsafe fn child_after_fork(gate: i32, err: i32, argv: &[*const libc::c_char]) ->
 }
 
 impl GatedChild {
-    /// Forks a child that waits for `release`, then execs `argv` (searched in `PATH`).
-    pub fn spawn(argv: &[OsString]) -> io::Result<GatedChild> {
+    /// Forks a child that waits for `release`, then execs `argv` (searched in `PATH`) with
+    /// its standard output where `stdout` says.
+    pub fn spawn(argv: &[OsString], stdout: CommandStdout) -> io::Result<GatedChild> {
         let Some(first) = argv.first() else {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
@@ -135,7 +160,7 @@ impl GatedChild {
         if pid == 0 {
             // SAFETY: we are the freshly forked child; `ptrs` is null-terminated and points
             // into `cstrings`, alive here.
-            unsafe { child_after_fork(gate_r.as_raw_fd(), err_w.as_raw_fd(), &ptrs) }
+            unsafe { child_after_fork(gate_r.as_raw_fd(), err_w.as_raw_fd(), stdout, &ptrs) }
         }
         drop((gate_r, err_w));
         Ok(GatedChild {
@@ -317,7 +342,7 @@ mod tests {
 
     #[test]
     fn true_exits_zero() {
-        let child = GatedChild::spawn(&args(&["true"])).unwrap();
+        let child = GatedChild::spawn(&args(&["true"]), CommandStdout::Inherit).unwrap();
         assert!(child.pid() > 0);
         let mut running = child.release().unwrap();
         assert_eq!(running.wait().unwrap(), ExitStatusInfo::Exited(0));
@@ -327,7 +352,7 @@ mod tests {
 
     #[test]
     fn exit_code_is_reported() {
-        let mut running = GatedChild::spawn(&args(&["sh", "-c", "exit 3"]))
+        let mut running = GatedChild::spawn(&args(&["sh", "-c", "exit 3"]), CommandStdout::Inherit)
             .unwrap()
             .release()
             .unwrap();
@@ -338,14 +363,18 @@ mod tests {
 
     #[test]
     fn missing_command_is_a_clear_error() {
-        let child = GatedChild::spawn(&args(&["memperf-no-such-command-xyz"])).unwrap();
+        let child = GatedChild::spawn(
+            &args(&["memperf-no-such-command-xyz"]),
+            CommandStdout::Inherit,
+        )
+        .unwrap();
         let err = child.release().unwrap_err();
         assert_eq!(err.kind(), io::ErrorKind::NotFound);
         assert_eq!(
             err.to_string(),
             "failed to execute `memperf-no-such-command-xyz`: No such file or directory"
         );
-        assert!(GatedChild::spawn(&[]).is_err());
+        assert!(GatedChild::spawn(&[], CommandStdout::Inherit).is_err());
     }
 
     #[test]
@@ -353,7 +382,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let marker = dir.path().join("ran");
         let script = format!("touch {}", marker.display());
-        let child = GatedChild::spawn(&args(&["sh", "-c", &script])).unwrap();
+        let child =
+            GatedChild::spawn(&args(&["sh", "-c", &script]), CommandStdout::Inherit).unwrap();
         std::thread::sleep(std::time::Duration::from_millis(200));
         assert!(!marker.exists(), "child ran before release");
         let mut running = child.release().unwrap();
@@ -363,7 +393,7 @@ mod tests {
 
     #[test]
     fn unreleased_child_is_killed_and_reaped() {
-        let child = GatedChild::spawn(&args(&["true"])).unwrap();
+        let child = GatedChild::spawn(&args(&["true"]), CommandStdout::Inherit).unwrap();
         let pid = child.pid();
         drop(child);
         // Reaped: no such child any more.
@@ -379,7 +409,7 @@ mod tests {
 
     #[test]
     fn signals_map_to_shell_codes() {
-        let mut running = GatedChild::spawn(&args(&["sleep", "10"]))
+        let mut running = GatedChild::spawn(&args(&["sleep", "10"]), CommandStdout::Inherit)
             .unwrap()
             .release()
             .unwrap();

@@ -22,7 +22,7 @@ use std::io;
 pub use attr::{
     AttrConfig, X86_REGS_DWARF_MIN, X86_REGS_PERF_ALL, build_attr, user_regs_mask_for_unwind,
 };
-pub use child::{ExitStatusInfo, GatedChild, RunningChild};
+pub use child::{CommandStdout, ExitStatusInfo, GatedChild, RunningChild};
 pub use diagnose::{EventClass, OpenContext, SystemFacts, explain_mmap_error, explain_open_error};
 pub use open::{
     FeatureState, Opener, SysOpener, ioc_disable, ioc_enable, ioc_id, ioc_set_filter,

@@ -54,6 +54,9 @@ pub struct ToolConfig {
     pub target: Target,
     pub cpus: Vec<u32>,
     pub command: Option<Vec<OsString>>,
+    /// Where the command's standard output goes (standard error when the tool's standard
+    /// output carries folded stacks or a flame graph).
+    pub command_stdout: crate::sys::CommandStdout,
     pub duration: Option<Duration>,
     /// Unwind each sample's user stack (DWARF) and keep its kernel stack.
     pub stacks: bool,
@@ -551,6 +554,7 @@ fn live<T: Tool>(
         target: cfg.target.clone(),
         cpus: cfg.cpus.clone(),
         command: cfg.command.clone(),
+        command_stdout: cfg.command_stdout,
         period: cfg.period.map(crate::events::Period::Count),
         call_graph: if cfg.stacks {
             CallGraph::Dwarf { stack_bytes: 8192 }

@@ -212,6 +212,19 @@ pub fn write_flamegraph(
     draw_flamegraph(&flame, &folded_lines(stacks, bytes))
 }
 
+/// A live run's first line: on standard output, or on standard error when standard output
+/// carries data (`data`: folded stacks, an SVG). A replay has none.
+pub fn banner(cx: &mut Cx, data: bool, line: &str) -> std::io::Result<()> {
+    if cx.replay {
+        return Ok(());
+    }
+    if data {
+        eprintln!("{line}");
+        return Ok(());
+    }
+    writeln!(cx.out, "{line}")
+}
+
 /// Prints a stack tool's result as its options ask: text (or folded with `-f`), and a
 /// flame graph with `--flamegraph`.
 pub struct Printer {
@@ -244,6 +257,11 @@ impl Printer {
         })
     }
 
+    /// The flame graph goes to standard output, which then carries nothing else.
+    fn svg_on_stdout(&self) -> bool {
+        self.flamegraph.as_deref() == Some(std::path::Path::new("-"))
+    }
+
     pub fn print(
         &self,
         cx: &mut Cx,
@@ -256,7 +274,7 @@ impl Printer {
             for line in folded_lines(&stacks, self.by_bytes) {
                 writeln!(cx.out, "{line}")?;
             }
-        } else {
+        } else if !self.svg_on_stdout() {
             write_text(&mut cx.out, &stacks, &self.text)?;
         }
         cx.out.flush()?;

@@ -10,7 +10,7 @@
 mod output;
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use anyhow::Result;
 
@@ -30,7 +30,7 @@ pub fn run(cfg: LeakConfig) -> Result<i32> {
     let mut reports = 0u64;
     let mut on_tick = |session: &Session, sink: &LeakSink, now: u64| -> Result<Flow> {
         reports += 1;
-        if !cfg.folded {
+        if !cfg.data_on_stdout() {
             let lost = session.stats().lost + session.stats().lost_samples;
             print_report(&cfg, sink, session.procs(), &mut names, now, lost)?;
         }
@@ -44,8 +44,15 @@ pub fn run(cfg: LeakConfig) -> Result<i32> {
         tick: Some(cfg.interval),
     };
     let mut traced = run::trace(&cfg, &schedule, None, &mut announce, &mut on_tick)?;
+    // Once the program has exited, what it still holds is what it leaked, however young:
+    // the last report and the profiles leave nothing out for its age.
+    let cfg = if traced.exited {
+        LeakConfig { older_ms: 0, ..cfg }
+    } else {
+        cfg
+    };
     // The final report: when tracing ended otherwise than by reaching the count.
-    if !traced.requested && !cfg.folded {
+    if !traced.requested && !cfg.data_on_stdout() {
         let mut names = output::Names::default();
         print_report(
             &cfg,
@@ -83,9 +90,10 @@ fn target_pid(t: &Target) -> u32 {
     }
 }
 
-/// Header lines go to standard output, as memleak's do, unless it carries folded stacks.
+/// Header lines go to standard output, as memleak's do, unless it carries folded stacks
+/// or a profile.
 fn say(cfg: &LeakConfig, line: &str) -> Result<()> {
-    if cfg.folded || cfg.pprof.as_deref() == Some(Path::new("-")) {
+    if cfg.data_on_stdout() {
         eprintln!("{line}");
     } else {
         let mut out = std::io::stdout().lock();

@@ -177,6 +177,7 @@ pub fn write_report(
         LeakSort::Count => stacks.sort_unstable_by_key(|&(s, o)| (o.allocs, o.bytes, s)),
     }
     let top = stacks.len().saturating_sub(cfg.top);
+    let left_out = LeftOut::of(sink, &stacks, top, now);
     writeln!(
         w,
         "[{}] Top {} stacks with outstanding allocations:",
@@ -223,9 +224,89 @@ pub fn write_report(
             }
         }
     }
+    left_out.write(w, cfg)?;
     write_completeness(w, sink, done)?;
     w.flush()?;
     Ok(())
+}
+
+/// What a report's table leaves out of the outstanding allocations, so that its stacks and
+/// these lines add up to every allocation outstanding (the figure the run's summary gives).
+struct LeftOut {
+    /// Every outstanding allocation, in how many stacks.
+    all: Outstanding,
+    all_stacks: usize,
+    /// The stacks below the top N (`-T`), and what they hold.
+    cut: Outstanding,
+    cut_stacks: usize,
+    /// Allocations younger than `-o`.
+    young: Outstanding,
+    /// Allocations never tracked: outside `-z`/`-Z`.
+    filtered: u64,
+}
+
+impl LeftOut {
+    /// `stacks` are the report's (past the age filter), sorted, those before `top` not
+    /// shown; what the age filter kept out is every outstanding allocation less those.
+    fn of(sink: &LeakSink, stacks: &[(AllocStack, Outstanding)], top: usize, now: u64) -> LeftOut {
+        let sum = |o: &mut Outstanding, s: &Outstanding| {
+            o.bytes += s.bytes;
+            o.allocs += s.allocs;
+        };
+        let mut cut = Outstanding::default();
+        stacks[..top].iter().for_each(|(_, o)| sum(&mut cut, o));
+        let mut shown = cut;
+        stacks[top..].iter().for_each(|(_, o)| sum(&mut shown, o));
+        let every = per_stack(sink, now, 0);
+        let mut all = Outstanding::default();
+        every.values().for_each(|o| sum(&mut all, o));
+        LeftOut {
+            all,
+            all_stacks: every.len(),
+            cut,
+            cut_stacks: top,
+            young: Outstanding {
+                bytes: all.bytes.saturating_sub(shown.bytes),
+                allocs: all.allocs.saturating_sub(shown.allocs),
+                ..Outstanding::default()
+            },
+            filtered: sink.table.stats.filtered,
+        }
+    }
+
+    /// A total and a line per reason, when anything outstanding is not in the table; a
+    /// line for the allocations the size limits kept out of it.
+    fn write(&self, w: &mut dyn Write, cfg: &LeakConfig) -> Result<()> {
+        if self.cut.allocs > 0 || self.young.allocs > 0 {
+            writeln!(
+                w,
+                "Outstanding: {} allocations ({} bytes) in {} stacks; the table leaves out:",
+                self.all.allocs, self.all.bytes, self.all_stacks
+            )?;
+        }
+        if self.cut.allocs > 0 {
+            writeln!(
+                w,
+                "Not shown: {} allocations ({} bytes) in the {} stacks below the top {} (-T)",
+                self.cut.allocs, self.cut.bytes, self.cut_stacks, cfg.top
+            )?;
+        }
+        if self.young.allocs > 0 {
+            writeln!(
+                w,
+                "Not shown: {} allocations ({} bytes) younger than {} ms (-o)",
+                self.young.allocs, self.young.bytes, cfg.older_ms
+            )?;
+        }
+        if self.filtered > 0 {
+            writeln!(
+                w,
+                "Not tracked: {} allocations outside the size limits (-z/-Z)",
+                self.filtered
+            )?;
+        }
+        Ok(())
+    }
 }
 
 /// The lines that say how complete the table is; nothing when nothing is off.

@@ -534,7 +534,10 @@ mod tests {
             tool_line(&tool("mmapsnoop", "", false), &no),
             "mmapsnoop: syscalls:sys_enter_mmap, syscalls:sys_exit_munmap* (needs root or CAP_PERFMON)"
         );
-        assert!(tool_line(&tool("leak", "-K", false), &Avail::Works).starts_with("leak -K: "));
+        assert!(
+            tool_line(&tool("leak", "--kernel", false), &Avail::Works)
+                .starts_with("leak --kernel: ")
+        );
         assert!(
             tool_line(&tool("rss", "", true), &Avail::Works)
                 .ends_with("syscalls:sys_exit_munmap*, uprobes on the allocator (works here)")

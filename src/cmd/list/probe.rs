@@ -58,7 +58,7 @@ impl Avail {
         match self {
             Avail::Works => None,
             Avail::OwnOnly => Some(format!(
-                "for -a: `sudo sysctl kernel.perf_event_paranoid=0`, or {grant}"
+                "for the whole system: `sudo sysctl kernel.perf_event_paranoid=0`, or {grant}"
             )),
             Avail::UserOnly => Some(format!(
                 "for kernel stacks: `sudo sysctl kernel.perf_event_paranoid=1` (it is {}), or {grant}",

@@ -73,6 +73,7 @@ pub(super) fn record_config(cfg: &MemRecordConfig, specs: Vec<EventSpec>) -> Res
         target: cfg.target.clone(),
         cpus: crate::sys::online_cpus().context("failed to list the online CPUs")?,
         command: cfg.command.clone(),
+        command_stdout: crate::sys::CommandStdout::Inherit,
         period: None,
         call_graph: CallGraph::Dwarf { stack_bytes: 8192 },
         unwind: UnwindWhen::Online,

@@ -74,6 +74,8 @@ pub fn run(cfg: RssConfig) -> Result<i32> {
         report::write_pprof(&built, path)?;
     }
     match &cfg.output {
+        // `--pprof -`: standard output carries the profile alone.
+        RssOutput::Text if cfg.leak.data_on_stdout() => {}
         RssOutput::Text => {
             let mut out = std::io::stdout().lock();
             report::write_text(&mut out, &cfg, &resident, &mut built)?;

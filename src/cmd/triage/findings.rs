@@ -295,11 +295,8 @@ fn process(r: &Report, p: &ProcGrowth, out: &mut Vec<Finding>) {
                 bytes(p.rss_end.unwrap_or(0) as i64),
                 per_sec(r, p.minflt)
             ),
-            format!(
-                "memperf record -e page-faults -p {} --duration 30 && memperf report \
-                 --flamegraph faults.svg",
-                p.pid
-            ),
+            // Which allocation stacks hold the new pages: the first question about growth.
+            format!("memperf rss -p {} --duration 30", p.pid),
         ));
     }
     // A target that reads its memory back from disk or swap.

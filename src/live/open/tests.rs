@@ -59,6 +59,7 @@ pub(crate) fn this_thread(
         target: Target::Tids(vec![own_tid()]),
         cpus: crate::sys::online_cpus().unwrap(),
         command: None,
+        command_stdout: crate::sys::CommandStdout::Inherit,
         period: None,
         call_graph,
         unwind: UnwindWhen::Online,
