@@ -229,6 +229,8 @@ pub struct LeakConfig {
     pub count: Option<u64>,
     /// Join page faults to the allocations (`--faults`).
     pub faults: Option<FaultOptions>,
+    /// Track the heap analyses of `memperf heap` (memray's temporary threshold).
+    pub heap: Option<usize>,
 }
 
 impl LeakConfig {
@@ -259,6 +261,7 @@ impl LeakConfig {
             interval: Duration::from_secs(1),
             count: None,
             faults: None,
+            heap: None,
         }
     }
 }
@@ -344,6 +347,7 @@ impl LeakArgs {
                 touchers: false,
                 call_graph,
             }),
+            heap: None,
         })
     }
 }

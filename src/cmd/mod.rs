@@ -4,6 +4,7 @@ pub mod brkstack;
 pub mod drsnoop;
 pub mod faults;
 pub mod ffaults;
+pub mod heap;
 pub mod leak;
 pub mod list;
 pub mod mem;
