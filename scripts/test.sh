@@ -18,6 +18,8 @@ command -v node >/dev/null 2>&1 || need+=(nodejs)
 dpkg -s libc6-dbg >/dev/null 2>&1 || need+=(libc6-dbg)
 # <sys/sdt.h>, for the USDT probes of fixtures/probes.c.
 echo '#include <sys/sdt.h>' | cc -E - >/dev/null 2>&1 || need+=(systemtap-sdt-dev)
+# heaptrack, the anchor memperf heap's figures are checked against (tests/heap.rs).
+command -v heaptrack_print >/dev/null 2>&1 || need+=(heaptrack)
 if [ ${#need[@]} -gt 0 ]; then
     if [ "$(id -u)" = 0 ]; then
         echo "test.sh: installing ${need[*]}"

@@ -10,6 +10,7 @@ use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};
 
 pub mod diff;
+pub mod heap;
 pub mod leak;
 pub mod list;
 pub mod mem;
@@ -104,6 +105,11 @@ pub enum Command {
     /// that own their addresses (bytes allocated, live, pages faulted in, never touched).
     #[command(after_help = rss::RSS_EXAMPLES)]
     Rss(rss::RssArgs),
+    /// heaptrack's analyses on a live process, without LD_PRELOAD or a restart: the peak and
+    /// what it consisted of, temporary allocations, sizes, churn, the timeline, and how much
+    /// resident heap no live allocation holds.
+    #[command(after_help = heap::HEAP_EXAMPLES)]
+    Heap(heap::HeapArgs),
     /// Page faults by stack: who touched new memory, as the book's faults.bt and
     /// `stackcount t:exceptions:page_fault_user`, with whole DWARF-unwound user stacks.
     #[command(after_help = FAULTS_EXAMPLES)]

@@ -17,6 +17,7 @@ fn main() -> ExitCode {
         Command::Stat(args) => args.into_config().and_then(memperf::cmd::stat::run),
         Command::Leak(args) => args.into_config().and_then(memperf::cmd::leak::run),
         Command::Rss(args) => args.into_config().and_then(memperf::cmd::rss::run),
+        Command::Heap(args) => args.into_config().and_then(memperf::cmd::heap::run),
         Command::Faults(args) => memperf::cmd::faults::run(args),
         Command::Brkstack(args) => memperf::cmd::brkstack::run(args),
         Command::Ffaults(args) => {

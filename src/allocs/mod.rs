@@ -8,6 +8,7 @@
 //! calls, for readers of a file (`mem report --by allocation`). `leak` and `rss` report on
 //! it; neither imports the other.
 
+pub(crate) mod heap;
 pub(crate) mod kernel;
 pub(crate) mod plan;
 pub(crate) mod replay;

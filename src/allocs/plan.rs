@@ -187,6 +187,7 @@ pub(crate) fn table(cfg: &LeakConfig) -> Table {
     if cfg.faults.is_some() {
         table.resident = Some(resident::Resident::new(crate::sys::page_size() as u64));
     }
+    table.heap = cfg.heap.map(super::heap::HeapTracker::new);
     table
 }
 

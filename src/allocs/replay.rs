@@ -221,16 +221,31 @@ impl Allocations {
 /// `memperf rss -i`: the allocator calls and page faults of `file` replayed in time order
 /// into the table and its resident join, as the live run feeds them.
 pub(crate) fn trace_file(file: &PerfDataFile, input: &str) -> Result<Traced> {
+    replay_file(file, input, None)
+}
+
+/// The allocator calls of `file` replayed into a table with the heap analyses (memray's
+/// temporary `threshold`); page faults are joined when the file has them.
+pub(crate) fn trace_heap_file(
+    file: &PerfDataFile,
+    input: &str,
+    threshold: usize,
+) -> Result<Traced> {
+    replay_file(file, input, Some(threshold))
+}
+
+fn replay_file(file: &PerfDataFile, input: &str, heap: Option<usize>) -> Result<Traced> {
     if let Some(note) = file.cut_note(input) {
         eprintln!("memperf: warning: {note}");
     }
     let Some(mut allocs) = Allocations::of_file(file, Faults::Joined) else {
         bail!(
             "`{input}` holds no allocator calls (the uprobes on malloc, free, mmap, ... that \
-             `memperf rss -w FILE` records)"
+             `memperf heap -w FILE` and `memperf rss -w FILE` record)"
         );
     };
-    if !allocs.joins_faults() {
+    allocs.sink.table.heap = heap.map(super::heap::HeapTracker::new);
+    if heap.is_none() && !allocs.joins_faults() {
         bail!(
             "`{input}` has no page faults with their addresses (`page-faults` with \
              PERF_SAMPLE_ADDR) to join to its allocations; record with `memperf rss -w FILE`"

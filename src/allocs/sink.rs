@@ -176,6 +176,7 @@ impl LeakSink {
         let maps = c.procs.maps().unwrap_or(ProcessMaps::empty());
         let (pid, tid, time) = (s.pid.unwrap_or(0), s.tid.unwrap_or(0), s.time.unwrap_or(0));
         let with_stack = event.stack;
+        self.table.at(tid, time);
         match event.role.clone() {
             Role::Entry(func) => {
                 let stack = if with_stack {

@@ -117,6 +117,12 @@ pub struct Table {
     pub stats: TableStats,
     /// The resident join (`--faults`), told of every allocation that becomes live or dies.
     pub resident: Option<super::resident::Resident>,
+    /// The heap analyses (`memperf heap`), told of every allocation that becomes live or
+    /// dies, in call order.
+    pub heap: Option<super::heap::HeapTracker>,
+    /// The thread and sample time of the call being handled (`at`), for `heap`.
+    tid: u32,
+    time: u64,
 }
 
 /// The result of matching a return.
@@ -134,6 +140,12 @@ impl Table {
             max_size,
             ..Table::default()
         }
+    }
+
+    /// The call handled next was sampled on `tid` at `time`.
+    pub fn at(&mut self, tid: u32, time: u64) {
+        self.tid = tid;
+        self.time = time;
     }
 
     pub fn len(&self) -> usize {
@@ -202,6 +214,9 @@ impl Table {
             calls.pop();
             if internal {
                 self.stats.internal_calls += 1;
+                if let Some(h) = self.heap.as_mut() {
+                    h.allocator_unmapped(space, args.a0, args.a1);
+                }
             } else {
                 self.unmap(space, args.a0, args.a1);
             }
@@ -224,6 +239,11 @@ impl Table {
         self.stats.abandoned_calls += abandoned as u64;
         if call.internal {
             self.stats.internal_calls += 1;
+            if let (Some(h), Func::Mmap) = (self.heap.as_mut(), call.func)
+                && ret != u64::MAX
+            {
+                h.allocator_mapped(space, ret, call.args.a1);
+            }
             return Returned::Ignored;
         }
         self.complete(space, call, ret)
@@ -308,10 +328,18 @@ impl Table {
             self.stats.dropped_full += 1;
             return;
         }
-        self.points
+        let replaced = self
+            .points
             .insert((space, addr), Alloc { size, time, stack });
         if let Some(r) = self.resident.as_mut() {
             r.alloc(space, addr, size, stack);
+        }
+        if let Some(h) = self.heap.as_mut() {
+            // A block handed out again without its free seen: the free was lost.
+            if let Some(old) = replaced {
+                h.vanish(space, old.stack, old.size, self.time);
+            }
+            h.alloc((space, addr), self.tid, size, stack, self.time);
         }
         self.note_peak();
     }
@@ -326,10 +354,15 @@ impl Table {
             return;
         }
         self.stats.frees += 1;
-        if self.points.remove(&(space, addr)).is_none() {
+        let Some(freed) = self.points.remove(&(space, addr)) else {
             self.stats.unknown_frees += 1;
-        } else if let Some(r) = self.resident.as_mut() {
+            return;
+        };
+        if let Some(r) = self.resident.as_mut() {
             r.free(space, addr);
+        }
+        if let Some(h) = self.heap.as_mut() {
+            h.free((space, addr), self.tid, freed.size, freed.stack, self.time);
         }
     }
 
@@ -360,6 +393,9 @@ impl Table {
         if let Some(r) = self.resident.as_mut() {
             r.alloc(space, start, len, stack);
         }
+        if let Some(h) = self.heap.as_mut() {
+            h.alloc((space, start), self.tid, len, stack, self.time);
+        }
         self.note_peak();
     }
 
@@ -381,6 +417,15 @@ impl Table {
             .collect();
         for &(s, e, a) in &overlapping {
             self.ranges.remove(&(space, s));
+            if let Some(h) = self.heap.as_mut() {
+                // Unmapped whole, a free; cut, only the bytes cut off go.
+                let cut = e.min(end) - s.max(start);
+                if s >= start && e <= end {
+                    h.free((space, s), self.tid, a.size, a.stack, self.time);
+                } else {
+                    h.shrink(space, a.stack, cut, self.time);
+                }
+            }
             // The join keeps what was cut off as freed; the pieces left start afresh.
             if let Some(r) = self.resident.as_mut() {
                 r.free(space, s);
@@ -411,11 +456,17 @@ impl Table {
         if let Some(r) = self.resident.as_mut() {
             r.reset_space(space);
         }
+        if let Some(h) = self.heap.as_mut() {
+            h.reset_space(space, self.time);
+        }
         self.stats.reset_by_exec += (before - self.len()) as u64;
     }
 
     /// A thread exited: its pending calls will never return.
     pub fn thread_exit(&mut self, tid: u32) {
+        if let Some(h) = self.heap.as_mut() {
+            h.thread_exit(tid);
+        }
         if let Some(calls) = self.pending.remove(&tid) {
             self.stats.abandoned_calls += calls.len() as u64;
         }
@@ -427,6 +478,14 @@ impl Table {
             .get(&(space, addr))
             .map(|a| a.size)
             .or_else(|| self.ranges.get(&(space, addr)).map(|(_, a)| a.size))
+    }
+
+    /// The outstanding heap blocks (not mapped regions) of `space`: (address, size).
+    pub fn blocks_of(&self, space: Space) -> impl Iterator<Item = (u64, u64)> + '_ {
+        self.points
+            .iter()
+            .filter(move |((s, _), _)| *s == space)
+            .map(|(&(_, a), al)| (a, al.size))
     }
 
     /// Every outstanding allocation: (space, address, alloc).

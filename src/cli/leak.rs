@@ -270,6 +270,8 @@ pub struct LeakConfig {
     pub count: Option<u64>,
     /// Join page faults to the allocations (`--faults`).
     pub faults: Option<FaultOptions>,
+    /// Track the heap analyses of `memperf heap` (memray's temporary threshold).
+    pub heap: Option<usize>,
 }
 
 impl LeakConfig {
@@ -307,6 +309,7 @@ impl LeakConfig {
             interval: Duration::from_secs(1),
             count: None,
             faults: None,
+            heap: None,
         }
     }
 }
@@ -396,6 +399,7 @@ impl LeakArgs {
                 touchers: false,
                 call_graph,
             }),
+            heap: None,
         })
     }
 }

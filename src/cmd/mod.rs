@@ -5,6 +5,7 @@ pub mod diff;
 pub mod drsnoop;
 pub mod faults;
 pub mod ffaults;
+pub mod heap;
 pub mod leak;
 pub mod list;
 pub mod mem;

@@ -1,0 +1,486 @@
+//! heap's outputs: the text report, folded stacks and flame graphs of one metric, and pprof
+//! with the sample types Go's heap profiles and Pyroscope know.
+
+use std::io::Write;
+use std::path::Path;
+
+use anyhow::Result;
+use rustc_hash::FxHashMap;
+
+use crate::aggregate::{Aggregate, ReadStats, StackBook, Weigher};
+use crate::allocs::heap::{HeapTracker, StackHeap, bucket};
+use crate::allocs::sink::LeakSink;
+use crate::allocs::table::{AllocStack, Space};
+use crate::cli::heap::{HeapConfig, HeapMetric};
+use crate::cli::{Input, ReportConfig, ReportOutput};
+use crate::maps::ProcessMaps;
+use crate::output::{self, Resolved};
+use crate::session::Processes;
+use crate::stacks::{FrameId, FrameTable};
+
+use super::retained::Retained;
+
+/// The aggregate's events: each a count column and a bytes column.
+const ALLOC: usize = 0;
+const INUSE: usize = 1;
+const PEAK: usize = 2;
+const TEMPORARY: usize = 3;
+const EVENTS: [&str; 4] = ["alloc", "inuse", "peak", "temporary"];
+
+/// What the run left, for the report.
+pub(super) struct Data<'a> {
+    pub heap: &'a mut HeapTracker,
+    pub sink: &'a mut LeakSink,
+    pub procs: &'a Processes,
+    pub maps: ProcessMaps,
+    pub lost: u64,
+}
+
+/// One allocation stack of one process.
+struct Row {
+    space: Space,
+    stack: AllocStack,
+    h: StackHeap,
+}
+
+/// The report, built once.
+pub(super) struct Built {
+    rows: Vec<Row>,
+    agg: Aggregate,
+    res: Resolved,
+    rcfg: ReportConfig,
+    comms: FxHashMap<Space, String>,
+}
+
+pub(super) fn build(d: Data<'_>) -> Built {
+    let rows: Vec<Row> = d
+        .heap
+        .stacks()
+        .map(|(space, stack, h)| Row {
+            space,
+            stack,
+            h: *h,
+        })
+        .collect();
+    let mut comms = FxHashMap::default();
+    for w in &rows {
+        comms
+            .entry(w.space)
+            .or_insert_with(|| LeakSink::comm_of(d.procs, w.space));
+    }
+    let agg = aggregate(&rows, &comms, d.sink, d.maps, d.lost);
+    let rcfg = ReportConfig {
+        output: ReportOutput::Folded,
+        weight: crate::cli::Weight::Bytes,
+        ..ReportConfig::plain(Input::File("memperf heap".into()))
+    };
+    let res = output::resolve(&rcfg, &agg, None);
+    Built {
+        rows,
+        agg,
+        res,
+        rcfg,
+        comms,
+    }
+}
+
+fn aggregate(
+    rows: &[Row],
+    comms: &FxHashMap<Space, String>,
+    sink: &mut LeakSink,
+    maps: ProcessMaps,
+    lost: u64,
+) -> Aggregate {
+    let mut prefixes: FrameTable<String> = FrameTable::default();
+    let mut counts = FxHashMap::default();
+    let mut bytes = FxHashMap::default();
+    for w in rows {
+        let (prefix, stack) = prefix_of(comms, w.space, w.stack);
+        let p = prefixes.intern(&prefix);
+        let h = &w.h;
+        let cols = [
+            (ALLOC, h.allocs, h.alloc_bytes),
+            (INUSE, h.live_allocs, h.live_bytes),
+            (PEAK, h.peak_allocs, h.peak_bytes),
+            (TEMPORARY, h.temporary, h.temporary),
+        ];
+        for (ev, n, b) in cols {
+            if n > 0 || b > 0 {
+                *counts.entry((ev, p, stack)).or_insert(0) += n;
+                *bytes.entry((ev, p, stack)).or_insert(0) += b;
+            }
+        }
+    }
+    let mut book = StackBook::new(crate::cli::StackSpace::All);
+    book.frames = std::mem::take(&mut sink.frames);
+    book.stacks = std::mem::take(&mut sink.stacks);
+    Aggregate {
+        book,
+        prefixes,
+        counts,
+        maps,
+        stats: ReadStats {
+            samples: vec![0; EVENTS.len()],
+            kept: vec![1; EVENTS.len()],
+            lost,
+            ..ReadStats::default()
+        },
+        by: FxHashMap::default(),
+        timeline: std::collections::BTreeMap::new(),
+        sized: vec![true; EVENTS.len()],
+        bytes,
+    }
+}
+
+/// The folded prefix of an allocation stack (the command, and why there is no stack).
+fn prefix_of(
+    comms: &FxHashMap<Space, String>,
+    space: Space,
+    stack: AllocStack,
+) -> (String, Option<u32>) {
+    let mut prefix = comms.get(&space).cloned().unwrap_or_default();
+    match stack {
+        AllocStack::Id(s) => (prefix, Some(s)),
+        AllocStack::Unsampled => {
+            prefix.push_str(";[stack not sampled]");
+            (prefix, None)
+        }
+        AllocStack::Missing => {
+            prefix.push_str(";[no stack]");
+            (prefix, None)
+        }
+    }
+}
+
+/// Bytes in the unit that reads best: `512 B`, `3.5 KiB`, `12.0 MiB`.
+pub(super) fn human(bytes: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = bytes as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < UNITS.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{bytes} B")
+    } else {
+        format!("{v:.1} {}", UNITS[u])
+    }
+}
+
+fn percent(part: u64, whole: u64) -> f64 {
+    if whole == 0 {
+        0.0
+    } else {
+        part as f64 * 100.0 / whole as f64
+    }
+}
+
+/// The run's figures, for the text report.
+pub(super) struct Summary<'a> {
+    pub heap: &'a HeapTracker,
+    pub retained: Option<Retained>,
+    /// Allocations the table could not keep (`--max-entries`), and events lost.
+    pub dropped: u64,
+    pub lost: u64,
+}
+
+/// The text report.
+pub(super) fn write_text(
+    w: &mut dyn Write,
+    cfg: &HeapConfig,
+    s: &Summary<'_>,
+    b: &Built,
+) -> Result<()> {
+    let h = s.heap;
+    let t0 = h.first_time.unwrap_or(0);
+    let secs = |t: u64| t.saturating_sub(t0) as f64 / 1e9;
+    writeln!(
+        w,
+        "HEAP: {} allocations ({}) and {} frees in {:.3} s",
+        h.allocs,
+        human(h.alloc_bytes),
+        h.frees,
+        secs(h.last_time)
+    )?;
+    writeln!(
+        w,
+        "  peak       {} ({} B) live at {:.3} s",
+        human(h.peak_bytes),
+        h.peak_bytes,
+        secs(h.peak_time)
+    )?;
+    writeln!(
+        w,
+        "  leaked     {} ({} B) in {} allocations live at the end",
+        human(h.live_bytes),
+        h.live_bytes,
+        h.live_allocs
+    )?;
+    writeln!(
+        w,
+        "  temporary  {} of {} allocations ({:.1}%) freed with no other allocator call \
+         between (heaptrack);\n             {} freed with at most {} other allocations of \
+         their thread between (memray)",
+        h.temporary,
+        h.allocs,
+        percent(h.temporary, h.allocs),
+        h.temporary_within,
+        cfg.temporary_threshold,
+    )?;
+    write_retained(w, s.retained, t0)?;
+    if s.lost > 0 || s.dropped > 0 {
+        writeln!(
+            w,
+            "  INCOMPLETE {} events lost, {} allocations not kept (--max-entries): the figures \
+             above may be over- or understated",
+            s.lost, s.dropped
+        )?;
+    }
+    let tables: [(&str, HeapMetric); 4] = [
+        ("PEAK CONSUMERS (live bytes at the peak)", HeapMetric::Peak),
+        ("MOST TEMPORARY ALLOCATIONS", HeapMetric::Temporary),
+        ("MOST ALLOCATIONS (churn)", HeapMetric::Allocations),
+        ("LEAKED (live at the end)", HeapMetric::Leaked),
+    ];
+    let mut ids = Vec::new();
+    for (title, metric) in tables {
+        let mut rows: Vec<&Row> = b.rows.iter().filter(|r| weight(&r.h, metric) > 0).collect();
+        rows.sort_by_key(|r| (std::cmp::Reverse(weight(&r.h, metric)), r.space, r.stack));
+        if rows.is_empty() {
+            continue;
+        }
+        writeln!(w, "\n{title}:")?;
+        for r in rows.iter().take(cfg.top) {
+            writeln!(w, "  {}{}", row_line(&r.h, metric, h), who(b, r.space))?;
+            write_stack(w, &b.agg, &b.res, r.stack, "      ", &mut ids)?;
+        }
+        if rows.len() > cfg.top {
+            writeln!(w, "  ({} more stacks; raise -T)", rows.len() - cfg.top)?;
+        }
+    }
+    write_histogram(w, h)
+}
+
+fn write_retained(w: &mut dyn Write, r: Option<Retained>, t0: u64) -> Result<()> {
+    let Some(r) = r else {
+        writeln!(
+            w,
+            "  retained   not measured (the process's page table is read only while it lives)"
+        )?;
+        return Ok(());
+    };
+    let bytes = |p: u64| human(p * r.page_size);
+    writeln!(
+        w,
+        "  retained   of the heap's {} resident pages ({}) at {:.3} s, {} ({}) hold live \
+         allocations and {} ({}, {:.1}%) hold none:\n             free memory the allocator \
+         keeps (malloc_trim would return most of it), not a leak",
+        r.resident_pages,
+        bytes(r.resident_pages),
+        r.time.saturating_sub(t0) as f64 / 1e9,
+        r.held_pages,
+        bytes(r.held_pages),
+        r.retained_pages,
+        bytes(r.retained_pages),
+        percent(r.retained_pages, r.resident_pages),
+    )?;
+    Ok(())
+}
+
+fn who(b: &Built, space: Space) -> String {
+    if b.comms.len() > 1 {
+        format!(" [pid {space} {}]", b.comms[&space])
+    } else {
+        String::new()
+    }
+}
+
+fn row_line(s: &StackHeap, metric: HeapMetric, h: &HeapTracker) -> String {
+    match metric {
+        HeapMetric::Peak => format!(
+            "{} in {} allocations ({:.1}% of the peak)",
+            human(s.peak_bytes),
+            s.peak_allocs,
+            percent(s.peak_bytes, h.peak_bytes)
+        ),
+        HeapMetric::Temporary => format!(
+            "{} temporary of {} allocations ({:.1}%)",
+            s.temporary,
+            s.allocs,
+            percent(s.temporary, s.allocs)
+        ),
+        HeapMetric::Allocations | HeapMetric::AllocatedBytes => format!(
+            "{} allocations of {} ({} frees)",
+            s.allocs,
+            human(s.alloc_bytes),
+            s.frees
+        ),
+        HeapMetric::Leaked => format!("{} in {} allocations", human(s.live_bytes), s.live_allocs),
+    }
+}
+
+/// What a stack weighs under `metric` (folded, flame graph, text tables).
+fn weight(s: &StackHeap, metric: HeapMetric) -> u64 {
+    match metric {
+        HeapMetric::Peak => s.peak_bytes,
+        HeapMetric::Temporary => s.temporary,
+        HeapMetric::Leaked => s.live_bytes,
+        HeapMetric::Allocations => s.allocs,
+        HeapMetric::AllocatedBytes => s.alloc_bytes,
+    }
+}
+
+fn write_histogram(w: &mut dyn Write, h: &HeapTracker) -> Result<()> {
+    let top = h.histogram.iter().map(|b| b.0).max().unwrap_or(0);
+    if top == 0 {
+        return Ok(());
+    }
+    writeln!(w, "\nALLOCATION SIZES:")?;
+    let label = |i: usize| match i {
+        0 => "0".to_string(),
+        _ => human(1u64 << (i - 1)),
+    };
+    for (i, &(n, bytes)) in h.histogram.iter().enumerate() {
+        if n == 0 {
+            continue;
+        }
+        let bar = "#".repeat(((n as f64 / top as f64) * 40.0).ceil() as usize);
+        let range = if i == 0 {
+            "0".to_string()
+        } else {
+            format!("[{}, {})", label(i), label(i + 1))
+        };
+        writeln!(w, "  {range:>22} {n:>10} {:>10} {bar}", human(bytes))?;
+    }
+    debug_assert_eq!(bucket(0), 0);
+    Ok(())
+}
+
+/// An allocation stack, leaf first, one frame a line.
+fn write_stack(
+    w: &mut dyn Write,
+    agg: &Aggregate,
+    res: &Resolved,
+    stack: AllocStack,
+    indent: &str,
+    ids: &mut Vec<FrameId>,
+) -> Result<()> {
+    match stack {
+        AllocStack::Id(s) => {
+            ids.clear();
+            agg.book.stacks.frames(s, ids);
+            for &id in ids.iter().rev() {
+                for name in res.names.get(id as usize).into_iter().flatten().rev() {
+                    writeln!(w, "{indent}{name}")?;
+                }
+            }
+        }
+        AllocStack::Unsampled => writeln!(w, "{indent}[stack not sampled]")?,
+        AllocStack::Missing => writeln!(w, "{indent}[no stack]")?,
+    }
+    Ok(())
+}
+
+/// The metric by stack, folded.
+fn folded_lines(b: &mut Built, metric: HeapMetric) -> Result<Vec<u8>> {
+    let (ev, of_bytes) = match metric {
+        HeapMetric::Peak => (PEAK, true),
+        HeapMetric::Temporary => (TEMPORARY, false),
+        HeapMetric::Leaked => (INUSE, true),
+        HeapMetric::Allocations => (ALLOC, false),
+        HeapMetric::AllocatedBytes => (ALLOC, true),
+    };
+    let source = if of_bytes {
+        &b.agg.bytes
+    } else {
+        &b.agg.counts
+    };
+    let picked: FxHashMap<_, _> = source
+        .iter()
+        .filter(|&(&(e, _, _), &n)| e == ev && n > 0)
+        .map(|(&(_, p, s), &n)| ((0, p, s), n))
+        .collect();
+    let saved = std::mem::replace(&mut b.agg.counts, picked);
+    let mut out = Vec::new();
+    let r = output::write_folded(&b.rcfg, &b.agg, &mut b.res, &mut out);
+    b.agg.counts = saved;
+    r?;
+    Ok(out)
+}
+
+pub(super) fn write_folded(w: &mut dyn Write, b: &mut Built, metric: HeapMetric) -> Result<()> {
+    w.write_all(&folded_lines(b, metric)?)?;
+    Ok(())
+}
+
+pub(super) fn write_flamegraph(
+    path: &Path,
+    cfg: &HeapConfig,
+    h: &HeapTracker,
+    b: &mut Built,
+) -> Result<()> {
+    let text = folded_lines(b, cfg.metric)?;
+    let lines: Vec<String> = String::from_utf8_lossy(&text)
+        .lines()
+        .map(str::to_string)
+        .collect();
+    let (what, count_name, total) = match cfg.metric {
+        HeapMetric::Peak => ("live bytes at the peak", "bytes", human(h.peak_bytes)),
+        HeapMetric::Temporary => (
+            "temporary allocations",
+            "allocations",
+            h.temporary.to_string(),
+        ),
+        HeapMetric::Leaked => ("bytes live at the end", "bytes", human(h.live_bytes)),
+        HeapMetric::Allocations => ("allocations", "allocations", h.allocs.to_string()),
+        HeapMetric::AllocatedBytes => ("bytes allocated", "bytes", human(h.alloc_bytes)),
+    };
+    let flame = output::Flame {
+        output: path,
+        title: format!("Heap: {what}"),
+        subtitle: format!("memperf heap: {total} {what}"),
+        count_name: count_name.to_string(),
+        width: None,
+        colors: "mem",
+        inverted: false,
+        kernel_names: &b.res.kernel_names,
+    };
+    output::draw_flamegraph(&flame, &lines)
+}
+
+/// The pprof profile: alloc_objects/alloc_space over the run, inuse_objects/inuse_space at
+/// the end (the default, as Go's heap profiles).
+pub(super) fn write_pprof(b: &mut Built, path: &Path) -> Result<()> {
+    use crate::output::pprof;
+    const TYPES: [&str; 4] = [
+        "alloc_objects",
+        "alloc_space",
+        "inuse_objects",
+        "inuse_space",
+    ];
+    let names: Vec<String> = EVENTS.iter().map(|s| s.to_string()).collect();
+    let weighers = [
+        Weigher::Fixed(1),
+        Weigher::Fixed(1),
+        Weigher::Fixed(1),
+        Weigher::Fixed(1),
+    ];
+    // Only the first two events go in: the peak and temporary columns have no names pprof's
+    // readers know.
+    let kept = std::mem::replace(&mut b.agg.stats.kept, vec![1, 1, 0, 0]);
+    let mut p = pprof::build(&b.rcfg, None, &names, &weighers, &b.agg, &b.res);
+    b.agg.stats.kept = kept;
+    for (i, vt) in p.sample_type.iter_mut().enumerate() {
+        if let Some(name) = TYPES.get(i) {
+            p.string_table.push((*name).to_string());
+            vt.r#type = p.string_table.len() as i64 - 1;
+        }
+    }
+    p.default_sample_type = p
+        .string_table
+        .iter()
+        .position(|s| s == "inuse_space")
+        .map_or(0, |i| i as i64);
+    pprof::write(&p, path)
+}

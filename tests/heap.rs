@@ -1,0 +1,248 @@
+//! `memperf heap` against heaptrack, the heap profiler whose definitions it takes, on
+//! `fixtures/heap.c`: a known peak made of known stacks, known temporaries and leaked bytes,
+//! and a heap kept resident after frees of interleaved blocks, which the fixture counts
+//! itself from its own page table. heaptrack runs the fixture under LD_PRELOAD; memperf
+//! traces it with uprobes; each metric by allocating function must agree exactly. Rings of
+//! 4096 pages per CPU hold a whole run, so that a loaded machine loses nothing.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Command;
+
+use common::*;
+
+/// The fixture's allocating functions: the leaf of every allocation stack it makes.
+const FUNCTIONS: [&str; 5] = ["keep", "temp", "pairs", "spike", "frag"];
+
+fn have_heaptrack(what: &str) -> bool {
+    let ok = Command::new("heaptrack_print")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        if std::env::var("MEMPERF_REQUIRE_PERF").as_deref() == Ok("1") {
+            panic!("{what}: heaptrack is required (scripts/test.sh installs it)");
+        }
+        eprintln!("skipping {what}: heaptrack is not installed");
+    }
+    ok
+}
+
+/// Sums folded lines by the fixture function they end in (the leaf, or the last frame that
+/// is one of the fixture's: heaptrack's lines end `fn (file);` with a trailing `;`).
+fn by_function(folded: &str) -> BTreeMap<String, u64> {
+    let mut out = BTreeMap::new();
+    for line in folded.lines() {
+        let Some((stack, n)) = line.rsplit_once(' ') else {
+            continue;
+        };
+        let n: u64 = n.trim().parse().unwrap();
+        let leaf = stack
+            .split(';')
+            .map(|f| f.split(" (").next().unwrap().trim())
+            .rfind(|f| FUNCTIONS.contains(f));
+        if let Some(f) = leaf
+            && n > 0
+        {
+            *out.entry(f.to_string()).or_insert(0) += n;
+        }
+    }
+    out
+}
+
+/// heaptrack's figures for the fixture, by metric (`--flamegraph-cost-type`).
+fn heaptrack_metrics(dir: &Path, program: &Path) -> BTreeMap<&'static str, BTreeMap<String, u64>> {
+    let out = dir.join("ht");
+    let o = Command::new("heaptrack")
+        .arg("-o")
+        .arg(&out)
+        .arg(program)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "heaptrack: {}", stderr(&o));
+    let data = dir.join("ht.zst");
+    let data = if data.exists() {
+        data
+    } else {
+        dir.join("ht.gz")
+    };
+    let mut all = BTreeMap::new();
+    for metric in ["peak", "temporary", "leaked", "allocations"] {
+        let stacks = dir.join(format!("{metric}.txt"));
+        let o = Command::new("heaptrack_print")
+            .arg(&data)
+            .args(["--flamegraph-cost-type", metric, "-F"])
+            .arg(&stacks)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "heaptrack_print: {}", stderr(&o));
+        all.insert(
+            metric,
+            by_function(&std::fs::read_to_string(&stacks).unwrap()),
+        );
+    }
+    all
+}
+
+#[test]
+fn peak_temporary_leaked_and_allocations_by_stack_agree_with_heaptrack() {
+    if !require_perf("heap vs heaptrack") || !have_heaptrack("heap vs heaptrack") {
+        return;
+    }
+    let dir = scratch();
+    let program = fixture("heap", Variant::NoFp);
+    let heaptrack = heaptrack_metrics(dir.path(), &program);
+    let _turn = recording_turn();
+    for (metric, option) in [
+        ("peak", "peak"),
+        ("temporary", "temporary"),
+        ("leaked", "leaked"),
+        ("allocations", "allocations"),
+    ] {
+        let o = memperf()
+            .args(["heap", "--folded", "--metric", option, "-m", "4096", "--"])
+            .arg(&program)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "memperf heap: {}", stderr(&o));
+        let ours = by_function(&String::from_utf8_lossy(&o.stdout));
+        assert_eq!(
+            ours,
+            heaptrack[metric],
+            "{metric} by function: memperf (left) and heaptrack (right); memperf said: {}",
+            stderr(&o)
+        );
+    }
+    // The fixture's own figures (its header), which heaptrack's must also be.
+    assert_eq!(heaptrack["peak"].values().sum::<u64>(), 4_100_000);
+    assert_eq!(heaptrack["leaked"].values().sum::<u64>(), 1_033_817);
+}
+
+/// The text report's `  NAME  ...` summary line.
+fn summary_line<'a>(text: &'a str, name: &str) -> &'a str {
+    text.lines()
+        .find(|l| l.trim_start().starts_with(name))
+        .unwrap_or_else(|| panic!("no {name} line in:\n{text}"))
+}
+
+#[test]
+fn retained_pages_profiles_and_timeline_of_one_run() {
+    if !require_perf("heap retained") {
+        return;
+    }
+    let dir = scratch();
+    let program = fixture("heap", Variant::Fp);
+    let (svg, csv, pb) = (
+        dir.path().join("t.svg"),
+        dir.path().join("t.csv"),
+        dir.path().join("h.pb.gz"),
+    );
+    let _turn = recording_turn();
+    let o = memperf()
+        .args(["heap", "-m", "4096", "--timeline"])
+        .arg(&svg)
+        .arg("--timeline-csv")
+        .arg(&csv)
+        .arg("--pprof")
+        .arg(&pb)
+        .arg("--")
+        .arg(&program)
+        .output()
+        .unwrap();
+    let (out, err) = (String::from_utf8_lossy(&o.stdout), stderr(&o));
+    assert!(o.status.success(), "memperf heap: {err}");
+    // The fixture counted its retained pages from its own page table, while it held still.
+    let truth = err
+        .lines()
+        .find_map(|l| l.strip_prefix("retained "))
+        .unwrap_or_else(|| panic!("no fixture line in:\n{err}"));
+    let (retained, resident) = truth.split_once(" resident ").unwrap();
+    let line = summary_line(&out, "retained");
+    assert!(
+        line.contains(&format!("of the heap's {resident} resident pages"))
+            && line.contains(&format!("and {retained} (")),
+        "fixture: {truth}; memperf: {line}"
+    );
+    assert!(summary_line(&out, "peak").contains("(4100000 B)"), "{out}");
+    assert!(
+        summary_line(&out, "leaked").contains("(1033817 B) in 111 allocations"),
+        "{out}"
+    );
+    // The timeline's highest live point is the peak, marked.
+    let csv = std::fs::read_to_string(&csv).unwrap();
+    let top = csv
+        .lines()
+        .skip(1)
+        .filter_map(|l| l.split(',').nth(1)?.parse::<u64>().ok())
+        .max();
+    assert_eq!(top, Some(4_100_000), "{csv}");
+    assert!(
+        csv.lines()
+            .skip(1)
+            .any(|l| l.split(',').nth(2).is_some_and(|r| !r.is_empty()))
+    );
+    let svg = std::fs::read_to_string(&svg).unwrap();
+    assert!(
+        svg.contains("<g id=\"peak\">") && svg.contains(">peak 3.9 MiB at "),
+        "{svg}"
+    );
+    // pprof: go tool pprof reads the sample types Go's heap profiles name.
+    if have_go() {
+        let inuse = go_pprof(&pb, &["-top", "-sample_index=inuse_space"]);
+        assert!(
+            pprof_flat(&inuse, "frag").contains(&"960kB".to_string()),
+            "{inuse}"
+        );
+        let alloc = go_pprof(&pb, &["-top", "-sample_index=alloc_objects"]);
+        assert_eq!(pprof_flat(&alloc, "spike"), vec!["200"], "{alloc}");
+    }
+}
+
+#[test]
+fn a_recording_of_heap_gives_the_same_figures() {
+    if !require_perf("heap -w / -i") {
+        return;
+    }
+    let dir = scratch();
+    let program = fixture("heap", Variant::Fp);
+    let data = dir.path().join("heap.data");
+    let _turn = recording_turn();
+    let run = |args: &[&str]| {
+        let mut c = memperf();
+        c.arg("heap").args(args);
+        let o = c.output().unwrap();
+        assert!(o.status.success(), "memperf heap {args:?}: {}", stderr(&o));
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    let live = run(&[
+        "--folded",
+        "-m",
+        "4096",
+        "-w",
+        data.to_str().unwrap(),
+        "--",
+        program.to_str().unwrap(),
+    ]);
+    let replayed = run(&["--folded", "-i", data.to_str().unwrap()]);
+    assert_eq!(by_function(&live), by_function(&replayed), "{live}");
+    assert_eq!(by_function(&live).values().sum::<u64>(), 4_100_000);
+}
+
+#[test]
+fn bad_heap_input_is_refused_clearly() {
+    let dir = scratch();
+    let junk = dir.path().join("junk.data");
+    std::fs::write(&junk, b"not a recording").unwrap();
+    let o = run_memperf(&["heap", "-i", junk.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("not a perf.data file"),
+        "{}",
+        stderr(&o)
+    );
+    let o = run_memperf(&["heap"]);
+    assert!(stderr(&o).contains("needs a process"), "{}", stderr(&o));
+}
