@@ -68,5 +68,10 @@ pub(crate) fn tools() -> Vec<ToolEvents> {
             uprobes: true,
             ..tool("rss", &crate::allocs::plan::RSS_WANTS)
         },
+        // The allocator's uprobes alone.
+        ToolEvents {
+            uprobes: true,
+            ..tool("heap", &[])
+        },
     ]
 }
