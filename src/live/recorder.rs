@@ -22,7 +22,7 @@ use crate::perfdata::{
 use crate::procfs;
 use crate::records::{self, ParseInfo, Sample};
 use crate::session::{
-    EventType, Handler, Keep, Processes, SampleCtx, SampleData, Session, SideBand,
+    EventType, Handler, Keep, Processes, Reaper, SampleCtx, SampleData, Session, SideBand,
 };
 use crate::sys::child::ExitStatusInfo;
 use crate::sys::diagnose::SystemFacts;
@@ -241,6 +241,8 @@ pub(crate) fn record<H: Live>(run: Run<'_>, tool: &mut H) -> Result<Recorded> {
         on_signal: run.on_signal,
     };
     let mut round_buf = Vec::with_capacity(16);
+    // The processes whose EXIT record was lost go too (see `session::reap`).
+    let mut reaper = cfg.side_band.then(Reaper::new);
     let mut checkpoint = Instant::now();
     let reason = driver.run_until(&mut session, &mut tee, &until, |session, tee, round| {
         if let Some(w) = &mut tee.writer {
@@ -259,6 +261,9 @@ pub(crate) fn record<H: Live>(run: Run<'_>, tool: &mut H) -> Result<Recorded> {
                     .checkpoint()
                     .with_context(|| write_failed.clone())?;
             }
+        }
+        if let Some(r) = &mut reaper {
+            r.round(session, round.now, super::drain::HOLD_BACK_NS);
         }
         tee.tool.round(session, round)
     })?;
@@ -589,6 +594,12 @@ fn memperf_stats(session: &Session) -> MemperfStats {
             counts.push((format!("rejected.{name}"), n));
         }
     }
+    // What the process table held (README, "Memory").
+    let held = session.procs().held();
+    counts.extend([
+        ("held_processes_peak".to_string(), held.peak as u64),
+        ("reaped_processes".to_string(), held.reaped),
+    ]);
     // How long after its time each stack past its copy was unwound (read from the live
     // process), when one was.
     let d = &st.read_delay;
