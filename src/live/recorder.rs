@@ -139,8 +139,18 @@ pub(crate) fn record<H: Live>(run: Run<'_>, tool: &mut H) -> Result<Recorded> {
     let (layouts, descs) = describe_events(&opened, online)?;
     let writer = match out_file {
         Some(f) => {
+            // The recovered marks' temporary file goes beside a recording on disk (not in
+            // /dev for `-o /dev/null`).
+            let regular = f.metadata().is_ok_and(|m| m.is_file());
+            let dir = cfg.output.parent().filter(|_| regular).map(|d| {
+                if d.as_os_str().is_empty() {
+                    Path::new(".")
+                } else {
+                    d
+                }
+            });
             let file = PerfDataWriter::new(f, descs).with_context(|| write_failed.clone())?;
-            Some(RecordWriter::new(file, layouts.out))
+            Some(RecordWriter::new(file, layouts.out, dir))
         }
         None => None,
     };
@@ -288,19 +298,17 @@ pub(crate) fn record<H: Live>(run: Run<'_>, tool: &mut H) -> Result<Recorded> {
             let sync_end = opened.clock.monotonic_at(end).map(|m| (end, m));
             stats.set_clock_sync(sync_start, sync_end);
         }
-        let mut w = w;
-        features.recovered_marks = std::mem::take(&mut w.recovered);
         if let Some(stats) = &mut features.memperf_stats
-            && w.recovered_unmarked > 0
+            && w.recovered.dropped > 0
         {
             stats
                 .counts
-                .push(("recovered_unmarked".to_string(), w.recovered_unmarked));
+                .push(("recovered_unmarked".to_string(), w.recovered.dropped));
         }
         data_bytes = w.writer.data_bytes();
         file_bytes = w
             .writer
-            .finish(&features)
+            .finish_with_marks(&features, Some(&w.recovered))
             .with_context(|| format!("failed to finish `{}`", cfg.output.display()))?;
     }
     let pages = opened
