@@ -783,22 +783,6 @@ impl Unwinders {
     pub fn cached_files(&self) -> usize {
         self.elf_cache.len()
     }
-
-    /// The bytes of unwind tables kept for files that no live process maps (past them the
-    /// least recently used go).
-    pub fn elf_unused_budget(&self) -> usize {
-        elf::unused_budget()
-    }
-
-    /// The processes whose modules are held.
-    pub fn processes(&self) -> usize {
-        self.procs.len()
-    }
-
-    /// The pids of those processes.
-    pub fn pids(&self) -> impl Iterator<Item = u32> + '_ {
-        self.procs.keys().copied()
-    }
 }
 
 /// Names a file for the caches of code read from processes: its path, device and inode,
