@@ -185,6 +185,16 @@ impl ProcessMaps {
         self.heaps.remove(&pid);
     }
 
+    /// The processes whose mappings are held.
+    pub fn processes(&self) -> usize {
+        self.by_pid.len()
+    }
+
+    /// The pids of those processes.
+    pub fn pids(&self) -> impl Iterator<Item = u32> + '_ {
+        self.by_pid.keys().copied()
+    }
+
     /// fork: the child starts with the parent's mappings.
     pub fn fork(&mut self, child: u32, parent: u32) {
         if child == parent {

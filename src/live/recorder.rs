@@ -22,7 +22,7 @@ use crate::perfdata::{
 use crate::procfs;
 use crate::records::{self, ParseInfo, Sample};
 use crate::session::{
-    EventType, Handler, Keep, Processes, SampleCtx, SampleData, Session, SideBand,
+    EventType, Handler, Keep, Processes, Reaper, SampleCtx, SampleData, Session, SideBand,
 };
 use crate::sys::child::ExitStatusInfo;
 use crate::sys::diagnose::SystemFacts;
@@ -139,8 +139,18 @@ pub(crate) fn record<H: Live>(run: Run<'_>, tool: &mut H) -> Result<Recorded> {
     let (layouts, descs) = describe_events(&opened, online)?;
     let writer = match out_file {
         Some(f) => {
+            // The recovered marks' temporary file goes beside a recording on disk (not in
+            // /dev for `-o /dev/null`).
+            let regular = f.metadata().is_ok_and(|m| m.is_file());
+            let dir = cfg.output.parent().filter(|_| regular).map(|d| {
+                if d.as_os_str().is_empty() {
+                    Path::new(".")
+                } else {
+                    d
+                }
+            });
             let file = PerfDataWriter::new(f, descs).with_context(|| write_failed.clone())?;
-            Some(RecordWriter::new(file, layouts.out))
+            Some(RecordWriter::new(file, layouts.out, dir))
         }
         None => None,
     };
@@ -241,6 +251,8 @@ pub(crate) fn record<H: Live>(run: Run<'_>, tool: &mut H) -> Result<Recorded> {
         on_signal: run.on_signal,
     };
     let mut round_buf = Vec::with_capacity(16);
+    // The processes whose EXIT record was lost go too (see `session::reap`).
+    let mut reaper = cfg.side_band.then(Reaper::new);
     let mut checkpoint = Instant::now();
     let reason = driver.run_until(&mut session, &mut tee, &until, |session, tee, round| {
         if let Some(w) = &mut tee.writer {
@@ -259,6 +271,9 @@ pub(crate) fn record<H: Live>(run: Run<'_>, tool: &mut H) -> Result<Recorded> {
                     .checkpoint()
                     .with_context(|| write_failed.clone())?;
             }
+        }
+        if let Some(r) = &mut reaper {
+            r.round(session, round.now, super::drain::HOLD_BACK_NS);
         }
         tee.tool.round(session, round)
     })?;
@@ -283,19 +298,17 @@ pub(crate) fn record<H: Live>(run: Run<'_>, tool: &mut H) -> Result<Recorded> {
             let sync_end = opened.clock.monotonic_at(end).map(|m| (end, m));
             stats.set_clock_sync(sync_start, sync_end);
         }
-        let mut w = w;
-        features.recovered_marks = std::mem::take(&mut w.recovered);
         if let Some(stats) = &mut features.memperf_stats
-            && w.recovered_unmarked > 0
+            && w.recovered.dropped > 0
         {
             stats
                 .counts
-                .push(("recovered_unmarked".to_string(), w.recovered_unmarked));
+                .push(("recovered_unmarked".to_string(), w.recovered.dropped));
         }
         data_bytes = w.writer.data_bytes();
         file_bytes = w
             .writer
-            .finish(&features)
+            .finish_with_marks(&features, Some(&w.recovered))
             .with_context(|| format!("failed to finish `{}`", cfg.output.display()))?;
     }
     let pages = opened
@@ -589,6 +602,12 @@ fn memperf_stats(session: &Session) -> MemperfStats {
             counts.push((format!("rejected.{name}"), n));
         }
     }
+    // What the process table held (README, "Memory").
+    let held = session.procs().held();
+    counts.extend([
+        ("held_processes_peak".to_string(), held.peak as u64),
+        ("reaped_processes".to_string(), held.reaped),
+    ]);
     // How long after its time each stack past its copy was unwound (read from the live
     // process), when one was.
     let d = &st.read_delay;

@@ -4,7 +4,7 @@
 
 use std::io;
 
-use crate::perfdata::{PerfDataWriter, RecoveredMark};
+use crate::perfdata::{MarkLog, PerfDataWriter, RecoveredMark};
 use crate::records::{self, ParseInfo};
 use crate::session::{Handler, SampleCtx, SideBand};
 
@@ -16,23 +16,24 @@ pub struct RecordWriter {
     out_infos: Vec<ParseInfo>,
     buf: Vec<u8>,
     /// The samples whose stacks were finished from the live process, for the file's
-    /// feature section (readers mark those frames), at most [`MAX_MARKS`]; the others are
-    /// counted (their frames are written all the same, unmarked).
-    pub recovered: Vec<RecoveredMark>,
-    pub recovered_unmarked: u64,
+    /// feature section (readers mark those frames): in a temporary file beside the
+    /// recording, not in memory (see `perfdata::MarkLog`).
+    pub recovered: MarkLog,
 }
 
-/// Marks kept for one recording (16 MiB): memory stays bounded on a recording of days.
-pub const MAX_MARKS: usize = 1 << 20;
-
 impl RecordWriter {
-    pub fn new(writer: PerfDataWriter, out_infos: Vec<ParseInfo>) -> RecordWriter {
+    /// `dir`: the recording's directory, where the marks' temporary file goes (else the
+    /// temporary directory).
+    pub fn new(
+        writer: PerfDataWriter,
+        out_infos: Vec<ParseInfo>,
+        dir: Option<&std::path::Path>,
+    ) -> RecordWriter {
         RecordWriter {
             writer,
             out_infos,
             buf: Vec::with_capacity(2048),
-            recovered: Vec::new(),
-            recovered_unmarked: 0,
+            recovered: MarkLog::new(dir),
         }
     }
 }
@@ -40,11 +41,7 @@ impl RecordWriter {
 impl Handler for RecordWriter {
     fn sample(&mut self, s: &SampleCtx<'_>) -> io::Result<()> {
         if let (Some(first), Some(time), Some(tid)) = (s.recovered, s.sample.time, s.sample.tid) {
-            if self.recovered.len() < MAX_MARKS {
-                self.recovered.push(RecoveredMark { time, tid, first });
-            } else {
-                self.recovered_unmarked += 1;
-            }
+            self.recovered.push(RecoveredMark { time, tid, first });
         }
         let Some(info) = self.out_infos.get(s.ev) else {
             return self.writer.write_record(s.bytes);

@@ -148,7 +148,7 @@ pub struct RecoveredMark {
 }
 
 /// `u64 count`, then `{ u64 time; u32 tid; u32 first; }` per mark.
-fn encode_marks(marks: &[RecoveredMark]) -> Vec<u8> {
+pub(super) fn encode_marks(marks: &[RecoveredMark]) -> Vec<u8> {
     let mut v = Vec::with_capacity(8 + 16 * marks.len());
     v.extend_from_slice(&(marks.len() as u64).to_ne_bytes());
     for m in marks {

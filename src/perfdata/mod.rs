@@ -7,6 +7,7 @@
 use perf_event_open_sys::bindings::{__BindgenBitfieldUnit, perf_event_attr};
 
 mod features;
+mod marks;
 mod pipe;
 mod reader;
 #[cfg(test)]
@@ -15,6 +16,7 @@ pub(crate) mod tracing_data;
 mod writer;
 
 pub use features::{BuildIdEntry, ClockData, Features, MemperfStats, ReadFeatures, RecoveredMark};
+pub use marks::MarkLog;
 pub use reader::{PerfDataFile, RawFileRecord, RecordIter, StreamError};
 pub use tracing_data::{TracepointFormat, tracing_data};
 pub use writer::{PerfDataWriter, create_output, unsafe_to_replace};

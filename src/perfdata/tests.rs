@@ -245,6 +245,41 @@ fn written_file_reads_back() {
 }
 
 #[test]
+fn recovered_marks_spilled_to_a_temporary_file_read_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("marks.data");
+    let attr = pf_attr();
+    let ids = vec![1001, 1002];
+    let buf = pf_records(3, &ParseInfo::from_attr(&attr), &ids);
+    let events = vec![EventDesc {
+        attr,
+        name: "page-faults".into(),
+        ids,
+    }];
+    let mut w = PerfDataWriter::create(&path, events).unwrap();
+    w.write_record(&buf).unwrap();
+    // Several batches: most of the marks are in the log's file, the last ones in memory.
+    let marks: Vec<RecoveredMark> = (0..10_000u64)
+        .map(|i| RecoveredMark {
+            time: 2_000_000 + i,
+            tid: 7 + (i % 3) as u32,
+            first: (i % 11) as u32,
+        })
+        .collect();
+    let mut log = MarkLog::new(Some(dir.path()));
+    marks.iter().for_each(|m| log.push(*m));
+    assert!(log.memory() < 16 * 10_000, "the marks stayed in memory");
+    let features = test_features();
+    let total = w.finish_with_marks(&features, Some(&log)).unwrap();
+    assert_eq!(std::fs::metadata(&path).unwrap().len(), total);
+    let f = PerfDataFile::open(&path).unwrap();
+    assert_eq!(f.features.recovered_marks, marks);
+    // The sections on either side of it read back too.
+    assert_eq!(f.features.memperf_stats, features.memperf_stats);
+    assert_eq!(f.features.build_ids, features.build_ids);
+}
+
+#[test]
 fn perf_script_and_report_read_written_file() {
     if !have_perf() {
         return;

@@ -10,9 +10,10 @@ use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
 use std::path::Path;
 
 use super::{
-    ATTR_SIZE_MAX, EventDesc, FILE_HEADER_SIZE, Features, PERF_MAGIC, attr_file_bytes,
+    ATTR_SIZE_MAX, EventDesc, FILE_HEADER_SIZE, Features, MarkLog, PERF_MAGIC, attr_file_bytes,
     attr_min_size,
 };
+use crate::abi::HEADER_MEMPERF_RECOVERED;
 
 /// Streams records into a perf.data file; [`PerfDataWriter::finish`] makes it valid.
 pub struct PerfDataWriter {
@@ -168,20 +169,44 @@ impl PerfDataWriter {
 
     /// Writes the feature sections after the data, then the final header; syncs the file.
     /// Returns the total file size.
-    pub fn finish(mut self, features: &Features) -> io::Result<u64> {
-        let sections = features.encode(&self.events, self.attr_size);
+    pub fn finish(self, features: &Features) -> io::Result<u64> {
+        self.finish_with_marks(features, None)
+    }
+
+    /// [`Self::finish`], the recovered marks' section copied from `marks` (when it holds
+    /// any, in place of `features.recovered_marks`).
+    pub fn finish_with_marks(
+        mut self,
+        features: &Features,
+        marks: Option<&MarkLog>,
+    ) -> io::Result<u64> {
+        let mut sections = features.encode(&self.events, self.attr_size);
+        let marks = marks.filter(|m| !m.is_empty());
+        if marks.is_some() {
+            // Its body is streamed from the log below, at its place in bit order.
+            sections.retain(|(bit, _)| *bit != HEADER_MEMPERF_RECOVERED);
+            sections.push((HEADER_MEMPERF_RECOVERED, Vec::new()));
+            sections.sort_by_key(|&(bit, _)| bit);
+        }
+        let len = |bit: u32, body: &Vec<u8>| match marks {
+            Some(m) if bit == HEADER_MEMPERF_RECOVERED => m.section_len(),
+            _ => body.len() as u64,
+        };
         let table_offset = self.data_offset + self.data_size;
         let mut pos = table_offset + 16 * sections.len() as u64;
         let mut table = Vec::new();
         let mut bitmap = [0u64; 4];
         for (bit, body) in &sections {
-            section(&mut table, pos, body.len() as u64);
-            pos += body.len() as u64;
+            section(&mut table, pos, len(*bit, body));
+            pos += len(*bit, body);
             bitmap[(*bit / 64) as usize] |= 1 << (bit % 64);
         }
         self.out.write_all(&table)?;
-        for (_, body) in &sections {
-            self.out.write_all(body)?;
+        for (bit, body) in &sections {
+            match marks {
+                Some(m) if *bit == HEADER_MEMPERF_RECOVERED => m.write_section(&mut self.out)?,
+                _ => self.out.write_all(body)?,
+            }
         }
 
         let h = self.header(bitmap);

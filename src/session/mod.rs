@@ -10,6 +10,7 @@
 mod delay;
 pub mod order;
 mod processes;
+mod reap;
 mod twins;
 
 pub use delay::ReadDelay;
@@ -30,7 +31,8 @@ use crate::records::{self, ParseInfo, Record, Sample, U64Iter};
 use crate::sys::clock::ClockOffset;
 use crate::unwind::{UnwindMode, UnwindOutcome, Unwinders, UserRegs};
 
-pub use processes::Processes;
+pub use processes::{EXITED_FILES_MAX, Processes};
+pub use reap::Reaper;
 pub use twins::SampleData;
 
 /// A sample as a handler receives it: parsed once, with its event and context.

@@ -30,7 +30,26 @@ pub struct Processes {
     /// (pid, path) of executable file mappings, and the pids that had samples, when kept
     /// (the recorder's list of files whose build-ids go in the file).
     dsos: Option<Dsos>,
+    held: Held,
 }
+
+/// How much of the table was held, for the summary: the bound on what memperf keeps per
+/// process (see README, "Memory").
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Held {
+    /// The most processes whose state was held at once.
+    pub peak: usize,
+    /// Processes dropped because `/proc` showed them gone though no EXIT record came (it
+    /// was lost with a full ring, or the process exited before the recording began).
+    pub reaped: u64,
+    /// Executable files of exited processes left out of the build-id list past
+    /// [`EXITED_FILES_MAX`].
+    pub files_left_out: u64,
+}
+
+/// Files of exited processes that had samples, kept for the build-id list: one path each
+/// (~100 bytes), so a recording that sees a million distinct binaries stays within a few MiB.
+pub const EXITED_FILES_MAX: usize = 16 << 10;
 
 #[derive(Default)]
 struct Dsos {
@@ -54,7 +73,50 @@ impl Processes {
             unwinders,
             comms: comms.then(FxHashMap::default),
             dsos: dsos.then(Dsos::default),
+            held: Held::default(),
         }
+    }
+
+    /// Processes whose state is held now (mappings or unwinding state).
+    pub fn held_now(&self) -> usize {
+        let unwinding = self.unwinders.as_ref().map_or(0, Unwinders::processes);
+        let mapped = self.maps.as_ref().map_or(0, ProcessMaps::processes);
+        unwinding.max(mapped)
+    }
+
+    pub fn held(&self) -> Held {
+        Held {
+            peak: self.held.peak.max(self.held_now()),
+            ..self.held
+        }
+    }
+
+    fn note_held(&mut self) {
+        self.held.peak = self.held.peak.max(self.held_now());
+    }
+
+    /// Every pid some part of the table holds state for, sorted, into `out`.
+    pub(super) fn pids(&self, out: &mut Vec<u32>) {
+        out.clear();
+        if let Some(u) = &self.unwinders {
+            out.extend(u.pids());
+        }
+        if let Some(m) = &self.maps {
+            out.extend(m.pids());
+        }
+        if let Some(d) = &self.dsos {
+            out.extend(d.exec_maps.iter().map(|(pid, _)| *pid));
+            out.extend(d.sampled_pids.iter().copied());
+        }
+        out.sort_unstable();
+        out.dedup();
+    }
+
+    /// Drops process `pid` as its EXIT record would have: `/proc` showed it gone and every
+    /// record it wrote has been handled (see `session::reap`).
+    pub(super) fn reap(&mut self, pid: u32) {
+        self.exit_process(pid);
+        self.held.reaped += 1;
     }
 
     /// Every process's mappings, when the session keeps them.
@@ -165,30 +227,40 @@ impl Processes {
                     c.remove(&tid);
                 }
             }
-            Record::Exit { pid, tid, .. } if pid == tid => {
-                if let Some(m) = &mut self.maps {
-                    m.exit(pid);
+            Record::Exit { pid, tid, .. } if pid == tid => self.exit_process(pid),
+            _ => {}
+        }
+    }
+
+    /// A process exited: its mappings and unwinding state go (its name stays, see above);
+    /// of its executable files, those it had samples in stay for the build-id list.
+    fn exit_process(&mut self, pid: u32) {
+        self.note_held();
+        if let Some(m) = &mut self.maps {
+            m.exit(pid);
+        }
+        if let Some(u) = &mut self.unwinders {
+            u.handle_exit(pid);
+        }
+        if let Some(d) = &mut self.dsos {
+            let sampled = d.sampled_pids.remove(&pid);
+            let mine: Vec<(u32, Vec<u8>)> = d
+                .exec_maps
+                .iter()
+                .filter(|(p, _)| *p == pid)
+                .cloned()
+                .collect();
+            for entry in mine {
+                d.exec_maps.remove(&entry);
+                if !sampled || d.exited_hits.contains_key(&entry.1) {
+                    continue;
                 }
-                if let Some(u) = &mut self.unwinders {
-                    u.handle_exit(pid);
-                }
-                if let Some(d) = &mut self.dsos {
-                    let sampled = d.sampled_pids.remove(&pid);
-                    let mine: Vec<(u32, Vec<u8>)> = d
-                        .exec_maps
-                        .iter()
-                        .filter(|(p, _)| *p == pid)
-                        .cloned()
-                        .collect();
-                    for entry in mine {
-                        d.exec_maps.remove(&entry);
-                        if sampled {
-                            d.exited_hits.entry(entry.1).or_insert(pid);
-                        }
-                    }
+                if d.exited_hits.len() < EXITED_FILES_MAX {
+                    d.exited_hits.insert(entry.1, pid);
+                } else {
+                    self.held.files_left_out += 1;
                 }
             }
-            _ => {}
         }
     }
 

@@ -235,6 +235,11 @@ fn budget_from_env() -> Option<usize> {
     Some(mb.max(1) << 20)
 }
 
+/// The budget of unwind data kept for files no live process maps.
+pub(crate) fn unused_budget() -> usize {
+    budget_from_env().unwrap_or(UNUSED_BYTES_BUDGET)
+}
+
 impl ElfInfo {
     /// The bytes of the sections it holds.
     pub(crate) fn bytes(&self) -> usize {
@@ -341,7 +346,7 @@ impl ElfCache {
     /// hold at most 3/4 of the budget (so that eviction runs once per many loads).
     fn evict(&mut self) {
         if self.budget == 0 {
-            self.budget = budget_from_env().unwrap_or(UNUSED_BYTES_BUDGET);
+            self.budget = unused_budget();
         }
         let budget = self.budget;
         let unused = |e: &CacheEntry| !e.info.as_ref().is_ok_and(|i| i.in_use());

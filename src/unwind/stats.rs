@@ -239,3 +239,22 @@ pub struct StackNeed {
     /// lower bound otherwise).
     pub cut: bool,
 }
+
+/// What the unwinders hold, for the summary's bounds (README, "Memory").
+impl super::Unwinders {
+    /// The bytes of unwind tables kept for files that no live process maps (past them the
+    /// least recently used go).
+    pub fn elf_unused_budget(&self) -> usize {
+        super::elf::unused_budget()
+    }
+
+    /// The processes whose modules are held.
+    pub fn processes(&self) -> usize {
+        self.procs.len()
+    }
+
+    /// The pids of those processes.
+    pub fn pids(&self) -> impl Iterator<Item = u32> + '_ {
+        self.procs.keys().copied()
+    }
+}

@@ -137,6 +137,7 @@ pub fn summary_lines(info: &EndInfo<'_>) -> Vec<String> {
             info.drain.corrupt_rings, info.drain.corrupt_bytes
         ));
     }
+    lines.extend(held_lines(info.session));
     for note in info.notes {
         lines.push(format!("  note: {note}"));
     }
@@ -159,6 +160,49 @@ pub fn print_end(info: &EndInfo<'_>) {
     for line in summary_lines(info) {
         eprintln!("{line}");
     }
+}
+
+/// What memperf held of the processes it saw (the bound README's "Memory" states): the most
+/// processes at once, those dropped without an EXIT record, and the files whose unwind
+/// tables it kept.
+fn held_lines(session: &Session) -> Vec<String> {
+    let procs = session.procs();
+    let h = procs.held();
+    if h.peak == 0 {
+        return Vec::new();
+    }
+    let mut line = format!(
+        "  held the state of at most {} processes at once ({} at the end)",
+        h.peak,
+        procs.held_now()
+    );
+    if h.reaped > 0 {
+        line.push_str(&format!(
+            "; {} exited without an EXIT record (lost, or before the start): dropped once /proc \
+             showed them gone",
+            h.reaped
+        ));
+    }
+    let mut lines = vec![line];
+    if let Some(u) = session.unwinders() {
+        let s = u.stats();
+        lines.push(format!(
+            "  held the unwind tables of {} files ({:.1} MiB; {} evicted, least recently used \
+             first, past {} MiB of files no process maps)",
+            u.cached_files(),
+            s.elf_cache_bytes as f64 / (1 << 20) as f64,
+            s.elf_cache_evictions,
+            u.elf_unused_budget() >> 20
+        ));
+    }
+    if h.files_left_out > 0 {
+        lines.push(format!(
+            "  {} files of exited processes left out of the build-id list (at most {} kept)",
+            h.files_left_out,
+            crate::session::EXITED_FILES_MAX
+        ));
+    }
+    lines
 }
 
 /// JIT functions unwound by their jitdump's unwind info, those left out, and the dumps that
