@@ -30,7 +30,7 @@ use crate::records::{self, ParseInfo, Record, Sample, U64Iter};
 use crate::sys::clock::ClockOffset;
 use crate::unwind::{UnwindMode, UnwindOutcome, Unwinders, UserRegs};
 
-pub use processes::Processes;
+pub use processes::{Processes, executable};
 pub use twins::SampleData;
 
 /// A sample as a handler receives it: parsed once, with its event and context.
