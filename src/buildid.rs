@@ -123,11 +123,37 @@ pub fn keep_in_cache_at(dir: &Path, file: &Path) -> io::Result<Option<Vec<u8>>> 
     let Some(id) = file_build_id(file)? else {
         return Ok(None);
     };
+    if cache_path(dir, &id).is_some_and(|p| !p.exists()) {
+        let src = crate::mapped::open_regular(file, None)?;
+        keep_open_at(dir, &id, &src)?;
+    }
+    Ok(Some(id))
+}
+
+/// The build-id of the ELF file open as `file` (read from its headers and notes, whatever
+/// its offset), `None` when it is not an object file or has none.
+pub fn open_file_build_id(file: &File) -> Option<Vec<u8>> {
+    build_id_of(&ReadCache::new(file))
+}
+
+/// Keeps the binary open as `src`, whose build-id is `id` (a file held open while it was
+/// deleted or replaced), in the build-id cache: a no-op without a cache directory.
+pub fn keep_open_in_cache(id: &[u8], src: &File) -> io::Result<()> {
+    match cache_dir() {
+        Some(dir) => keep_open_at(&dir, id, src),
+        None => Ok(()),
+    }
+}
+
+/// [`keep_open_in_cache`] with the cache in `dir`, walked as [`keep_in_cache_at`] walks it;
+/// the whole of `src` is copied from its start.
+fn keep_open_at(dir: &Path, id: &[u8], src: &File) -> io::Result<()> {
+    use std::io::{Seek, SeekFrom};
     let Some((first, rest)) = id.split_first().filter(|(_, r)| !r.is_empty()) else {
-        return Ok(Some(id));
+        return Ok(());
     };
-    if cache_path(dir, &id).is_some_and(|p| p.exists()) {
-        return Ok(Some(id));
+    if cache_path(dir, id).is_some_and(|p| p.exists()) {
+        return Ok(());
     }
     let parts = [
         ".build-id".to_string(),
@@ -135,7 +161,6 @@ pub fn keep_in_cache_at(dir: &Path, file: &Path) -> io::Result<Option<Vec<u8>>> 
         crate::symbolize::hex(rest),
     ];
     let at = open_cache_dirs(dir, &parts)?;
-    let mut src = crate::mapped::open_regular(file, None)?;
     // Written aside and renamed: a reader never sees half a binary.
     let tmp = OsStr::new("elf.tmp");
     let mut out = match dirat::create_new_at(&at, tmp, 0o600) {
@@ -146,9 +171,11 @@ pub fn keep_in_cache_at(dir: &Path, file: &Path) -> io::Result<Option<Vec<u8>>> 
         }
         r => r?,
     };
+    let mut src = src;
+    src.seek(SeekFrom::Start(0))?;
     io::copy(&mut src, &mut out)?;
     dirat::rename_at(&at, tmp, OsStr::new("elf"))?;
-    Ok(Some(id))
+    Ok(())
 }
 
 /// Opens `root/parts...`, creating what is missing, one directory at a time: never through

@@ -4,6 +4,7 @@
 
 pub mod drain;
 pub mod driver;
+pub mod keep;
 pub mod open;
 pub mod probes;
 pub mod recorder;

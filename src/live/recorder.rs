@@ -10,6 +10,7 @@ use anyhow::{Context, Result, anyhow};
 
 use super::drain::DrainStats;
 use super::driver::{self, Driver, Flow, OnSignal, Round, SignalState, StopReason, Until};
+use super::keep::KeptBinaries;
 use super::open::{self, Opened, ResolvedEvent};
 use super::synth;
 use super::writer::RecordWriter;
@@ -290,8 +291,8 @@ pub(crate) fn record<H: Live>(run: Run<'_>, tool: &mut H) -> Result<Recorded> {
             .with_context(|| write_failed.clone())?;
     }
     let (mut file_bytes, mut data_bytes) = (0, 0);
-    if let Some(w) = tee.writer.take() {
-        let mut features = build_features(cfg, &opened, &session, clock);
+    if let Some(mut w) = tee.writer.take() {
+        let mut features = build_features(cfg, &opened, &session, clock, &mut w.kept);
         // Where the run ended on the sample clock: a replay's intervals end there too.
         if let (Some(stats), Some(end)) = (&mut features.memperf_stats, done.now) {
             stats.counts.push(("end_time".to_string(), end));
@@ -494,6 +495,7 @@ fn build_features(
     opened: &Opened,
     session: &Session,
     clock: Option<ClockData>,
+    kept: &mut KeptBinaries,
 ) -> Features {
     let mut f = Features::from_system(cfg.cmdline.clone());
     if let Some(tfs) = &opened.tracefs {
@@ -520,7 +522,30 @@ fn build_features(
             f.tracing_data = Some(tracing_data(&hp, &he, &formats, &printk));
         }
     }
+    let hit: rustc_hash::FxHashSet<Vec<u8>> = session
+        .procs()
+        .hit_dsos()
+        .map(|(_, path)| path.to_vec())
+        .collect();
+    // The files learned at their first mapping, each by its own build-id (two builds at
+    // one path apart), the deleted or replaced ones kept in the build-id cache.
     let mut seen = rustc_hash::FxHashSet::default();
+    for k in kept.finish(&hit, DELETED_COPY_TIMEOUT) {
+        seen.insert(k.path.clone());
+        f.build_ids.push(BuildIdEntry {
+            pid: k.pid as i32,
+            kernel: false,
+            build_id: k.build_id,
+            filename: String::from_utf8_lossy(&k.path).into_owned(),
+        });
+    }
+    if kept.stats.lost > 0 {
+        eprintln!(
+            "memperf: warning: {} executable files deleted or replaced during the recording \
+             could not be kept in the build-id cache: their frames will be unnamed",
+            kept.stats.lost
+        );
+    }
     let mut hung = false;
     for (pid, path) in session.procs().hit_dsos() {
         if !seen.insert(path.to_vec()) {
@@ -569,7 +594,16 @@ fn build_features(
         f.clockid = Some(1);
     }
     f.clock_data = clock;
-    f.memperf_stats = Some(memperf_stats(session));
+    let mut stats = memperf_stats(session);
+    let k = kept.stats;
+    stats.counts.extend([
+        ("binaries_learned".to_string(), k.learned),
+        ("binaries_unreadable".to_string(), k.unreadable),
+        ("binaries_released".to_string(), k.released),
+        ("binaries_kept".to_string(), k.kept),
+        ("binaries_lost".to_string(), k.lost),
+    ]);
+    f.memperf_stats = Some(stats);
     f
 }
 

@@ -4,6 +4,7 @@
 
 use std::io;
 
+use crate::live::keep::KeptBinaries;
 use crate::perfdata::{MarkLog, PerfDataWriter, RecoveredMark};
 use crate::records::{self, ParseInfo};
 use crate::session::{Handler, SampleCtx, SideBand};
@@ -19,6 +20,9 @@ pub struct RecordWriter {
     /// feature section (readers mark those frames): in a temporary file beside the
     /// recording, not in memory (see `perfdata::MarkLog`).
     pub recovered: MarkLog,
+    /// The executable files mapped, learned at their first MMAP2: their records are written
+    /// with their build-ids, and the files kept while they are recorded.
+    pub kept: KeptBinaries,
 }
 
 impl RecordWriter {
@@ -34,6 +38,7 @@ impl RecordWriter {
             out_infos,
             buf: Vec::with_capacity(2048),
             recovered: MarkLog::new(dir),
+            kept: KeptBinaries::default(),
         }
     }
 }
@@ -70,14 +75,46 @@ impl Handler for RecordWriter {
     }
 
     fn side_band(&mut self, r: &SideBand<'_>) -> io::Result<()> {
-        let Some(id) = r.canonical_id else {
+        let build_id = self.kept.mmap_build_id(r);
+        if r.canonical_id.is_none() && build_id.is_none() {
             return self.writer.write_record(r.bytes);
-        };
+        }
         // A record of an event opened again during the run: the file names the event by
         // its first ids only, so the record's id becomes one of them.
-        renamed(r.bytes, id, &mut self.buf);
+        match r.canonical_id {
+            Some(id) => renamed(r.bytes, id, &mut self.buf),
+            None => {
+                self.buf.clear();
+                self.buf.extend_from_slice(r.bytes);
+            }
+        }
+        if let Some(build_id) = build_id {
+            with_build_id(&mut self.buf, build_id);
+        }
         self.writer.write_record(&self.buf)
     }
+}
+
+/// Offset of an MMAP2 record's device, inode and generation (header, pid, tid, addr, len,
+/// pgoff), the 24 bytes that hold a build-id instead under `PERF_RECORD_MISC_MMAP_BUILD_ID`.
+const MMAP2_FILE_ID: std::ops::Range<usize> = 40..64;
+
+/// Turns the MMAP2 record `rec` into its `PERF_RECORD_MISC_MMAP_BUILD_ID` form, with
+/// `build_id` (its size byte, 3 bytes of padding, the id padded to 20) where the device and
+/// inode were: what the kernel writes for perf's `--buildid-mmap`, so that a reader keys the
+/// mapping by the build of the file it mapped, not by a path another file may hold now. An
+/// id over 20 bytes does not fit and leaves the record as it was.
+fn with_build_id(rec: &mut [u8], build_id: &[u8]) {
+    use perf_event_open_sys::bindings::PERF_RECORD_MISC_MMAP_BUILD_ID;
+    if build_id.len() > 20 || rec.len() < MMAP2_FILE_ID.end {
+        return;
+    }
+    let mut area = [0u8; 24];
+    area[0] = build_id.len() as u8;
+    area[4..4 + build_id.len()].copy_from_slice(build_id);
+    rec[MMAP2_FILE_ID].copy_from_slice(&area);
+    let misc = u16::from_ne_bytes([rec[4], rec[5]]) | PERF_RECORD_MISC_MMAP_BUILD_ID as u16;
+    rec[4..6].copy_from_slice(&misc.to_ne_bytes());
 }
 
 /// `bytes`, a side-band record of an event opened again, into `out` with `id` (one of the
@@ -146,5 +183,44 @@ mod tests {
         let short = record(b::PERF_RECORD_UNTHROTTLE, &[77]);
         renamed(&short, 7, &mut out);
         assert_eq!(out, record(b::PERF_RECORD_UNTHROTTLE, &[7]));
+    }
+
+    #[test]
+    fn an_mmap2_with_a_device_and_inode_becomes_its_build_id_form() {
+        use crate::records::{Mmap2Fields, ParseInfo, SampleId, encode_mmap2};
+        let info = ParseInfo::default();
+        let sid = SampleId::default();
+        let id = [0xabu8; 20];
+        let fields = Mmap2Fields {
+            pid: 7,
+            tid: 7,
+            addr: 0x1000,
+            len: 0x2000,
+            pgoff: 0,
+            maj: 8,
+            min: 1,
+            ino: 1234,
+            ino_generation: 5,
+            build_id: None,
+            prot: libc::PROT_READ as u32 | libc::PROT_EXEC as u32,
+            flags: 2,
+            filename: b"/usr/bin/prog",
+        };
+        let mut rec = Vec::new();
+        encode_mmap2(&mut rec, &fields, &sid, &info);
+        super::with_build_id(&mut rec, &id);
+        let mut want = Vec::new();
+        let with_id = Mmap2Fields {
+            build_id: Some(&id),
+            ..fields
+        };
+        encode_mmap2(&mut want, &with_id, &sid, &info);
+        assert_eq!(rec, want);
+        // An id that does not fit leaves the record as it was.
+        let mut long = Vec::new();
+        encode_mmap2(&mut long, &fields, &sid, &info);
+        let before = long.clone();
+        super::with_build_id(&mut long, &[1u8; 32]);
+        assert_eq!(long, before);
     }
 }

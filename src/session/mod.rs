@@ -31,7 +31,7 @@ use crate::records::{self, ParseInfo, Record, Sample, U64Iter};
 use crate::sys::clock::ClockOffset;
 use crate::unwind::{UnwindMode, UnwindOutcome, Unwinders, UserRegs};
 
-pub use processes::{EXITED_FILES_MAX, Processes};
+pub use processes::{EXITED_FILES_MAX, Processes, executable};
 pub use reap::Reaper;
 pub use twins::SampleData;
 

@@ -52,6 +52,18 @@ pub fn effective_uid() -> u32 {
     unsafe { libc::geteuid() }
 }
 
+/// The soft limit on this process's open files (`RLIMIT_NOFILE`); 1024, the usual default,
+/// when it cannot be read.
+pub fn open_files_limit() -> u64 {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes one rlimit into the valid, exclusively borrowed `lim`.
+    let ok = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } == 0;
+    if ok { lim.rlim_cur } else { 1024 }
+}
+
 /// The system page size in bytes (4096 when sysconf fails, which it does not on Linux).
 pub fn page_size() -> usize {
     // SAFETY: sysconf has no memory-safety preconditions.
