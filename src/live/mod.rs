@@ -5,6 +5,7 @@
 pub mod drain;
 pub mod driver;
 pub mod open;
+pub(crate) mod priority;
 pub mod probes;
 pub mod recorder;
 pub mod resize;
