@@ -13,7 +13,7 @@
 //! thread, after the command was forked (which keeps its own nice value); the reader never
 //! spins, so it takes a CPU from the others only while it has records to take.
 
-use crate::cli::RecordConfig;
+use crate::cli::{RecordConfig, Target};
 
 /// The reader's nice value while it drains such events (weight 29154 against 1024: ~30
 /// times a default thread's share of a CPU).
@@ -31,10 +31,15 @@ pub(crate) enum Raised {
 }
 
 /// Lowers the calling thread's nice value to [`READER_NICE`] (or `MEMPERF_READER_NICE`,
-/// for benchmarks: `0` leaves it as it is) when `cfg` records DWARF stacks at every hit and
-/// they are unwound while recording (`online`).
+/// for benchmarks: `0` leaves it as it is) when `cfg` records DWARF stacks at every hit of
+/// a command or of given processes and they are unwound while recording (`online`).
+///
+/// Never for a system-wide recording (`-a`, `-C`): there the reader would take precedence
+/// over every process of the machine, and it lost more, not less (a page-fault recording
+/// with `-a` beside other compile jobs lost 8,000 to 33,000 faults in 4 runs of 6 at nice
+/// -15, in 1 of 10 at the default; tests/twins.rs, `memperfs_child_before_its_exec_...`).
 pub(crate) fn raise_for(cfg: &RecordConfig, online: bool) -> Raised {
-    if !online || !super::open::dwarf_at_every_hit(cfg) {
+    if !online || cfg.target == Target::SystemWide || !super::open::dwarf_at_every_hit(cfg) {
         return Raised::Unchanged;
     }
     let wanted = std::env::var("MEMPERF_READER_NICE")
