@@ -5,6 +5,7 @@
 #   memperf before   MEMPERF_READER_NICE=0 -m 4096: the reader at the default priority and
 #                    16 MiB rings, as before live::priority (or the binary OLD, if given)
 #   memperf          the defaults: the reader at nice -15, 64 MiB rings (2 to 4 CPUs)
+#   memperf auto     the default call graph, dwarf,auto (8 KiB copies until it is resized)
 #   memperf fp       --call-graph fp, for scale (no stack copy)
 #   perf             perf record -e probe_libc:malloc, perf's default rings (512 KiB)
 #   perf -m 16384    perf record with rings as large as memperf's
@@ -55,6 +56,7 @@ before = (memperf_case(old, dwarf) if old else
 cases = {
     "memperf before": before,
     "memperf": memperf_case(memperf, dwarf),
+    "memperf auto": memperf_case(memperf, []),
     "memperf fp": memperf_case(memperf, ["--call-graph", "fp"]),
     "perf": perf_case(dwarf),
     "perf -m 16384": perf_case(["-m", "16384", *dwarf]),
