@@ -6,6 +6,7 @@ pub mod drain;
 pub mod driver;
 pub mod keep;
 pub mod open;
+pub(crate) mod priority;
 pub mod probes;
 pub mod recorder;
 pub mod resize;

@@ -229,11 +229,7 @@ pub fn attr_config(
     let period = if ev.counting {
         Period::Count(0)
     } else {
-        ev.spec
-            .terms
-            .period
-            .or(cfg.period)
-            .unwrap_or_else(|| ev.spec.default_period())
+        period_of(cfg, &ev.spec)
     };
     if matches!(period, Period::Frequency(_)) {
         // Only a frequency makes the period vary. For a fixed period the bit would be wrong:
@@ -382,30 +378,6 @@ pub fn target_tids(target: &Target, child: Option<i32>) -> Result<Vec<i32>> {
             tids.iter().map(|&t| t as i32).collect()
         }
     })
-}
-
-/// The default ring size per CPU, in data pages.
-pub fn default_mmap_pages(cfg: &RecordConfig, facts: &SystemFacts) -> usize {
-    let page = crate::sys::page_size().max(1);
-    let privileged = facts.euid == 0 || facts.cap_ipc_lock;
-    let wanted_bytes: usize = match cfg.widest_call_graph() {
-        // 16 MiB holds about 2,000 samples with 8 KiB stacks: several milliseconds of a
-        // fault storm, enough for the reader on the other CPU to keep up.
-        CallGraph::Dwarf { .. } => 16 << 20,
-        _ => 4 << 20,
-    };
-    let mut pages = (wanted_bytes / page).next_power_of_two();
-    if !privileged {
-        let limit_kb = facts.mlock_kb.unwrap_or(516) as usize;
-        let fit = (limit_kb * 1024 / page).saturating_sub(1).max(1);
-        let fit = if fit.is_power_of_two() {
-            fit
-        } else {
-            fit.next_power_of_two() / 2
-        };
-        pages = pages.min(fit.max(1));
-    }
-    pages
 }
 
 /// Opens every (cpu, target, event), one ring per CPU, the other fds redirected to it.
@@ -759,6 +731,8 @@ pub fn check_period(cfg: &RecordConfig) -> Result<()> {
 }
 
 mod resolve;
+mod ring_size;
+pub use ring_size::{default_mmap_pages, dwarf_at_every_hit, period_of};
 #[cfg(test)]
 pub(crate) mod tests;
 

@@ -12,6 +12,7 @@ use super::drain::DrainStats;
 use super::driver::{self, Driver, Flow, OnSignal, Round, SignalState, StopReason, Until};
 use super::keep::KeptBinaries;
 use super::open::{self, Opened, ResolvedEvent};
+use super::priority::{self, Raised};
 use super::synth;
 use super::writer::RecordWriter;
 use crate::cli::{CallGraph, Consume, RecordConfig, Target, UnwindWhen};
@@ -82,6 +83,8 @@ pub(crate) struct Recorded {
     pub data_bytes: u64,
     /// The pages of one ring.
     pub pages: Option<usize>,
+    /// What became of the reader's priority (`live::priority`).
+    pub priority: Raised,
     /// The sample clock at the end.
     pub now: Option<u64>,
     /// The events, still open (disabled): they close when the caller drops this, after its
@@ -137,6 +140,8 @@ pub(crate) fn record<H: Live>(run: Run<'_>, tool: &mut H) -> Result<Recorded> {
 
     let online = matches!(cfg.widest_call_graph(), CallGraph::Dwarf { .. })
         && cfg.unwind == UnwindWhen::Online;
+    // After the command was forked: it keeps the nice value it had.
+    let priority = priority::raise_for(cfg, online);
     let (layouts, descs) = describe_events(&opened, online)?;
     let writer = match out_file {
         Some(f) => {
@@ -329,6 +334,7 @@ pub(crate) fn record<H: Live>(run: Run<'_>, tool: &mut H) -> Result<Recorded> {
         file_bytes,
         data_bytes,
         pages,
+        priority,
         now: done.now,
         session,
         opened,

@@ -132,6 +132,32 @@ pub fn read_process_memory(pid: u32, addr: u64, buf: &mut [u8]) -> io::Result<us
     usize::try_from(n).map_err(|_| io::Error::last_os_error())
 }
 
+/// The calling thread's nice value (Linux keeps one per thread: `PRIO_PROCESS` with 0 is
+/// the caller, not its other threads).
+pub(crate) fn thread_nice() -> io::Result<i32> {
+    // SAFETY: getpriority takes no pointer; errno is the calling thread's own.
+    let n = unsafe {
+        *libc::__errno_location() = 0;
+        libc::getpriority(libc::PRIO_PROCESS, 0)
+    };
+    // -1 is a nice value too: only errno tells a failure.
+    match io::Error::last_os_error() {
+        e if n == -1 && e.raw_os_error().is_some_and(|c| c != 0) => Err(e),
+        _ => Ok(n),
+    }
+}
+
+/// Sets the calling thread's nice value (lowering it needs `CAP_SYS_NICE` or `RLIMIT_NICE`).
+pub(crate) fn set_thread_nice(nice: i32) -> io::Result<()> {
+    // SAFETY: setpriority takes no pointer.
+    let r = unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, nice) };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
 /// The online CPUs, from `/sys/devices/system/cpu/online`.
 pub fn online_cpus() -> io::Result<Vec<u32>> {
     const PATH: &str = "/sys/devices/system/cpu/online";

@@ -7,6 +7,7 @@ use anyhow::Result;
 use crate::cli::RecordConfig;
 use crate::live::driver::OnSignal;
 use crate::live::open::Opened;
+use crate::live::priority::Raised;
 use crate::live::recorder::{self, Live, Run};
 use crate::session::{Handler, SampleCtx};
 
@@ -60,6 +61,7 @@ pub fn run(cfg: RecordConfig) -> Result<i32> {
             data_bytes: done.data_bytes,
             reason: done.reason.to_string(),
             pages: done.pages,
+            priority_refused: done.priority == Raised::Refused,
         });
     }
     Ok(done.exit.map_or(0, |e| e.shell_code()))

@@ -42,6 +42,8 @@ pub struct EndInfo<'a> {
     pub data_bytes: u64,
     pub reason: String,
     pub pages: Option<usize>,
+    /// The reader could not raise its priority (`live::priority`).
+    pub priority_refused: bool,
 }
 
 /// Formats the summary lines (kept apart from printing for tests).
@@ -146,9 +148,15 @@ pub fn summary_lines(info: &EndInfo<'_>) -> Vec<String> {
             let mib = (p * crate::sys::page_size()) as f64 / (1 << 20) as f64;
             format!(" than the {p} pages ({mib:.1} MiB) per CPU of this run")
         });
+        let refused = if info.priority_refused {
+            "; the reader kept its default priority (a lower nice value needs CAP_SYS_NICE), \
+             so busy traced threads filled the rings faster than it emptied them"
+        } else {
+            ""
+        };
         lines.push(format!(
             "memperf: warning: the kernel dropped {} events because the ring buffers were full; \
-             use a bigger -m{pages}, a larger -c period, or a smaller stack copy (--call-graph dwarf,4096)",
+             use a bigger -m{pages}, a larger -c period, or a smaller stack copy (--call-graph dwarf,4096){refused}",
             st.lost + st.lost_samples
         ));
     }
