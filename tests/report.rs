@@ -707,7 +707,7 @@ fn flame_graphs_name_the_chain_and_draw_kernel_frames_apart() {
         "pf_level1 frame"
     );
     assert!(svg.contains(">page-faults: "), "title names the event");
-    assert!(svg.contains("samples of page-faults, 0 lost"), "subtitle");
+    assert!(svg.contains("samples of page-faults; 0 lost"), "subtitle");
     // Kernel frames (the exec-time faults) are orange; user frames are not.
     let fill_of = |name: &str| -> Option<String> {
         let at = svg.find(&format!("<title>{name} ("))?;
