@@ -1513,7 +1513,7 @@ fn every_output_says_what_was_lost_and_truncated_while_recording() {
     let svg = report_ok(&["-i", path, "--flamegraph", "-"]);
     assert!(
         svg.contains(&format!(
-            "throttled 0 times, {truncated} of {unwound} user stacks truncated; recorded 2"
+            "throttled 0 times; {truncated} of {unwound} user stacks truncated; recorded 2"
         )),
         "{svg}"
     );
