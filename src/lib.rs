@@ -17,6 +17,7 @@ pub(crate) mod datasrc;
 pub(crate) mod events;
 pub(crate) mod input;
 pub(crate) mod jitdump;
+pub(crate) mod kmsg;
 pub(crate) mod live;
 pub mod man;
 pub(crate) mod mapped;

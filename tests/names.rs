@@ -487,10 +487,16 @@ fn damaged_jitdump_is_a_counted_problem_not_a_wrong_name() {
     let text = run_memperf(&["report", "-i", file]);
     assert!(text.status.success(), "{}", stderr(&text));
     let text = String::from_utf8(text.stdout).unwrap();
+    // The header's line, with the lines it wraps onto (`#   `).
     let problem = text
         .lines()
-        .find(|l| l.contains("problems while reading symbols"))
-        .unwrap_or_else(|| panic!("no problem reported: {text}"));
+        .skip_while(|l| !l.contains("problems while reading symbols"))
+        .enumerate()
+        .take_while(|(i, l)| *i == 0 || l.starts_with("#   "))
+        .map(|(_, l)| l.trim_start_matches('#').trim())
+        .collect::<Vec<_>>()
+        .join(" ");
+    assert!(!problem.is_empty(), "no problem reported: {text}");
     assert!(
         problem.contains("jitdump") && problem.contains("truncated"),
         "{problem}"

@@ -707,7 +707,7 @@ fn flame_graphs_name_the_chain_and_draw_kernel_frames_apart() {
         "pf_level1 frame"
     );
     assert!(svg.contains(">page-faults: "), "title names the event");
-    assert!(svg.contains("samples of page-faults, 0 lost"), "subtitle");
+    assert!(svg.contains("samples of page-faults; 0 lost"), "subtitle");
     // Kernel frames (the exec-time faults) are orange; user frames are not.
     let fill_of = |name: &str| -> Option<String> {
         let at = svg.find(&format!("<title>{name} ("))?;
@@ -1513,7 +1513,7 @@ fn every_output_says_what_was_lost_and_truncated_while_recording() {
     let svg = report_ok(&["-i", path, "--flamegraph", "-"]);
     assert!(
         svg.contains(&format!(
-            "throttled 0 times, {truncated} of {unwound} user stacks truncated; recorded 2"
+            "throttled 0 times; {truncated} of {unwound} user stacks truncated; recorded 2"
         )),
         "{svg}"
     );

@@ -68,6 +68,16 @@ fn oomkill_names_the_victim_the_trigger_and_its_stack() {
     let at = |f: &str| frames.iter().position(|x| x.starts_with(f)).unwrap();
     assert!(at("out_of_memory") < at("grow_until_killed") && at("grow_until_killed") < at("main"));
     assert!(err.contains("memperf oomkill: 1 events, lost 0"), "{err}");
+    // The cgroups are the kernel's report's: the victim's child cgroup, at its limit (its
+    // /proc/PID/cgroup, read after the kill, no longer says so).
+    let cgroup = format!(
+        "  cgroup: task_memcg={0} constraint=CONSTRAINT_MEMCG oom_memcg={0}",
+        cg.path
+    );
+    assert!(
+        live.lines().any(|l| l == cgroup),
+        "no `{cgroup}` in\n{live}"
+    );
 
     // The recording gives the same lines, and perf reads it.
     let o = run_memperf(&["oomkill", "-i", data.to_str().unwrap()]);

@@ -28,7 +28,8 @@ fn weight_bytes_weighs_sized_events_and_counts_the_others() {
         "-i",
         out.to_str().unwrap(),
     ]);
-    let text = String::from_utf8_lossy(&o.stdout);
+    // Header lines wrapped to 80 columns, joined again.
+    let text = String::from_utf8_lossy(&o.stdout).replace("\n#   ", " ");
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(
         stderr(&o).contains("no size is known for syscalls:sys_exit_brk; its samples are counted"),
@@ -43,22 +44,29 @@ fn weight_bytes_weighs_sized_events_and_counts_the_others() {
         exit.contains("most samples (no size is known for this event) first"),
         "{text}"
     );
-    // The workload's 64 sbrk(8192) calls: 64 * 8192 bytes entering brk, 64 calls returning.
+    // The workload's 64 sbrk(8192) calls: 64 * 8192 bytes entering brk (512.0 KiB),
+    // 64 calls returning.
     let weight_under = |section: &str| -> u64 {
         section
             .split("\n\n")
             .filter(|stack| stack.contains("grow_heap"))
-            .filter_map(|stack| {
-                stack
-                    .lines()
-                    .last()?
-                    .split_whitespace()
-                    .next()?
-                    .parse::<u64>()
-                    .ok()
-            })
+            .filter_map(|stack| weight_of(stack.lines().last()?))
             .sum()
     };
     assert_eq!(weight_under(enter), 64 * 8192, "{text}");
     assert_eq!(weight_under(exit), 64, "{text}");
+}
+
+/// A text report's weight line, `        512.0 KiB (98.46%)` (bytes in binary units) or
+/// `        64 (1.00%)` (samples), as a number.
+fn weight_of(line: &str) -> Option<u64> {
+    let mut words = line.split_whitespace();
+    let n: f64 = words.next()?.parse().ok()?;
+    let scale = match words.next()? {
+        "KiB" => 1024.0,
+        "MiB" => 1024.0 * 1024.0,
+        "GiB" => 1024.0 * 1024.0 * 1024.0,
+        _ => 1.0,
+    };
+    Some((n * scale).round() as u64)
 }

@@ -88,6 +88,9 @@ pub struct ReadStats {
     pub recorded_unwound: u64,
     pub recorded_truncated: u64,
     pub recorded_reasons: crate::unwind::TruncCounts,
+    /// Per event, user stacks unwound and truncated while recording and here together;
+    /// `None` when the recording counted its own for all events together (older files).
+    pub event_unwinds: Option<Vec<crate::session::Unwinds>>,
     /// Records that could not be parsed.
     pub malformed: u64,
     /// Records that arrived after newer ones had been handed on (out of time order).
@@ -272,8 +275,33 @@ pub fn read<'c>(
         st.recorded_reasons =
             crate::unwind::TruncCounts::from_named(|n| m.get(&format!("truncated.{n}")));
     }
+    st.event_unwinds = event_unwinds(file, &ss.unwinds, st.samples.len());
     agg.maps = session.take_maps().unwrap_or_default();
     Ok(agg)
+}
+
+/// The session's unwinds per event, with the recorder's where its file counted them per
+/// event; `None` when it counted some for all events together.
+fn event_unwinds(
+    file: &PerfDataFile,
+    here: &[crate::session::Unwinds],
+    events: usize,
+) -> Option<Vec<crate::session::Unwinds>> {
+    let mut per = vec![crate::session::Unwinds::default(); events.max(here.len())];
+    for (p, h) in per.iter_mut().zip(here) {
+        *p = *h;
+    }
+    let Some(m) = &file.features.memperf_stats else {
+        return Some(per);
+    };
+    let mut split = 0;
+    for (ev, p) in per.iter_mut().enumerate() {
+        let unwound = m.get(&format!("unwound.event.{ev}")).unwrap_or(0);
+        p.unwound += unwound;
+        p.truncated += m.get(&format!("truncated.event.{ev}")).unwrap_or(0);
+        split += unwound;
+    }
+    (split == m.get("unwound").unwrap_or(0)).then_some(per)
 }
 
 impl Handler for Aggregator<'_> {

@@ -105,6 +105,11 @@ EXAMPLES:
         with -i FILE too).
     memperf report --folded --event syscalls:sys_enter_brk --comm java --pid 4242
         One event, one command name, one process.
+    memperf report --flamegraph all.svg --all-events --weight bytes --max-depth 40
+        Every event in one graph, each under a root frame of its name, in bytes; stacks
+        deeper than 40 frames cut.
+    memperf report --call-tree --event page-faults
+        The call tree from main down, as perf report --stdio -g caller prints it.
     memperf report --folded --per-pid --addrs --inline --kernel-annotate
         Per-process stacks, unknown frames as module+offset, inline frames, kernel frames
         marked _[k].
@@ -262,6 +267,48 @@ pub struct ReportArgs {
     #[arg(long, requires = "flamegraph", default_value = "mem")]
     pub colors: String,
 
+    /// Fold or draw every event of the recording at once, each event's stacks under a root
+    /// frame named after it (without it, a recording of several events needs --event).
+    /// With --weight bytes, events without a size are left out, with a note.
+    #[arg(long, conflicts_with_all = ["event", "pprof", "by", "timeline"])]
+    pub all_events: bool,
+
+    /// Cut stacks deeper than N frames below the command in folded stacks, flame graphs
+    /// and the call tree: the frames past the N-th become one `[deeper frames cut]` frame,
+    /// and the stacks cut are counted (in the subtitle, the tree's header, or on standard
+    /// error for folded stacks). Deep, thin stacks otherwise leave most of a flame graph
+    /// empty.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_depth: Option<u32>,
+
+    /// Print a call tree instead of flat stacks, as `perf report --stdio -g caller` (or
+    /// `callee`) does: `caller` from each root function down to the leaves, `callee` from
+    /// each leaf function up to its callers; each node with its share of the event's
+    /// samples (or bytes) and its weight, children heaviest first. Nodes under
+    /// --tree-min percent are left out (and counted).
+    #[arg(
+        long,
+        value_enum,
+        value_name = "ORDER",
+        num_args = 0..=1,
+        default_missing_value = "caller",
+        conflicts_with_all = ["folded", "flamegraph", "pprof", "by", "timeline", "all_events"]
+    )]
+    pub call_tree: Option<TreeOrder>,
+
+    /// The call tree's threshold: nodes under this percentage of the event are left out.
+    #[arg(
+        long,
+        value_name = "PERCENT",
+        default_value_t = 0.5,
+        requires = "call_tree"
+    )]
+    pub tree_min: f64,
+
+    /// Say more in the text report's header: the debug files read for symbols.
+    #[arg(short = 'v', long)]
+    pub verbose: bool,
+
     /// How many stacks the text report shows, most frequent first.
     #[arg(short = 'T', long = "top", value_name = "N", default_value_t = 10)]
     pub top: usize,
@@ -276,6 +323,15 @@ pub struct ReportArgs {
 pub enum Weight {
     Count,
     Bytes,
+}
+
+/// The direction of `memperf report --call-tree`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum TreeOrder {
+    /// From the roots (`main`, `_start`) down to the functions that sampled.
+    Caller,
+    /// From the functions that sampled up to their callers.
+    Callee,
 }
 
 /// What `memperf report --by` groups samples by.
@@ -386,6 +442,8 @@ pub enum ReportOutput {
     By(ByKey),
     /// Samples (and bytes) per event per interval of this many nanoseconds.
     Timeline(u64),
+    /// The call tree of each event, and the threshold in percent.
+    CallTree(TreeOrder, f64),
 }
 
 /// A validated `memperf report` configuration.
@@ -415,13 +473,19 @@ pub struct ReportConfig {
     pub weight: Weight,
     /// `--weight-field`: the payload field each sample weighs, where its event has it.
     pub weight_field: Option<String>,
+    /// Folded stacks and flame graphs of every event, each under a root frame of its name.
+    pub all_events: bool,
+    /// Frames kept below the command in folded stacks, flame graphs and call trees.
+    pub max_depth: Option<usize>,
+    /// The text report's header names the debug files used.
+    pub verbose: bool,
 }
 
 impl ReportConfig {
-    /// Whether the output is the text report (header and top stacks), the one output with
-    /// room to say what went wrong in it.
+    /// Whether the output is the text report (header and top stacks, or the call tree), the
+    /// outputs with room to say what went wrong in them.
     pub fn is_text_report(&self) -> bool {
-        self.output == ReportOutput::Text
+        matches!(self.output, ReportOutput::Text | ReportOutput::CallTree(..))
     }
 
     /// Every stack of every event, named plainly: no filter, no annotation, no output file.
@@ -448,6 +512,9 @@ impl ReportConfig {
             quiet: true,
             weight: Weight::Count,
             weight_field: None,
+            all_events: false,
+            max_depth: None,
+            verbose: false,
         }
     }
 }
@@ -516,6 +583,14 @@ impl ReportArgs {
                 width: self.width,
                 colors: self.colors,
             })
+        } else if let Some(order) = self.call_tree {
+            if !(0.0..=100.0).contains(&self.tree_min) {
+                bail!(
+                    "invalid --tree-min {}: expected a percentage from 0 to 100",
+                    self.tree_min
+                );
+            }
+            ReportOutput::CallTree(order, self.tree_min)
         } else if self.folded {
             ReportOutput::Folded
         } else {
@@ -572,6 +647,9 @@ impl ReportArgs {
                 self.weight
             },
             weight_field: self.weight_field,
+            all_events: self.all_events,
+            max_depth: self.max_depth.map(|d| d as usize),
+            verbose: self.verbose,
         })
     }
 }

@@ -1,11 +1,13 @@
 //! `memperf oomkill`: every OOM kill, who triggered it and the trigger's stack, as BCC's
 //! oomkill prints it, from the `oom:mark_victim` tracepoint instead of a kprobe.
 
+use std::collections::HashMap;
 use std::io::{self, Write};
 
 use anyhow::Result;
 
 use crate::cli::tool::ToolArgs;
+use crate::kmsg::{KernelLog, OomContext};
 use crate::session::SampleCtx;
 use crate::tool::{self, Cx, Tool, Want};
 
@@ -17,7 +19,56 @@ pub(crate) const WANTS: &[Want] = &[Want {
     filter: None,
 }];
 
-struct OomKill;
+struct OomKill {
+    /// The kernel log, opened before tracing starts (live runs only).
+    log: Option<KernelLog>,
+    /// `oom-kill:` lines read and not yet matched to a kill, by victim pid.
+    contexts: HashMap<u32, OomContext>,
+}
+
+impl OomKill {
+    /// The kernel's `oom-kill:` line of `victim`'s kill, read from the log. The kernel
+    /// logs it before it marks the victim, so it is there when the sample is; a few short
+    /// waits cover a log written by another CPU.
+    fn context(&mut self, victim: u32) -> Option<OomContext> {
+        let log = self.log.as_mut()?;
+        for attempt in 0..10 {
+            self.contexts.extend(log.read_new().contexts);
+            if let Some(c) = self.contexts.remove(&victim) {
+                return Some(c);
+            }
+            if attempt < 9 {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+        }
+        None
+    }
+
+    /// `  cgroup: ...`: the victim's memory cgroup and the one out of memory, in the
+    /// kernel's words, or why they are unknown.
+    fn cgroup_line(&mut self, victim: u32) -> String {
+        if let Some(KernelLog::Unreadable(why)) = &self.log {
+            return format!("  cgroup: unknown ({why})");
+        }
+        match self.context(victim) {
+            Some(c) => {
+                let mut line = format!(
+                    "  cgroup: task_memcg={} constraint={}",
+                    c.task_memcg.as_deref().unwrap_or("?"),
+                    c.constraint
+                );
+                if let Some(m) = &c.oom_memcg {
+                    line.push_str(&format!(" oom_memcg={m}"));
+                }
+                line
+            }
+            None => format!(
+                "  cgroup: unknown (the kernel logged no oom-kill: line for PID {victim}; \
+                 its OOM reports are rate-limited)"
+            ),
+        }
+    }
+}
 
 impl Tool for OomKill {
     fn sample(&mut self, cx: &mut Cx, s: &SampleCtx<'_>) -> io::Result<()> {
@@ -44,15 +95,15 @@ impl Tool for OomKill {
                 cx.field_signed(s, "oom_score_adj").unwrap_or(0)
             ));
         }
-        // What only the live system can say: the load, and the trigger's cgroup.
+        // What only the live system can say: the load, and the kernel log's cgroups (the
+        // victim's /proc/PID/cgroup is no longer its cgroup once it is killed).
         if !cx.replay {
             if let Ok(load) = std::fs::read_to_string("/proc/loadavg") {
                 line.push_str(&format!(", loadavg: {}", load.trim()));
             }
             writeln!(cx.out, "{line}")?;
-            if let Some(cg) = memory_cgroup(pid) {
-                writeln!(cx.out, "  cgroup: {cg}")?;
-            }
+            let cgroup = self.cgroup_line(u32::try_from(victim).unwrap_or(0));
+            writeln!(cx.out, "{cgroup}")?;
         } else {
             writeln!(cx.out, "{line}")?;
         }
@@ -60,15 +111,6 @@ impl Tool for OomKill {
         writeln!(cx.out, "  Stack trace of PID {pid} (\"{trigger}\"):")?;
         cx.write_stack(stack, s.procs)
     }
-}
-
-/// The memory cgroup of `pid` as oomkill prints it: `memory:PATH` (v1) or `unified:PATH`.
-fn memory_cgroup(pid: u32) -> Option<String> {
-    let cg = crate::procfs::memory_cgroup(pid)?;
-    Some(match cg.version {
-        crate::procfs::CgroupVersion::V1 => format!("memory:{}", cg.path),
-        crate::procfs::CgroupVersion::V2 => format!("unified:{}", cg.path),
-    })
 }
 
 /// Runs `memperf oomkill`.
@@ -81,7 +123,12 @@ pub fn run(args: ToolArgs) -> Result<i32> {
         }
         Ok(())
     };
-    let seen = tool::run("oomkill", &cfg, WANTS, &mut OomKill, out, &banner)?;
+    // Opened before tracing starts: only the lines of kills after it are read.
+    let mut tool = OomKill {
+        log: cfg.input.is_none().then(KernelLog::open),
+        contexts: HashMap::new(),
+    };
+    let seen = tool::run("oomkill", &cfg, WANTS, &mut tool, out, &banner)?;
     tool::print_seen("oomkill", &seen);
     Ok(0)
 }

@@ -627,6 +627,11 @@ fn memperf_stats(session: &Session) -> MemperfStats {
             st.foreign_ids - st.foreign_attributed,
         ),
     ];
+    // Per event, so that an output of one event counts its own.
+    for (ev, u) in st.unwinds.iter().enumerate() {
+        counts.push((format!("unwound.event.{ev}"), u.unwound));
+        counts.push((format!("truncated.event.{ev}"), u.truncated));
+    }
     if let Some(u) = session.unwinders() {
         let s = u.stats();
         for (name, n) in s.truncated.named() {

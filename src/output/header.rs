@@ -32,6 +32,44 @@ pub fn truncation(st: &ReadStats) -> Truncation {
     }
 }
 
+/// The user stacks of some events unwound and truncated.
+pub struct EventsTruncation {
+    pub unwound: u64,
+    pub truncated: u64,
+    /// The recording counted its truncations for all events together: these are all
+    /// events' counts, not only those asked for.
+    pub all_events: bool,
+}
+
+/// The truncation counts of `events` alone, where the recording counted them per event
+/// (memperf's recordings do since they say so per event; perf's are unwound here); else
+/// of every event, marked so.
+pub fn events_truncation(st: &ReadStats, events: &[usize]) -> EventsTruncation {
+    match &st.event_unwinds {
+        Some(per) => EventsTruncation {
+            unwound: events
+                .iter()
+                .filter_map(|&e| per.get(e))
+                .map(|u| u.unwound)
+                .sum(),
+            truncated: events
+                .iter()
+                .filter_map(|&e| per.get(e))
+                .map(|u| u.truncated)
+                .sum(),
+            all_events: false,
+        },
+        None => {
+            let t = truncation(st);
+            EventsTruncation {
+                unwound: t.unwound,
+                truncated: t.truncated,
+                all_events: st.samples.iter().filter(|&&n| n > 0).count() > 1,
+            }
+        }
+    }
+}
+
 /// `lost 0 events in 0 LOST records, 0 lost samples, throttled 0 times; 3 of 300 user
 /// stacks truncated (3 stack end)`: one line for every output's header.
 pub fn losses(st: &ReadStats) -> String {

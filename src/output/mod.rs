@@ -2,20 +2,28 @@
 
 pub mod diff;
 mod file;
+mod fit;
+mod flame;
 pub mod header;
 pub mod pprof;
 pub mod script;
+mod shape;
+mod text;
+mod tree;
+mod wrap;
 
 pub use file::{check_output_path, create_output_file};
+pub use flame::{Flame, draw_flamegraph, write_flamegraph};
+pub use text::write_text;
+pub use tree::write_call_tree;
 
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::sync::Arc;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 
-use crate::cli::{ByKey, FlameConfig, ReportConfig};
-use crate::perfdata::PerfDataFile;
+use crate::cli::{ByKey, ReportConfig};
 use crate::stacks::{FrameId, FrameTable};
 use crate::symbolize::{
     Frame, JitSource, Kallsyms, ModuleKey, SymbolizeOptions, SymbolizeStats, Symbolized, Symbolizer,
@@ -353,350 +361,30 @@ pub(crate) fn named_stacks(
 /// `comm;root;...;leaf count` lines, sorted.
 pub fn write_folded(
     cfg: &ReportConfig,
-    agg: &Aggregate,
-    res: &mut Resolved,
-    out: &mut dyn Write,
-) -> Result<()> {
-    let stacks = named_stacks(cfg, agg, res, None);
-    let mut lines: Vec<(String, u64)> = stacks
-        .into_iter()
-        .map(|(frames, n)| (frames.join(";"), n))
-        .collect();
-    lines.sort();
-    for (line, n) in lines {
-        writeln!(out, "{line} {n}")?;
-    }
-    Ok(())
-}
-
-/// ` (3 stack end)`, or nothing when no reason was counted.
-fn reasons(r: &crate::unwind::TruncCounts) -> String {
-    if r.total() > 0 {
-        format!(" ({r})")
-    } else {
-        String::new()
-    }
-}
-
-/// The header and the top stacks of each event, most samples first.
-pub fn write_text(
-    cfg: &ReportConfig,
-    file: &PerfDataFile,
-    names: &[String],
-    agg: &Aggregate,
-    res: &mut Resolved,
-    out: &mut dyn Write,
-) -> Result<()> {
-    let st = &agg.stats;
-    writeln!(out, "# memperf report of {}", cfg.input)?;
-    if !file.features.cmdline.is_empty() {
-        writeln!(out, "# recorded with: {}", file.features.cmdline.join(" "))?;
-    }
-    let when = header::recorded(&cfg.input, file);
-    match &file.features.osrelease {
-        Some(rel) if !when.is_empty() => writeln!(out, "# {when}, Linux {rel}")?,
-        Some(rel) => writeln!(out, "# Linux {rel}")?,
-        None if !when.is_empty() => writeln!(out, "# {when}")?,
-        None => {}
-    }
-    let (first, last) = file
-        .features
-        .sample_time
-        .or(st.first_time.zip(st.last_time))
-        .unwrap_or((0, 0));
-    writeln!(
-        out,
-        "# duration: {:.3} s of samples",
-        last.saturating_sub(first) as f64 / 1e9
-    )?;
-    for (i, name) in names.iter().enumerate() {
-        let kept = st.kept.get(i).copied().unwrap_or(0);
-        let all = st.samples.get(i).copied().unwrap_or(0);
-        if kept == all {
-            writeln!(out, "# event {name}: {all} samples")?;
-        } else {
-            writeln!(out, "# event {name}: {all} samples, {kept} after filters")?;
-        }
-    }
-    writeln!(
-        out,
-        "# lost: {} events in {} LOST records, {} lost samples; throttled {} times",
-        st.lost, st.lost_records, st.lost_samples, st.throttled
-    )?;
-    if st.recorded_unwound > 0 {
-        writeln!(
-            out,
-            "# user stacks unwound while recording: {}, truncated: {}{}",
-            st.recorded_unwound,
-            st.recorded_truncated,
-            reasons(&st.recorded_reasons)
-        )?;
-    }
-    if st.unwound > 0 {
-        writeln!(
-            out,
-            "# user stacks unwound here: {}, truncated: {}{}",
-            st.unwound,
-            st.truncated,
-            reasons(&st.truncated_reasons)
-        )?;
-    }
-    writeln!(
-        out,
-        "# frames: {} unique, {} without a name",
-        agg.book.frames.len(),
-        res.unknown_frames
-    )?;
-    if !res.symbolize.debug_files.is_empty() {
-        let files: Vec<String> = res
-            .symbolize
-            .debug_files
-            .iter()
-            .map(|p| p.display().to_string())
-            .collect();
-        writeln!(out, "# debug files used: {}", files.join(", "))?;
-    }
-    if res.symbolize.failures > 0 {
-        writeln!(
-            out,
-            "# {} problems while reading symbols, first: {}",
-            res.symbolize.failures,
-            res.symbolize
-                .failure_messages
-                .first()
-                .map_or("", String::as_str)
-        )?;
-    }
-    if res.kernel_hidden && agg.book.kernel_frames {
-        writeln!(
-            out,
-            "# kernel frames are unnamed: kernel.kptr_restrict hides /proc/kallsyms addresses (run as root or set it to 0)"
-        )?;
-    }
-    if cfg.weight == crate::cli::Weight::Bytes && (st.brk_shrunk > 0 || st.brk_unknown_base > 0) {
-        writeln!(
-            out,
-            "# brk: the break shrank by {} bytes (not in the stacks); {} brk calls with no earlier break weigh 0",
-            st.brk_shrunk, st.brk_unknown_base
-        )?;
-    }
-    if st.foreign_skipped > 0 {
-        writeln!(
-            out,
-            "# {} samples skipped: they carried the sample id of another perf session's event",
-            st.foreign_skipped
-        )?;
-    }
-    if st.malformed > 0 {
-        writeln!(
-            out,
-            "# {} records could not be parsed and were skipped",
-            st.malformed
-        )?;
-    }
-    if st.late > 0 {
-        writeln!(
-            out,
-            "# {} records came after newer ones and were taken out of time order",
-            st.late
-        )?;
-    }
-    if let Some(at) = st.unfinished_at {
-        let samples: u64 = st.samples.iter().sum();
-        writeln!(
-            out,
-            "# the recording was not finished: read {samples} samples up to byte {at}"
-        )?;
-    }
-    if let Some(e) = &st.read_error {
-        writeln!(
-            out,
-            "# warning: {e}; the report covers the records before it"
-        )?;
-    }
-    for (i, name) in names.iter().enumerate() {
-        if cfg.event.as_ref().is_some_and(|e| e != name) {
-            continue;
-        }
-        if st.kept.get(i).copied().unwrap_or(0) == 0 {
-            continue;
-        }
-        let stacks = named_stacks(cfg, agg, res, Some(i));
-        // Samples, or bytes under --weight bytes.
-        let kept: u64 = stacks.values().sum::<u64>().max(1);
-        let mut ranked: Vec<(&Vec<String>, u64)> = stacks.iter().map(|(k, &v)| (k, v)).collect();
-        ranked.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(b.0)));
-        writeln!(out)?;
-        writeln!(
-            out,
-            "# {name}: top {} of {} stacks, most {} first",
-            cfg.top.min(ranked.len()),
-            ranked.len(),
-            match cfg.weight {
-                crate::cli::Weight::Bytes if agg.sized.get(i).copied().unwrap_or(false) => "bytes",
-                crate::cli::Weight::Bytes => "samples (no size is known for this event)",
-                crate::cli::Weight::Count => "samples",
-            }
-        )?;
-        for (frames, count) in ranked.into_iter().take(cfg.top) {
-            writeln!(out)?;
-            let (comm, rest) = frames
-                .split_first()
-                .map_or(("", &[][..]), |(c, r)| (c.as_str(), r));
-            // Leaf first, as BCC's stackcount prints them (unless --reverse asked for root first).
-            let ordered: Vec<&String> = if cfg.reverse {
-                rest.iter().collect()
-            } else {
-                rest.iter().rev().collect()
-            };
-            for f in ordered {
-                writeln!(out, "    {f}")?;
-            }
-            writeln!(out, "    -                {comm}")?;
-            writeln!(
-                out,
-                "        {count} ({:.2}%)",
-                100.0 * count as f64 / kept as f64
-            )?;
-        }
-    }
-    Ok(())
-}
-
-/// The default count name of a flame graph for an event.
-fn default_countname(event: &str) -> &'static str {
-    match event {
-        "page-faults" | "faults" | "minor-faults" | "major-faults" => "pages",
-        e if e.contains(':') => "calls",
-        _ => "samples",
-    }
-}
-
-/// Draws the stacks of `event` as a flame graph with inferno.
-pub fn write_flamegraph(
-    cfg: &ReportConfig,
-    fg: &FlameConfig,
-    file: &PerfDataFile,
     names: &[String],
     event: Option<usize>,
     agg: &Aggregate,
-    res: &Resolved,
+    res: &mut Resolved,
+    out: &mut dyn Write,
 ) -> Result<()> {
-    let ev_name = event
-        .and_then(|e| names.get(e))
-        .map_or("samples", String::as_str);
-    let stacks = named_stacks(cfg, agg, res, event);
-    let mut lines: Vec<String> = stacks
-        .iter()
-        .map(|(frames, n)| format!("{} {n}", frames.join(";")))
-        .collect();
-    lines.sort();
-    let st = &agg.stats;
-    let kept: u64 = stacks.values().sum();
-    let command = if file.features.cmdline.is_empty() {
-        cfg.input.to_string()
-    } else {
-        file.features.cmdline.join(" ")
-    };
-    let title = fg
-        .title
-        .clone()
-        .unwrap_or_else(|| format!("{ev_name}: {command}"));
-    let subtitle = fg.subtitle.clone().unwrap_or_else(|| {
-        let t = header::truncation(st);
-        let truncated = if t.unwound > 0 {
-            format!(", {} of {} user stacks truncated", t.truncated, t.unwound)
-        } else {
-            String::new()
-        };
-        let mut when = header::recorded(&cfg.input, file);
-        if !when.is_empty() {
-            when.push_str("; ");
-        }
-        format!(
-            "memperf: {kept} samples of {ev_name}, {} lost, throttled {} times{truncated}; {when}kernel frames in orange",
-            crate::session::lost_once(st.lost, st.lost_samples),
-            st.throttled,
-        )
-    });
-    let sized = event.is_some_and(|e| agg.sized.get(e).copied().unwrap_or(false));
-    let count_name = fg.countname.clone().unwrap_or_else(|| match cfg.weight {
-        crate::cli::Weight::Bytes if sized => "bytes".to_string(),
-        _ => default_countname(ev_name).to_string(),
-    });
-    let flame = Flame {
-        output: &fg.output,
-        title,
-        subtitle,
-        count_name,
-        width: fg.width,
-        colors: &fg.colors,
-        inverted: cfg.reverse,
-        kernel_names: &res.kernel_names,
-    };
-    draw_flamegraph(&flame, &lines)
-}
-
-/// What a flame graph is drawn with, whoever drew the stacks.
-pub struct Flame<'a> {
-    /// `-` for standard output.
-    pub output: &'a std::path::Path,
-    pub title: String,
-    pub subtitle: String,
-    pub count_name: String,
-    pub width: Option<usize>,
-    /// inferno's palette name (`mem`, `hot`...).
-    pub colors: &'a str,
-    /// Leaf-first stacks hanging from the top: an icicle graph of callers.
-    pub inverted: bool,
-    /// Frame names drawn in orange, as kernel code.
-    pub kernel_names: &'a rustc_hash::FxHashSet<String>,
-}
-
-/// Draws folded `lines` (`a;b;c N`, sorted) as a flame graph with inferno.
-pub fn draw_flamegraph(flame: &Flame<'_>, lines: &[String]) -> Result<()> {
-    use inferno::flamegraph::{self, Direction, Options, Palette, color::Color, color::PaletteMap};
-    use std::str::FromStr;
-
-    let mut palette_map = PaletteMap::default();
-    for k in flame.kernel_names {
-        palette_map.insert(
-            k,
-            Color {
-                r: 230,
-                g: 130,
-                b: 40,
-            },
+    let shaped = shape::shaped_stacks(cfg, agg, res, names, event);
+    flame::note_unsized(&shaped, names);
+    for line in shape::folded_lines(&shaped) {
+        writeln!(out, "{line}")?;
+    }
+    if shaped.cut_stacks > 0 {
+        eprintln!(
+            "memperf: note: {} stacks cut below depth {} (--max-depth): their deeper frames are one `{}` frame",
+            shaped.cut_stacks,
+            cfg.max_depth.unwrap_or(0),
+            shape::CUT_FRAME
         );
-    }
-    let mut opts = Options::default();
-    opts.colors = Palette::from_str(flame.colors).map_err(|e| anyhow::anyhow!(e))?;
-    opts.hash = true;
-    opts.deterministic = true;
-    opts.palette_map = Some(&mut palette_map);
-    opts.title = flame.title.clone();
-    opts.subtitle = Some(flame.subtitle.clone());
-    opts.count_name = flame.count_name.clone();
-    opts.image_width = flame.width;
-    if flame.inverted {
-        opts.direction = Direction::Inverted;
-    }
-    let lines = lines.iter().map(String::as_str);
-    let output = flame.output;
-    if output.as_os_str() == "-" {
-        let stdout = std::io::stdout();
-        flamegraph::from_lines(&mut opts, lines, std::io::BufWriter::new(stdout.lock()))
-            .context("failed to draw the flame graph")?;
-    } else {
-        let f = create_output_file(output)
-            .with_context(|| format!("failed to create `{}`", output.display()))?;
-        flamegraph::from_lines(&mut opts, lines, std::io::BufWriter::new(f))
-            .with_context(|| format!("failed to write `{}`", output.display()))?;
     }
     Ok(())
 }
 
-fn human_bytes(b: u64) -> String {
+/// `59.8 MiB`: bytes in the largest binary unit that keeps the number at or above 1.
+pub fn human_bytes(b: u64) -> String {
     const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
     let mut v = b as f64;
     let mut u = 0;

@@ -12,6 +12,7 @@ pub mod order;
 mod processes;
 mod reap;
 mod twins;
+mod unwinds;
 
 pub use delay::ReadDelay;
 use twins::{Candidate, LastInRing, Rule, twin_key};
@@ -34,6 +35,7 @@ use crate::unwind::{UnwindMode, UnwindOutcome, Unwinders, UserRegs};
 pub use processes::{EXITED_FILES_MAX, Processes, executable};
 pub use reap::Reaper;
 pub use twins::SampleData;
+pub use unwinds::Unwinds;
 
 /// A sample as a handler receives it: parsed once, with its event and context.
 pub struct SampleCtx<'a> {
@@ -144,6 +146,8 @@ pub struct SessionStats {
     /// User stacks unwound by this session, and those truncated.
     pub unwound: u64,
     pub truncated: u64,
+    /// The same per event.
+    pub unwinds: Vec<Unwinds>,
     pub first_time: Option<u64>,
     pub last_time: Option<u64>,
     /// Whether any sample carried a kernel callchain.
@@ -845,7 +849,7 @@ impl Session {
             return None;
         }
         let Some(user) = user_regs(regs) else {
-            self.stats.truncated += 1;
+            self.stats.count_truncated(ev);
             return None;
         };
         unwinders.set_thread(sample.tid.unwrap_or(pid));
@@ -868,9 +872,9 @@ impl Session {
             }
             d.add(need.bytes, need.cut);
         }
-        self.stats.unwound += 1;
+        self.stats.count_unwound(ev);
         if matches!(outcome, UnwindOutcome::Truncated(_)) {
-            self.stats.truncated += 1;
+            self.stats.count_truncated(ev);
         }
         if !self.frames.is_empty() {
             self.chain.push(PERF_CONTEXT_USER);
@@ -879,7 +883,7 @@ impl Session {
         if self.chain.len() > MAX_CHAIN_FRAMES {
             // Only thousands of kernel frames get here: keep those nearest the leaf.
             self.chain.truncate(MAX_CHAIN_FRAMES);
-            self.stats.truncated += 1;
+            self.stats.count_truncated(ev);
         }
         recovered
     }

@@ -225,6 +225,16 @@ pub fn banner(cx: &mut Cx, data: bool, line: &str) -> std::io::Result<()> {
     writeln!(cx.out, "{line}")
 }
 
+/// `memperf brkstack: 512.0 KiB in 64 events, ...`: a graph weighed in bytes says how
+/// many, in binary units, before the events they are in.
+fn bytes_subtitle(seen: &str, bytes: u64) -> String {
+    let human = crate::output::human_bytes(bytes);
+    match seen.split_once(": ") {
+        Some((tool, rest)) => format!("{tool}: {human} in {rest}"),
+        None => format!("{human}; {seen}"),
+    }
+}
+
 /// Prints a stack tool's result as its options ask: text (or folded with `-f`), and a
 /// flame graph with `--flamegraph`.
 pub struct Printer {
@@ -279,13 +289,12 @@ impl Printer {
         }
         cx.out.flush()?;
         if let Some(path) = &self.flamegraph {
-            write_flamegraph(
-                path,
-                &stacks,
-                self.by_bytes,
-                self.title.clone(),
-                seen.to_string(),
-            )?;
+            let subtitle = if self.by_bytes {
+                bytes_subtitle(seen, stacks.iter().map(|s| s.weights.bytes).sum())
+            } else {
+                seen.to_string()
+            };
+            write_flamegraph(path, &stacks, self.by_bytes, self.title.clone(), subtitle)?;
         }
         Ok(())
     }
@@ -325,6 +334,14 @@ mod tests {
         assert_eq!(
             String::from_utf8(out).unwrap(),
             "  [no stack]\n    a\n    1\n    0 bytes grown\n\n  exc_page_fault\n    --\n  touch\n  main\n    app [42]\n    7\n    8192 bytes grown\n\n"
+        );
+    }
+
+    #[test]
+    fn byte_graphs_say_bytes() {
+        assert_eq!(
+            bytes_subtitle("memperf brkstack: 64 events, lost 0", 64 * 8192),
+            "memperf brkstack: 512.0 KiB in 64 events, lost 0"
         );
     }
 

@@ -140,7 +140,7 @@ fn write_profiles(
         // Folded stacks weigh outstanding bytes.
         agg.counts = std::mem::take(&mut agg.bytes);
         let mut out = std::io::stdout().lock();
-        report_output::write_folded(&rcfg, &agg, &mut res, &mut out)?;
+        report_output::write_folded(&rcfg, &[], None, &agg, &mut res, &mut out)?;
     }
     Ok(())
 }

@@ -61,10 +61,10 @@ pub fn run(cfg: ReportConfig) -> Result<i32> {
         cfg.output,
         ReportOutput::Folded | ReportOutput::Flamegraph(_)
     );
-    if one_event && event_filter.is_none() && with_samples.len() > 1 {
+    if one_event && event_filter.is_none() && !cfg.all_events && with_samples.len() > 1 {
         let list: Vec<&str> = with_samples.iter().map(|&i| names[i].as_str()).collect();
         bail!(
-            "`{}` has samples of {} events ({}); folded stacks and flame graphs mix no events: choose one with --event",
+            "`{}` has samples of {} events ({}); folded stacks and flame graphs mix no events: choose one with --event, or draw each under a root frame of its name with --all-events",
             cfg.input,
             list.len(),
             list.join(", ")
@@ -120,11 +120,14 @@ fn write(w: &Written<'_>, mut resolved: output::Resolved) -> Result<()> {
             output::write_flamegraph(cfg, fg, w.file, names, w.event, agg, &resolved)?
         }
         ReportOutput::Folded => {
-            output::write_folded(cfg, agg, &mut resolved, &mut out)?;
+            output::write_folded(cfg, names, w.event, agg, &mut resolved, &mut out)?;
             std::io::Write::flush(&mut out)?;
             header::note_losses(&agg.stats);
         }
         ReportOutput::Text => output::write_text(cfg, w.file, names, agg, &mut resolved, &mut out)?,
+        ReportOutput::CallTree(..) => {
+            output::write_call_tree(cfg, w.file, names, agg, &resolved, &mut out)?
+        }
     }
     std::io::Write::flush(&mut out)?;
     Ok(())

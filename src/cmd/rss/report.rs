@@ -324,7 +324,7 @@ fn folded_lines(b: &mut Built) -> Result<Vec<u8>> {
     }
     let saved = std::mem::replace(&mut b.agg.counts, agg_counts);
     let mut out = Vec::new();
-    let r = output::write_folded(&b.rcfg, &b.agg, &mut b.res, &mut out);
+    let r = output::write_folded(&b.rcfg, &[], None, &b.agg, &mut b.res, &mut out);
     b.agg.counts = saved;
     r?;
     Ok(out)

@@ -7,7 +7,6 @@
 
 mod cgroup;
 mod findings;
-mod kmsg;
 mod parse;
 mod print;
 
@@ -19,8 +18,9 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 
 use self::cgroup::{CgroupSample, Mounts};
-use self::parse::{OomKill, ProcStat, Psi, SwapDevice};
+use self::parse::{ProcStat, Psi, SwapDevice};
 use crate::cli::triage::TriageConfig;
+use crate::kmsg::{self, OomKill};
 use crate::procfs::MemoryCgroup;
 
 /// One reading of everything triage looks at.
@@ -317,7 +317,9 @@ pub fn run(cfg: TriageConfig) -> Result<i32> {
     let kmsg_read = match &log {
         kmsg::KernelLog::Open(_) => true,
         kmsg::KernelLog::Unreadable(why) => {
-            notes.push(why.clone());
+            notes.push(format!(
+                "{why}: OOM kills are counted from /proc/vmstat but not named"
+            ));
             false
         }
     };

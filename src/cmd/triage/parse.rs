@@ -1,7 +1,7 @@
 //! Parsers of the text files triage reads: `/proc/meminfo`, `/proc/vmstat` and every other
-//! `key value` file, PSI lines, `/proc/swaps`, `/proc/PID/stat`, the memory cgroup files
-//! and kernel log records. Each takes the text and returns what it could parse; malformed
-//! lines are skipped, never fatal.
+//! `key value` file, PSI lines, `/proc/swaps`, `/proc/PID/stat`, the memory cgroup files.
+//! Each takes the text and returns what it could parse; malformed lines are skipped, never
+//! fatal. Kernel log records are `crate::kmsg`'s.
 
 use std::collections::BTreeMap;
 
@@ -145,75 +145,6 @@ pub(super) fn parse_limit(text: &str) -> Option<u64> {
     t.parse().ok().filter(|&n: &u64| n < (1 << 62))
 }
 
-/// One record of `/dev/kmsg`: `prio,seq,usec,flags[,...];message` then continuation lines.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(super) struct KmsgRecord {
-    pub seq: u64,
-    /// Microseconds since boot (CLOCK_MONOTONIC).
-    pub usec: u64,
-    pub message: String,
-}
-
-pub(super) fn parse_kmsg_record(rec: &str) -> Option<KmsgRecord> {
-    let (head, rest) = rec.split_once(';')?;
-    let mut h = head.split(',');
-    let _prio = h.next()?;
-    let seq = h.next()?.parse().ok()?;
-    let usec = h.next()?.parse().ok()?;
-    let message = rest.lines().next().unwrap_or_default().to_string();
-    Some(KmsgRecord { seq, usec, message })
-}
-
-/// What the kernel log says of one OOM kill.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub(super) struct OomKill {
-    pub pid: u32,
-    pub comm: String,
-    /// `Memory cgroup out of memory`: the kill was of a cgroup at its limit.
-    pub memcg: bool,
-    /// From the `oom-kill:` line before it (4.19+): the cgroup whose limit was hit.
-    pub cgroup: Option<String>,
-    /// Microseconds since boot.
-    pub usec: u64,
-}
-
-/// `Out of memory: Killed process 1234 (app) total-vm:...` and `Memory cgroup out of
-/// memory: Killed process ...` (4.19+; older kernels said `Killed process` on a line of
-/// its own after `Kill process ... or sacrifice child`).
-pub(super) fn parse_oom_kill(msg: &str) -> Option<OomKill> {
-    let at = msg.find("Killed process ")?;
-    let rest = &msg[at + "Killed process ".len()..];
-    let (pid, rest) = rest.split_once(' ')?;
-    let rest = rest.strip_prefix('(')?;
-    // A comm may hold `)`: the kernel's next words are ` total-vm:`, else take the last `)`.
-    let end = rest.find(") total-vm:").or_else(|| rest.rfind(')'))?;
-    Some(OomKill {
-        pid: pid.parse().ok()?,
-        comm: rest[..end].to_string(),
-        memcg: msg.starts_with("Memory cgroup out of memory"),
-        cgroup: None,
-        usec: 0,
-    })
-}
-
-/// `oom-kill:constraint=CONSTRAINT_MEMCG,nodemask=(null),cpuset=/,mems_allowed=0,
-/// oom_memcg=/cg,task_memcg=/cg,task=hog,pid=1234,uid=0`: the victim's pid and the
-/// cgroup whose limit was hit (`oom_memcg`, present only for a memcg OOM).
-pub(super) fn parse_oom_context(msg: &str) -> Option<(u32, Option<String>)> {
-    let rest = msg.strip_prefix("oom-kill:")?;
-    let mut pid = None;
-    let mut memcg = None;
-    // `nodemask=(null)` and cpusets hold no commas; task= may, so read pid= from the end.
-    for kv in rest.split(',') {
-        match kv.split_once('=') {
-            Some(("oom_memcg", v)) => memcg = Some(v.to_string()),
-            Some(("pid", v)) => pid = v.parse().ok(),
-            _ => {}
-        }
-    }
-    Some((pid?, memcg))
-}
-
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -294,38 +225,5 @@ mod tests {
         assert_eq!(parse_limit("33554432\n"), Some(32 << 20));
         assert_eq!(parse_limit("max\n"), None);
         assert_eq!(parse_limit("garbage"), None);
-    }
-
-    #[test]
-    fn kmsg_records_and_oom_kills() {
-        let r = parse_kmsg_record(
-            "3,1234,5678901,-;Memory cgroup out of memory: Killed process 4242 (hog-nofp) \
-             total-vm:69924kB, anon-rss:65024kB, file-rss:1280kB, shmem-rss:0kB, UID:0 \
-             pgtables:176kB oom_score_adj:0\n SUBSYSTEM=memory\n",
-        )
-        .unwrap();
-        assert_eq!((r.seq, r.usec), (1234, 5678901));
-        let k = parse_oom_kill(&r.message).unwrap();
-        assert_eq!((k.pid, k.comm.as_str(), k.memcg), (4242, "hog-nofp", true));
-        let k =
-            parse_oom_kill("Out of memory: Killed process 77 (my) app) total-vm:1kB, anon-rss:0kB")
-                .unwrap();
-        assert_eq!((k.pid, k.comm.as_str(), k.memcg), (77, "my) app", false));
-        // Before 4.19 the victim line had no prefix.
-        let k = parse_oom_kill("Killed process 9 (x) total-vm:1kB").unwrap();
-        assert_eq!((k.pid, k.memcg), (9, false));
-        assert!(parse_oom_kill("oom_reaper: reaped process 4242 (hog)").is_none());
-        assert!(parse_kmsg_record("no header").is_none());
-
-        let c = parse_oom_context(
-            "oom-kill:constraint=CONSTRAINT_MEMCG,nodemask=(null),cpuset=/,mems_allowed=0,\
-             oom_memcg=/memperf-test-oom-1,task_memcg=/memperf-test-oom-1,task=hog,pid=4242,uid=0",
-        );
-        assert_eq!(c, Some((4242, Some("/memperf-test-oom-1".to_string()))));
-        let c = parse_oom_context(
-            "oom-kill:constraint=CONSTRAINT_NONE,nodemask=(null),cpuset=/,mems_allowed=0,\
-             global_oom,task_memcg=/,task=x,pid=5,uid=0",
-        );
-        assert_eq!(c, Some((5, None)));
     }
 }
