@@ -352,7 +352,13 @@ pub(crate) fn seconds(option: &str, secs: f64) -> Result<Duration> {
     if secs > MAX_SECONDS {
         bail!("{option} {secs} is too long: at most {MAX_SECONDS} seconds (100 years)");
     }
-    Duration::try_from_secs_f64(secs).with_context(|| format!("{option} {secs} is not a duration"))
+    let d = Duration::try_from_secs_f64(secs)
+        .with_context(|| format!("{option} {secs} is not a duration"))?;
+    // A zero interval would never end (`1e-10` rounds to it).
+    if d.is_zero() {
+        bail!("{option} {secs} is under a nanosecond");
+    }
+    Ok(d)
 }
 
 /// Refuses the output file given to `option` if it could not be written (a FIFO, another

@@ -150,9 +150,10 @@ impl ProcessMaps {
                 kept.push(Mapping { end: start, ..m });
             }
             if m.end > end {
+                // A corrupted pgoff saturates, as a corrupted end does.
                 kept.push(Mapping {
                     start: end,
-                    pgoff: m.pgoff + (end - m.start),
+                    pgoff: m.pgoff.saturating_add(end - m.start),
                     ..m
                 });
             }
@@ -241,7 +242,7 @@ impl ProcessMaps {
         let maps = self.by_pid.get(&pid)?;
         let i = maps.partition_point(|m| m.start <= addr);
         let m = maps.get(i.checked_sub(1)?)?;
-        (addr < m.end).then(|| (m.module, addr - m.start + m.pgoff))
+        (addr < m.end).then(|| (m.module, (addr - m.start).saturating_add(m.pgoff)))
     }
 }
 
@@ -370,6 +371,17 @@ mod tests {
         // Named by the kernel or by /proc/PID/maps.
         p.map(9, 0x1000, 0x1000, 0, b"[heap]", None);
         assert!(p.is_heap(9, 0x1000));
+    }
+
+    #[test]
+    fn a_corrupted_file_offset_saturates_when_split_and_looked_up() {
+        // A recording's MMAP2 record with a pgoff near the end of u64 (fuzz/, `tools`).
+        let mut p = ProcessMaps::default();
+        p.map(1, 0x1000, 0x3000, u64::MAX - 0x10, b"/bin/a", None);
+        assert_eq!(p.lookup(1, 0x1000), Some((0, u64::MAX - 0x10)));
+        assert_eq!(p.lookup(1, 0x1800), Some((0, u64::MAX)));
+        p.map(1, 0x2000, 0x1000, 0, b"/lib/b.so", None);
+        assert_eq!(p.lookup(1, 0x3010), Some((0, u64::MAX)));
     }
 
     #[test]

@@ -395,23 +395,10 @@ fn a_cut_tool_recording_is_reported_as_cut_short() {
 
 /// Moves the time of the middle sample of `data` far beyond the recording's end, in place.
 fn corrupt_one_sample_time(data: &std::path::Path) {
-    use memperf::perfdata::PerfDataFile;
-    let file = PerfDataFile::open(data).unwrap();
-    let samples: Vec<(u64, u64)> = file
-        .records()
-        .map(Result::unwrap)
-        .filter(|r| r.ty == 9)
-        .filter_map(|r| {
-            let info = file.parse_info(file.event_for(r.ty, r.body)?);
-            let t = memperf::records::parse_sample(r.body, &info).ok()?.time?;
-            let at = r.bytes.windows(8).position(|w| w == t.to_ne_bytes())?;
-            Some((r.offset + at as u64, t))
-        })
-        .collect();
+    let samples = sample_times(data);
     assert!(samples.len() > 10, "{} samples", samples.len());
     let (at, t) = samples[samples.len() / 2];
     let mut bytes = std::fs::read(data).unwrap();
-    let at = at as usize;
     // About 30 years later: 10^9 one-second intervals.
     let far = t + 1_000_000_000_000_000_000;
     bytes[at..at + 8].copy_from_slice(&far.to_ne_bytes());
@@ -440,41 +427,8 @@ fn slabratetop_i_prints_no_empty_intervals_up_to_a_corrupted_sample_time() {
         ]);
     }
     corrupt_one_sample_time(&data);
-    let mut child = memperf()
-        .args(["slabratetop", "-C", "-i", data.to_str().unwrap(), "1"])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    // Read on threads, so that a replay printing without end cannot fill a pipe and stall.
-    let mut so = child.stdout.take().unwrap();
-    let mut se = child.stderr.take().unwrap();
-    let out = std::thread::spawn(move || {
-        let mut n = 0u64;
-        let mut buf = vec![0u8; 1 << 16];
-        while let Ok(k @ 1..) = std::io::Read::read(&mut so, &mut buf) {
-            n += buf[..k].iter().filter(|&&b| b == b'\n').count() as u64;
-        }
-        n
-    });
-    let err = std::thread::spawn(move || {
-        let mut e = String::new();
-        std::io::Read::read_to_string(&mut se, &mut e).ok();
-        e
-    });
-    let started = std::time::Instant::now();
-    while child.try_wait().unwrap().is_none() {
-        if started.elapsed() > Duration::from_secs(20) {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!(
-                "slabratetop -i ran 20 s on a recording of a fraction of a second ({} lines)",
-                out.join().unwrap()
-            );
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let (lines, err) = (out.join().unwrap(), err.join().unwrap());
+    let args = ["slabratetop", "-C", "-i", data.to_str().unwrap(), "1"];
+    let (_, lines, err) = run_bounded(&args, Duration::from_secs(20));
     assert!(lines < 200, "{lines} lines for a run under a second\n{err}");
     assert!(
         err.contains("left out 1 samples timed outside the recording's span"),

@@ -3,7 +3,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use memperf::perfdata::PerfDataFile;
-use memperf::record::parse_record;
+use memperf::records::parse_record;
 
 fuzz_target!(|data: &[u8]| {
     let Ok(file) = PerfDataFile::from_bytes(data.to_vec()) else {

@@ -33,13 +33,20 @@ struct Live {
     bits: Bits,
 }
 
-/// Which pages of an allocation faulted: none yet, up to 64 pages inline, or a bitmap.
+/// Which pages of an allocation faulted: none yet, up to 64 pages inline, a bitmap, or a set
+/// of the touched ones.
 #[derive(Debug)]
 enum Bits {
     None,
     Inline(u64),
     Heap(Box<[u64]>),
+    /// The pages touched of an allocation over `DENSE_PAGES` pages: a bitmap of its size
+    /// could not be held (a corrupted size in a recording states up to 2^64 bytes).
+    Sparse(rustc_hash::FxHashSet<u64>),
 }
+
+/// The most pages an allocation's bitmap covers: 32 GiB of 4 KiB pages in 1 MiB.
+const DENSE_PAGES: u64 = 1 << 23;
 
 /// A live allocation, as `owner` answers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -122,7 +129,8 @@ impl Resident {
         self.insert(space, base, size, stack);
         let t = self.per_stack.entry((space, stack)).or_default();
         t.allocs += 1;
-        t.alloc_bytes += size;
+        // A corrupted size (a recording's) saturates, as the allocation's end does.
+        t.alloc_bytes = t.alloc_bytes.saturating_add(size);
     }
 
     /// What remains of a region after munmap cut part of it: live again, not allocated
@@ -136,7 +144,7 @@ impl Resident {
         self.free(space, base);
         let t = self.per_stack.entry((space, stack)).or_default();
         t.live_allocs += 1;
-        t.live_bytes += size;
+        t.live_bytes = t.live_bytes.saturating_add(size);
         self.live.insert(
             (space, base),
             Live {
@@ -268,6 +276,7 @@ impl Resident {
             .values()
             .map(|l| match &l.bits {
                 Bits::Heap(b) => b.len() * 8,
+                Bits::Sparse(s) => s.capacity() * 16,
                 _ => 0,
             })
             .sum();
@@ -287,11 +296,14 @@ fn set_page(bits: &mut Bits, n: u64, i: u64) -> bool {
     if matches!(bits, Bits::None) {
         *bits = if n <= 64 {
             Bits::Inline(0)
-        } else {
+        } else if n <= DENSE_PAGES {
             Bits::Heap(vec![0u64; n.div_ceil(64) as usize].into_boxed_slice())
+        } else {
+            Bits::Sparse(Default::default())
         };
     }
     let (word, bit) = match bits {
+        Bits::Sparse(s) => return s.insert(i),
         Bits::Inline(w) => (w, i),
         Bits::Heap(b) => match b.get_mut((i / 64) as usize) {
             Some(w) => (w, i % 64),
@@ -374,6 +386,23 @@ mod tests {
         assert_eq!(all[1].1.live_allocs, 1);
         r.reset_space(1);
         assert_eq!(r.live_len(), 0);
+    }
+
+    #[test]
+    fn allocations_of_corrupted_sizes_saturate_and_keep_no_bitmap_of_their_size() {
+        // Sizes a recording's corrupted malloc arguments state (fuzz/, `tools`).
+        let mut r = Resident::new(4096);
+        r.alloc(1, 0x1000, u64::MAX - 0x1000, S);
+        r.alloc(1, 0x1000_0000, u64::MAX / 2, S);
+        assert!(r.fault(1, 0x2000_0000_0000, None));
+        assert!(r.fault(1, 0x2000_0000_0010, None)); // the same page again
+        assert_eq!(r.stats.repeats, 1);
+        assert!(r.memory_bytes() < 1 << 20, "{}", r.memory_bytes());
+        let t = *r.stacks().next().unwrap().2;
+        assert_eq!(
+            (t.alloc_bytes, t.live_bytes, t.live_pages),
+            (u64::MAX, u64::MAX, 1)
+        );
     }
 
     #[test]

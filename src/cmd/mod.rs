@@ -21,7 +21,44 @@ pub mod swapin;
 pub mod triage;
 pub mod vmscan;
 
+use anyhow::Result;
+
+use crate::cli::Command;
+use crate::cli::mem::MemAction;
 use crate::tool::Want;
+
+/// Runs a parsed command line's subcommand: what the binary does, and what the fuzz
+/// targets call to read a recording as each command reads it. Returns the exit code.
+pub fn run(command: Command) -> Result<i32> {
+    match command {
+        Command::Record(args) => args.into_config().and_then(record::run),
+        Command::Report(args) => args.into_config().and_then(report::run),
+        Command::Script(args) => args.into_config().and_then(report::run),
+        Command::Diff(args) => args.into_config().and_then(diff::run),
+        Command::Stat(args) => args.into_config().and_then(stat::run),
+        Command::Leak(args) => args.into_config().and_then(leak::run),
+        Command::Rss(args) => args.into_config().and_then(rss::run),
+        Command::Heap(args) => args.into_config().and_then(heap::run),
+        Command::Faults(args) => faults::run(args),
+        Command::Brkstack(args) => brkstack::run(args),
+        Command::Ffaults(args) => ffaults::run(ffaults::Place::Files, args),
+        Command::Fmapfault(args) => ffaults::run(ffaults::Place::CommFiles, args),
+        Command::Hfaults(args) => ffaults::run(ffaults::Place::Huge, args),
+        Command::Swapin(args) => swapin::run(args),
+        Command::Drsnoop(args) => drsnoop::run(args),
+        Command::Vmscan(args) => vmscan::run(args),
+        Command::Slabratetop(args) => slabratetop::run(args),
+        Command::Mmapsnoop(args) => mmapsnoop::run(args),
+        Command::Shmsnoop(args) => shmsnoop::run(args),
+        Command::Oomkill(args) => oomkill::run(args),
+        Command::List(args) => args.into_config().and_then(list::run),
+        Command::Triage(args) => args.into_config().and_then(triage::run),
+        Command::Mem(args) => match args.action {
+            MemAction::Record(a) => a.into_config().and_then(mem::record),
+            MemAction::Report(a) => a.into_config().and_then(mem::report),
+        },
+    }
+}
 
 /// A memperf command and the fixed events it reads.
 #[derive(Debug, Clone)]

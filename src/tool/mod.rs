@@ -283,9 +283,10 @@ struct Drive<'t, T: Tool> {
     last_time: Option<u64>,
 }
 
-/// The longest run of empty intervals a replay prints at once when its recording states
-/// no span: past it, the intervals up to the next sample are skipped and counted (a
-/// corrupted time once made slabratetop print millions of empty intervals).
+/// The longest run of empty intervals a replay prints at once: past it, the intervals up to
+/// the next sample are skipped and counted (a corrupted time once made slabratetop print
+/// millions of empty intervals). This holds within the span a header states too: a
+/// corrupted header states any span.
 const MAX_REPLAY_GAP_NS: u64 = 3_600_000_000_000;
 
 impl<'t, T: Tool> Drive<'t, T> {
@@ -317,7 +318,8 @@ impl<'t, T: Tool> Drive<'t, T> {
     fn set_origin(&mut self, origin: u64) {
         if self.cx.origin.is_none() {
             self.cx.origin = Some(origin);
-            self.next_end = self.every.map(|e| origin + e);
+            // None when the first interval would end past the clock's last value.
+            self.next_end = self.every.and_then(|e| origin.checked_add(e));
         }
     }
 
@@ -327,7 +329,7 @@ impl<'t, T: Tool> Drive<'t, T> {
             if end > t || self.done {
                 break;
             }
-            if self.cx.replay && self.span.end.is_none() && t - end > MAX_REPLAY_GAP_NS {
+            if self.cx.replay && t - end > MAX_REPLAY_GAP_NS {
                 // The intervals between are empty; their count is said at the end.
                 let skip = (t - end) / every;
                 self.skipped_intervals += skip;
@@ -337,7 +339,8 @@ impl<'t, T: Tool> Drive<'t, T> {
             self.tool.interval(&mut self.cx, end, procs)?;
             self.cx.out.flush()?;
             self.intervals += 1;
-            self.next_end = Some(end + every);
+            // No interval ends past the clock's last value (a corrupted time near it).
+            self.next_end = end.checked_add(every);
             if self.count.is_some_and(|c| self.intervals >= c) {
                 self.done = true;
             }

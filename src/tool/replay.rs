@@ -206,8 +206,8 @@ fn finish_replay<T: Tool>(
     }
     if drive.skipped_intervals > 0 {
         eprintln!(
-            "memperf {name}: warning: skipped {} empty intervals before a sample timed over an \
-             hour after the one before it",
+            "memperf {name}: warning: skipped {} empty intervals in gaps of over an hour \
+             without samples (a corrupted time or span?)",
             drive.skipped_intervals
         );
     }

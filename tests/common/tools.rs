@@ -131,3 +131,62 @@ pub fn dd_in(cg: &MemCgroup, file: &std::path::Path, mib: u32) -> Vec<String> {
         .map(|a| a.to_str().unwrap().to_string())
         .collect()
 }
+
+/// Where each sample of the recording `data` states its time: (file offset, time).
+pub fn sample_times(data: &std::path::Path) -> Vec<(usize, u64)> {
+    use memperf::perfdata::PerfDataFile;
+    let file = PerfDataFile::open(data).unwrap();
+    file.records()
+        .map(Result::unwrap)
+        .filter(|r| r.ty == 9)
+        .filter_map(|r| {
+            let info = file.parse_info(file.event_for(r.ty, r.body)?);
+            let t = memperf::records::parse_sample(r.body, &info).ok()?.time?;
+            let at = r.bytes.windows(8).position(|w| w == t.to_ne_bytes())?;
+            Some((r.offset as usize + at, t))
+        })
+        .collect()
+}
+
+/// Runs `memperf ARGS`, killed after `limit` (a replay printing without end: the test then
+/// fails); returns its exit code, the lines of its standard output and its standard error.
+pub fn run_bounded(args: &[&str], limit: std::time::Duration) -> (Option<i32>, u64, String) {
+    let mut child = memperf()
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Read on threads, so that a replay printing without end cannot fill a pipe and stall.
+    let mut so = child.stdout.take().unwrap();
+    let mut se = child.stderr.take().unwrap();
+    let out = std::thread::spawn(move || {
+        let mut n = 0u64;
+        let mut buf = vec![0u8; 1 << 16];
+        while let Ok(k @ 1..) = so.read(&mut buf) {
+            n += buf[..k].iter().filter(|&&b| b == b'\n').count() as u64;
+        }
+        n
+    });
+    let err = std::thread::spawn(move || {
+        let mut e = String::new();
+        se.read_to_string(&mut e).ok();
+        e
+    });
+    let started = std::time::Instant::now();
+    let status = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break st;
+        }
+        if started.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "memperf {args:?} ran {limit:?} ({} lines)",
+                out.join().unwrap()
+            );
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    (status.code(), out.join().unwrap(), err.join().unwrap())
+}
