@@ -2,12 +2,13 @@
 
 mod file;
 pub mod header;
+mod named;
 pub mod pprof;
 pub mod script;
 
 pub use file::{check_output_path, create_output_file};
+use named::named_stacks;
 
-use std::collections::BTreeMap;
 use std::io::Write;
 use std::sync::Arc;
 
@@ -308,47 +309,6 @@ pub fn resolve(cfg: &ReportConfig, agg: &Aggregate, kallsyms: Option<Arc<Kallsym
     r.finish()
 }
 
-/// The named stacks of one event (or all), root first, merged by name.
-fn named_stacks(
-    cfg: &ReportConfig,
-    agg: &Aggregate,
-    res: &Resolved,
-    event: Option<usize>,
-) -> BTreeMap<Vec<String>, u64> {
-    let mut out: BTreeMap<Vec<String>, u64> = BTreeMap::new();
-    let mut ids: Vec<FrameId> = Vec::new();
-    for (&(ev, prefix, stack), &count) in &agg.counts {
-        if event.is_some_and(|e| e != ev) {
-            continue;
-        }
-        ids.clear();
-        if let Some(stack) = stack {
-            agg.book.stacks.frames(stack, &mut ids);
-        }
-        let mut frames: Vec<String> = Vec::with_capacity(ids.len() + 1);
-        // Root first: the frames before the mark were read from the live process.
-        let mut recovered = ids.iter().any(|&id| Some(id) == res.recovered_mark);
-        for &id in &ids {
-            if Some(id) == res.recovered_mark {
-                recovered = false;
-            }
-            let names = res.names[id as usize].iter();
-            if recovered {
-                frames.extend(names.map(|n| format!("{n} {RECOVERED}")));
-            } else {
-                frames.extend(names.cloned());
-            }
-        }
-        if cfg.reverse {
-            frames.reverse();
-        }
-        let comm = agg.prefixes.get(prefix).cloned().unwrap_or_default();
-        frames.insert(0, comm);
-        *out.entry(frames).or_insert(0) += count;
-    }
-    out
-}
-
 /// `comm;root;...;leaf count` lines, sorted.
 pub fn write_folded(
     cfg: &ReportConfig,
@@ -358,7 +318,7 @@ pub fn write_folded(
 ) -> Result<()> {
     let stacks = named_stacks(cfg, agg, res, None);
     let mut lines: Vec<(String, u64)> = stacks
-        .into_iter()
+        .iter()
         .map(|(frames, n)| (frames.join(";"), n))
         .collect();
     lines.sort();
@@ -522,28 +482,24 @@ pub fn write_text(
         }
         let stacks = named_stacks(cfg, agg, res, Some(i));
         // Samples, or bytes under --weight bytes.
-        let kept: u64 = stacks.values().sum::<u64>().max(1);
-        let mut ranked: Vec<(&Vec<String>, u64)> = stacks.iter().map(|(k, &v)| (k, v)).collect();
-        ranked.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(b.0)));
+        let kept: u64 = stacks.total().max(1);
         writeln!(out)?;
         writeln!(
             out,
             "# {name}: top {} of {} stacks, most {} first",
-            cfg.top.min(ranked.len()),
-            ranked.len(),
+            cfg.top.min(stacks.len()),
+            stacks.len(),
             match cfg.weight {
                 crate::cli::Weight::Bytes if agg.sized.get(i).copied().unwrap_or(false) => "bytes",
                 crate::cli::Weight::Bytes => "samples (no size is known for this event)",
                 crate::cli::Weight::Count => "samples",
             }
         )?;
-        for (frames, count) in ranked.into_iter().take(cfg.top) {
+        for (frames, count) in stacks.top(cfg.top) {
             writeln!(out)?;
-            let (comm, rest) = frames
-                .split_first()
-                .map_or(("", &[][..]), |(c, r)| (c.as_str(), r));
+            let (comm, rest) = frames.split_first().map_or(("", &[][..]), |(c, r)| (*c, r));
             // Leaf first, as BCC's stackcount prints them (unless --reverse asked for root first).
-            let ordered: Vec<&String> = if cfg.reverse {
+            let ordered: Vec<&&str> = if cfg.reverse {
                 rest.iter().collect()
             } else {
                 rest.iter().rev().collect()
@@ -591,7 +547,7 @@ pub fn write_flamegraph(
         .collect();
     lines.sort();
     let st = &agg.stats;
-    let kept: u64 = stacks.values().sum();
+    let kept: u64 = stacks.total();
     let command = if file.features.cmdline.is_empty() {
         cfg.input.to_string()
     } else {
