@@ -10,12 +10,16 @@
 # pointers) is read by both tools too.
 #
 # Per file, each round runs, in turn:
-#   memperf report (text)          vs  perf report --stdio (its default: children, callers)
+#   memperf report (text)          vs  perf report --stdio --no-children
 #   memperf report --folded        vs  perf report --stdio --no-children -g folded,0,caller,count
 #   memperf report --pprof FILE
 # and prints the medians and the ratios perf/memperf of wall and CPU time, and both peak RSS.
+# memperf's text report is of self stacks, as perf's --no-children is; perf's default
+# (children) adds an entry per caller of every sample: on 1.8 M samples of a 60 s
+# recording it took 222 s and 12.8 GB, more than a round here can afford.
 #
 # Usage: benches/big-report.sh [ROUNDS] [SECS] [DATA]   (defaults: 5 rounds, 60 s, see above)
+# ONLY=memperf.data (or perf.data) reads one of the two files.
 # Run it alone (it records the whole machine): flock /tmp/memperf-machine.lock benches/...
 # MEMPERF=path picks the binary (default: target/release/memperf, built here); OLD=path adds
 # an older binary's runs beside it (before/after figures).
@@ -78,9 +82,9 @@ if [ ! -s "$DATA/memperf.data" ] || [ ! -s "$DATA/perf.data" ]; then
     wait
 fi
 
-python3 - "$DATA" "$ROUNDS" "$MEMPERF" "${OLD:-}" <<'PY'
+python3 - "$DATA" "$ROUNDS" "$MEMPERF" "${OLD:-}" "${ONLY:-}" <<'PY'
 import os, re, statistics, subprocess, sys, time
-data, rounds, memperf, old = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+data, rounds, memperf, old, only = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
 
 def samples(path):
     out = subprocess.run(["perf", "report", "--stats", "-i", path],
@@ -103,7 +107,7 @@ def configs(path):
     pp = os.path.join(data, "out.pb.gz")
     c = {
         "memperf report (text)": [memperf, "report", "-q", "-i", path],
-        "perf report --stdio": ["perf", "report", "--stdio", "-i", path],
+        "perf report --no-children": ["perf", "report", "--stdio", "--no-children", "-i", path],
         "memperf report --folded": [memperf, "report", "-q", "--folded", "-i", path],
         "perf report -g folded": ["perf", "report", "--stdio", "--no-children",
                                   "-g", "folded,0,caller,count", "-i", path],
@@ -115,7 +119,7 @@ def configs(path):
         c["OLD memperf report --pprof"] = [old, "report", "-q", "--pprof", pp, "-i", path]
     return c
 
-for name in ("memperf.data", "perf.data"):
+for name in [n for n in ("memperf.data", "perf.data") if only in ("", n)]:
     path = os.path.join(data, name)
     print(f"\n{name}: {os.path.getsize(path) / 1e6:.1f} MB, {samples(path)} samples")
     cfg = configs(path)
@@ -130,7 +134,7 @@ for name in ("memperf.data", "perf.data"):
     for k, rs in res.items():
         med[k] = tuple(statistics.median(r[i] for r in rs) for i in range(2)) + (max(r[2] for r in rs),)
         print(f"{k:30} {med[k][0]:8.2f} {med[k][1]:8.2f} {med[k][2]:13.1f}")
-    for mine, theirs in (("memperf report (text)", "perf report --stdio"),
+    for mine, theirs in (("memperf report (text)", "perf report --no-children"),
                          ("memperf report --folded", "perf report -g folded")):
         m, p = med[mine], med[theirs]
         print(f"{theirs} / {mine}: wall {p[0] / m[0]:.2f}x, CPU {p[1] / m[1]:.2f}x, "
