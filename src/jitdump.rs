@@ -23,6 +23,11 @@ const UNWINDING_FIXED: usize = PREFIX + 24;
 /// Whether `path` names the jitdump of process `pid`: a file `jit-PID.dump` (in any
 /// directory), which a JIT maps executable so that a recording sees it.
 pub(crate) fn is_dump_of(path: &[u8], pid: u32) -> bool {
+    dump_pid(path) == Some(pid)
+}
+
+/// The process whose jitdump `path` names, if it names one (see [`is_dump_of`]).
+pub(crate) fn dump_pid(path: &[u8]) -> Option<u32> {
     let name = path.rsplit(|&b| b == b'/').next().unwrap_or(path);
     let digits = name
         .strip_prefix(b"jit-")
@@ -30,7 +35,6 @@ pub(crate) fn is_dump_of(path: &[u8], pid: u32) -> bool {
     digits
         .and_then(|d| std::str::from_utf8(d).ok())
         .and_then(|d| d.parse::<u32>().ok())
-        == Some(pid)
 }
 
 /// A little reader over the writer's byte order.

@@ -65,6 +65,10 @@ pub struct ProcessMaps {
     heaps: FxHashMap<u32, HeapInference>,
     /// Build-ids from the file's BUILD_ID feature, by path.
     feature_build_ids: FxHashMap<Vec<u8>, Vec<u8>>,
+    /// pid → the latest module that is that process's jitdump (`jit-PID.dump`): looked up
+    /// for JIT frames, which a system-wide recording has in every process it knows no
+    /// mapping of, so not by a search of every module.
+    dumps: FxHashMap<u32, u32>,
 }
 
 impl ProcessMaps {
@@ -89,11 +93,8 @@ impl ProcessMaps {
     /// The jitdump file process `pid` mapped, as a JIT announces one (perf's jitdump: it
     /// maps its `jit-PID.dump` executable); the latest such module when there are several.
     pub fn jitdump_path(&self, pid: u32) -> Option<&[u8]> {
-        self.modules
-            .iter()
-            .rev()
-            .map(|m| m.path.as_slice())
-            .find(|p| crate::jitdump::is_dump_of(p, pid))
+        let id = *self.dumps.get(&pid)?;
+        Some(self.module(id).path.as_slice())
     }
 
     /// The first process that mapped module `id`.
@@ -113,6 +114,10 @@ impl ProcessMaps {
             return id;
         }
         let id = self.modules.len() as u32;
+        if let Some(dump_of) = crate::jitdump::dump_pid(path) {
+            // Ids grow: the latest dump module of a process is the last one inserted.
+            self.dumps.insert(dump_of, id);
+        }
         self.modules.push(info.clone());
         self.module_pids.push(pid);
         self.module_ids.insert(info, id);

@@ -12,6 +12,7 @@ use crate::abi::{
 };
 use crate::cli::StackSpace;
 use crate::maps::ProcessMaps;
+use crate::records::Record;
 use crate::session::{Chain, SampleCtx};
 use crate::stacks::{CodeAddr, FrameId, FrameTable, StackId, StackTable};
 
@@ -35,8 +36,12 @@ pub struct StackBook {
     leaf_first: Vec<FrameId>,
     /// Where the user frames begin in `leaf_first`.
     user_start: Option<usize>,
-    /// (pid, address, is return address) → frame, valid until a mapping changes.
-    memo: FxHashMap<(u32, u64, bool), FrameId>,
+    /// pid → (address, is return address) → frame, valid until a mapping of that process
+    /// changes: a system-wide recording's processes map something every few dozen samples,
+    /// and each forgot every process's frames.
+    memo: FxHashMap<u32, FxHashMap<(u64, bool), FrameId>>,
+    /// The memo of the process whose sample is being walked, taken out of `memo`.
+    pid_memo: FxHashMap<(u64, bool), FrameId>,
 }
 
 impl StackBook {
@@ -52,14 +57,44 @@ impl StackBook {
             leaf_first: Vec::with_capacity(128),
             user_start: None,
             memo: FxHashMap::default(),
+            pid_memo: FxHashMap::default(),
         }
     }
 
-    /// Forgets what addresses meant: a mapping changed.
-    pub fn mappings_changed(&mut self) {
-        self.memo.clear();
+    /// Forgets what a side-band record changes: what addresses meant in the process whose
+    /// mappings it changes (an mmap, an exec, a new process, its exit), and, when a jitdump
+    /// is mapped, which dump each process maps.
+    pub fn side_band(&mut self, rec: &Record<'_>) {
+        let pid = match *rec {
+            Record::Mmap { pid, filename, .. } | Record::Mmap2 { pid, filename, .. } => {
+                if crate::jitdump::dump_pid(filename).is_some() {
+                    self.jitdumps_changed();
+                }
+                pid
+            }
+            Record::Comm {
+                pid, exec: true, ..
+            } => pid,
+            Record::Fork { pid, ppid, .. } if pid != ppid => pid,
+            Record::Exit { pid, tid, .. } if pid == tid => pid,
+            _ => return,
+        };
+        self.mappings_changed(pid);
+    }
+
+    /// Forgets what addresses meant in process `pid`.
+    fn mappings_changed(&mut self, pid: u32) {
+        self.memo.remove(&pid);
         if let Some(jit) = &mut self.jit {
-            jit.mappings_changed();
+            jit.mappings_changed(Some(pid));
+        }
+    }
+
+    /// Forgets which jitdump every process maps: a jitdump file was mapped (perhaps by
+    /// another process than the one it is of).
+    fn jitdumps_changed(&mut self) {
+        if let Some(jit) = &mut self.jit {
+            jit.mappings_changed(None);
         }
     }
 
@@ -69,6 +104,7 @@ impl StackBook {
         self.leaf_first.clear();
         self.user_start = None;
         self.time = c.sample.time;
+        self.pid_memo = self.memo.remove(&pid).unwrap_or_default();
         // Each kind of chain walked by its own copy of the loop: no branch per address.
         match c.callchain() {
             Some(Chain::Recorded(chain)) => self.walk_chain(chain, maps, pid),
@@ -84,6 +120,9 @@ impl StackBook {
             } else if cpumode == b::PERF_RECORD_MISC_USER {
                 self.user_frame(maps, pid, ip, false);
             }
+        }
+        if !self.pid_memo.is_empty() {
+            self.memo.insert(pid, std::mem::take(&mut self.pid_memo));
         }
         if self.mark_recovered
             && let (Some(first), Some(start)) = (c.recovered, self.user_start)
@@ -147,7 +186,7 @@ impl StackBook {
         if self.user_start.is_none() {
             self.user_start = Some(self.leaf_first.len());
         }
-        if let Some(&id) = self.memo.get(&(pid, addr, ret)) {
+        if let Some(&id) = self.pid_memo.get(&(addr, ret)) {
             self.leaf_first.push(id);
             return;
         }
@@ -160,7 +199,7 @@ impl StackBook {
         let id = self.frames.intern(&key);
         // A frame named by the sample's time is looked up again for the next sample.
         if !matches!(key, FrameKey::Jit { load: Some(_), .. }) {
-            self.memo.insert((pid, addr, ret), id);
+            self.pid_memo.insert((addr, ret), id);
         }
         self.leaf_first.push(id);
     }

@@ -81,9 +81,15 @@ impl JitTimes {
         }
     }
 
-    /// A process mapped or unmapped something: which dump it maps is looked up again.
-    pub fn mappings_changed(&mut self) {
-        self.checked.clear();
+    /// Process `pid` mapped or unmapped something (`None`: some process mapped a jitdump):
+    /// which dump it maps (every process maps) is looked up again.
+    pub fn mappings_changed(&mut self, pid: Option<u32>) {
+        match pid {
+            Some(pid) => {
+                self.checked.remove(&pid);
+            }
+            None => self.checked.clear(),
+        }
     }
 
     /// For a JIT address of `pid` sampled at time `t`, the time of the load in effect

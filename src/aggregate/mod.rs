@@ -197,6 +197,9 @@ struct Aggregator<'c> {
     /// Each event's fixed sample period (not a frequency): the period of samples that do
     /// not carry PERF_SAMPLE_PERIOD, as perf script prints it.
     fixed_periods: Vec<Option<u64>>,
+    /// (pid, tid) → the interned prefix of its samples, until a thread is named, forks or
+    /// exits: not a `String` built and hashed for every sample.
+    prefix_of: FxHashMap<(u32, u32), u32>,
 }
 
 /// Reads every record of `file` through the session into an aggregate of stacks;
@@ -228,6 +231,7 @@ pub fn read<'c>(
         exit_brk: weigh::exit_brk_event(file, names),
         brk: BrkTracker::default(),
         weighers,
+        prefix_of: FxHashMap::default(),
     };
     a.agg.book.jit = ToMonotonic::of(file).map(JitTimes::new);
     a.agg.sized = a
@@ -317,9 +321,17 @@ impl Handler for Aggregator<'_> {
     }
 
     fn side_band(&mut self, r: &SideBand<'_>) -> io::Result<()> {
+        if matches!(
+            r.rec,
+            Some(Record::Comm { .. } | Record::Fork { .. } | Record::Exit { .. })
+        ) {
+            self.prefix_of.clear();
+        }
+        if let Some(rec) = r.rec {
+            self.agg.book.side_band(rec);
+        }
         match r.rec {
             Some(&Record::Mmap { pid, .. } | &Record::Mmap2 { pid, .. }) if pid != u32::MAX => {
-                self.agg.book.mappings_changed();
                 if self.brk.is_pending(pid)
                     && let Some(start) = r.procs.maps().and_then(|m| m.heap_start(pid))
                     && let Some((bytes, targets)) = self.brk.resolve(pid, start)
@@ -329,13 +341,7 @@ impl Handler for Aggregator<'_> {
             }
             Some(&Record::Comm {
                 pid, exec: true, ..
-            }) => {
-                self.agg.book.mappings_changed();
-                self.brk.forget(pid);
-            }
-            Some(&Record::Fork { pid, ppid, .. }) if pid != ppid => {
-                self.agg.book.mappings_changed()
-            }
+            }) => self.brk.forget(pid),
             Some(&Record::Exit { pid, tid, .. }) if pid == tid => self.brk.forget(pid),
             _ => {}
         }
@@ -425,13 +431,7 @@ impl Aggregator<'_> {
             return Ok(());
         }
         let stack = self.stack_of(c, pid);
-        let comm = comm_of(c.procs, pid, tid);
-        let prefix = match self.cfg.prefix {
-            Prefix::Comm => comm,
-            Prefix::Pid => format!("{comm}-{pid}"),
-            Prefix::Tid => format!("{comm}-{pid}/{tid}"),
-        };
-        let prefix = self.agg.prefixes.intern(&prefix);
+        let prefix = self.prefix(c.procs, pid, tid);
         if let Some(rows) = self.rows.as_mut() {
             let row = ScriptRow {
                 ev,
@@ -468,6 +468,23 @@ impl Aggregator<'_> {
         };
         *self.agg.counts.entry(key).or_insert(0) += weight;
         Ok(())
+    }
+
+    /// The interned prefix (command, pid, tid, as `--per-pid`/`--per-tid` say) of a sample
+    /// of thread `tid` of `pid`.
+    fn prefix(&mut self, procs: &Processes, pid: u32, tid: u32) -> u32 {
+        if let Some(&id) = self.prefix_of.get(&(pid, tid)) {
+            return id;
+        }
+        let comm = comm_of(procs, pid, tid);
+        let prefix = match self.cfg.prefix {
+            Prefix::Comm => comm,
+            Prefix::Pid => format!("{comm}-{pid}"),
+            Prefix::Tid => format!("{comm}-{pid}/{tid}"),
+        };
+        let id = self.agg.prefixes.intern(&prefix);
+        self.prefix_of.insert((pid, tid), id);
+        id
     }
 
     /// The sample's stack, interned.

@@ -5,6 +5,7 @@ mod file;
 mod fit;
 mod flame;
 pub mod header;
+mod named;
 pub mod pprof;
 pub mod script;
 mod shape;
@@ -17,7 +18,6 @@ pub use flame::{Flame, draw_flamegraph, write_flamegraph};
 pub use text::write_text;
 pub use tree::write_call_tree;
 
-use std::collections::BTreeMap;
 use std::io::Write;
 use std::sync::Arc;
 
@@ -317,45 +317,19 @@ pub fn resolve(cfg: &ReportConfig, agg: &Aggregate, kallsyms: Option<Arc<Kallsym
     r.finish()
 }
 
-/// The named stacks of one event (or all), root first, merged by name.
+/// The named stacks of one event (or all), root first, merged by name, as owned names (for
+/// the outputs that reshape them: `shape`, `diff`). `named::named_stacks` merges them as
+/// interned ids; the text report takes its top stacks from there without this copy.
 pub(crate) fn named_stacks(
     cfg: &ReportConfig,
     agg: &Aggregate,
     res: &Resolved,
     event: Option<usize>,
 ) -> BTreeMap<Vec<String>, u64> {
-    let mut out: BTreeMap<Vec<String>, u64> = BTreeMap::new();
-    let mut ids: Vec<FrameId> = Vec::new();
-    for (&(ev, prefix, stack), &count) in &agg.counts {
-        if event.is_some_and(|e| e != ev) {
-            continue;
-        }
-        ids.clear();
-        if let Some(stack) = stack {
-            agg.book.stacks.frames(stack, &mut ids);
-        }
-        let mut frames: Vec<String> = Vec::with_capacity(ids.len() + 1);
-        // Root first: the frames before the mark were read from the live process.
-        let mut recovered = ids.iter().any(|&id| Some(id) == res.recovered_mark);
-        for &id in &ids {
-            if Some(id) == res.recovered_mark {
-                recovered = false;
-            }
-            let names = res.names[id as usize].iter();
-            if recovered {
-                frames.extend(names.map(|n| format!("{n} {RECOVERED}")));
-            } else {
-                frames.extend(names.cloned());
-            }
-        }
-        if cfg.reverse {
-            frames.reverse();
-        }
-        let comm = agg.prefixes.get(prefix).cloned().unwrap_or_default();
-        frames.insert(0, comm);
-        *out.entry(frames).or_insert(0) += count;
-    }
-    out
+    named::named_stacks(cfg, agg, res, event)
+        .iter()
+        .map(|(frames, n)| (frames.into_iter().map(str::to_string).collect(), n))
+        .collect()
 }
 
 /// `comm;root;...;leaf count` lines, sorted.

@@ -5,7 +5,7 @@ use std::io::Write;
 
 use anyhow::Result;
 
-use super::{Resolved, header, human_bytes, named_stacks, wrap};
+use super::{Resolved, header, human_bytes, wrap};
 use crate::aggregate::Aggregate;
 use crate::cli::{ReportConfig, Weight};
 use crate::perfdata::PerfDataFile;
@@ -179,18 +179,17 @@ pub fn write_text(
         if st.kept.get(i).copied().unwrap_or(0) == 0 {
             continue;
         }
-        let stacks = named_stacks(cfg, agg, res, Some(i));
+        // Merged as interned names: only the top stacks become strings.
+        let stacks = super::named::named_stacks(cfg, agg, res, Some(i));
         // Samples, or bytes under --weight bytes.
-        let kept: u64 = stacks.values().sum::<u64>().max(1);
-        let mut ranked: Vec<(&Vec<String>, u64)> = stacks.iter().map(|(k, &v)| (k, v)).collect();
-        ranked.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(b.0)));
+        let kept: u64 = stacks.total().max(1);
         let sized = agg.sized.get(i).copied().unwrap_or(false);
         let bytes = cfg.weight == Weight::Bytes && sized;
         writeln!(out)?;
         let line = format!(
             "{name}: top {} of {} stacks, most {} first",
-            cfg.top.min(ranked.len()),
-            ranked.len(),
+            cfg.top.min(stacks.len()),
+            stacks.len(),
             match cfg.weight {
                 Weight::Bytes if sized => "bytes",
                 Weight::Bytes => "samples (no size is known for this event)",
@@ -198,13 +197,13 @@ pub fn write_text(
             }
         );
         write_header(out, &[line])?;
-        for (frames, count) in ranked.into_iter().take(cfg.top) {
+        for (frames, count) in stacks.top(cfg.top) {
             writeln!(out)?;
             let (comm, rest) = frames
                 .split_first()
-                .map_or(("", &[][..]), |(c, r)| (c.as_str(), r));
+                .map_or(("", &[][..]), |(c, r)| (*c, r));
             // Leaf first, as BCC's stackcount prints them (unless --reverse asked for root first).
-            let ordered: Vec<&String> = if cfg.reverse {
+            let ordered: Vec<&&str> = if cfg.reverse {
                 rest.iter().collect()
             } else {
                 rest.iter().rev().collect()

@@ -477,6 +477,22 @@ impl PerfDataFile {
         self.data_end
     }
 
+    /// Lets go of the memory that holds the file's bytes in `range` (file offsets), which no
+    /// record still to be handed on lies in: a mapped file's pages there are dropped from
+    /// this process (read again from the page cache if they are looked at). Only the data
+    /// section's pages are; a file read into memory keeps its bytes.
+    pub fn release(&self, range: std::ops::Range<u64>) {
+        let Bytes::Mapped(map) = &self.bytes else {
+            return;
+        };
+        let start = range.start.max(self.data_offset);
+        let end = range.end.min(self.data_end);
+        if end > start {
+            // A failed madvise leaves the pages resident: memory, never correctness.
+            let _ = crate::sys::release_mapped(map, start as usize..end as usize);
+        }
+    }
+
     /// The records of the data section, in file order.
     pub fn records(&self) -> RecordIter<'_> {
         if self.pipe {

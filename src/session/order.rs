@@ -62,6 +62,8 @@ pub fn replay(
         flushed_up_to: 0,
     };
     let (mut last_time, mut max_time, mut next_flush, mut seq) = (0u64, 0u64, 0u64, 0u64);
+    // The file offset before which every record has been handed on and let go of.
+    let mut released = file.data_start();
     for rec in file.records() {
         let rec = match rec {
             Ok(rec) => rec,
@@ -82,6 +84,7 @@ pub fn replay(
                     next_flush = max_time;
                 }
             }
+            released = q.release_handed_on(file, released, rec.offset);
             progress(rec.offset);
             continue;
         }
@@ -105,7 +108,28 @@ struct Queue<'a> {
     flushed_up_to: u64,
 }
 
+/// How much of the file is let go of at a time: few madvise calls, a bounded window.
+const RELEASE_STEP: u64 = 8 << 20;
+
 impl Queue<'_> {
+    /// Lets go of the file's bytes that hold only records handed on: those before the
+    /// oldest pending record (or before `at`, the round's end, when none is pending), so
+    /// that reading a file keeps a window of it in memory, not the whole of it. Returns the
+    /// offset released up to.
+    fn release_handed_on(&self, file: &PerfDataFile, released: u64, at: u64) -> u64 {
+        let low = self
+            .pending
+            .iter()
+            .map(|p| p.rec.offset)
+            .min()
+            .unwrap_or(at);
+        if low < released.saturating_add(RELEASE_STEP) {
+            return released;
+        }
+        file.release(released..low);
+        low
+    }
+
     /// Hands on, in time order, every pending record up to `limit`.
     fn flush(
         &mut self,

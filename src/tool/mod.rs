@@ -388,13 +388,8 @@ impl<T: Tool> Handler for Drive<'_, T> {
     }
 
     fn side_band(&mut self, r: &SideBand<'_>) -> io::Result<()> {
-        use crate::records::Record;
-        match r.rec {
-            Some(Record::Mmap { .. } | Record::Mmap2 { .. } | Record::Fork { .. }) => {
-                self.cx.book.mappings_changed()
-            }
-            Some(Record::Comm { exec: true, .. }) => self.cx.book.mappings_changed(),
-            _ => {}
+        if let Some(rec) = r.rec {
+            self.cx.book.side_band(rec);
         }
         self.tool.side_band(&mut self.cx, r)
     }
