@@ -18,6 +18,7 @@ pub use flame::{Flame, draw_flamegraph, write_flamegraph};
 pub use text::write_text;
 pub use tree::write_call_tree;
 
+use std::collections::BTreeMap;
 use std::io::Write;
 use std::sync::Arc;
 

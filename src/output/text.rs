@@ -199,9 +199,7 @@ pub fn write_text(
         write_header(out, &[line])?;
         for (frames, count) in stacks.top(cfg.top) {
             writeln!(out)?;
-            let (comm, rest) = frames
-                .split_first()
-                .map_or(("", &[][..]), |(c, r)| (*c, r));
+            let (comm, rest) = frames.split_first().map_or(("", &[][..]), |(c, r)| (*c, r));
             // Leaf first, as BCC's stackcount prints them (unless --reverse asked for root first).
             let ordered: Vec<&&str> = if cfg.reverse {
                 rest.iter().collect()

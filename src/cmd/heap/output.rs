@@ -403,7 +403,7 @@ fn folded_lines(b: &mut Built, metric: HeapMetric) -> Result<Vec<u8>> {
         .collect();
     let saved = std::mem::replace(&mut b.agg.counts, picked);
     let mut out = Vec::new();
-    let r = output::write_folded(&b.rcfg, &b.agg, &mut b.res, &mut out);
+    let r = output::write_folded(&b.rcfg, &[], None, &b.agg, &mut b.res, &mut out);
     b.agg.counts = saved;
     r?;
     Ok(out)
