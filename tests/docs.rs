@@ -170,3 +170,17 @@ fn the_first_screen_answers_with_commands_memperf_has() {
         );
     }
 }
+
+#[test]
+fn every_bench_script_is_listed_in_the_development_page() {
+    let page = read(&root().join("docs/development.md"));
+    for entry in std::fs::read_dir(root().join("benches")).unwrap() {
+        let name = entry.unwrap().file_name().to_string_lossy().into_owned();
+        if name.ends_with(".sh") {
+            assert!(
+                page.contains(&format!("benches/{name}")),
+                "benches/{name} is not in docs/development.md's list"
+            );
+        }
+    }
+}
