@@ -246,3 +246,19 @@ fn bad_heap_input_is_refused_clearly() {
     let o = run_memperf(&["heap"]);
     assert!(stderr(&o).contains("needs a process"), "{}", stderr(&o));
 }
+
+#[test]
+fn an_output_that_cannot_be_written_is_named() {
+    if !require_perf("heap output error") {
+        return;
+    }
+    for flag in ["--timeline", "--timeline-csv"] {
+        let o = run_memperf(&["heap", flag, "/nonexistent/dir/out", "--", "true"]);
+        assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+        assert!(
+            stderr(&o).contains("/nonexistent/dir/out"),
+            "{flag}: {}",
+            stderr(&o)
+        );
+    }
+}
