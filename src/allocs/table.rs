@@ -488,6 +488,13 @@ impl Table {
             .map(|(&(_, a), al)| (a, al.size))
     }
 
+    /// The live mapped regions (mmap) of `space`: (start, length).
+    pub fn ranges_of(&self, space: Space) -> impl Iterator<Item = (u64, u64)> + '_ {
+        self.ranges
+            .range((space, 0)..=(space, u64::MAX))
+            .map(|(&(_, s), &(e, _))| (s, e - s))
+    }
+
     /// Every outstanding allocation: (space, address, alloc).
     pub fn iter(&self) -> impl Iterator<Item = (Space, u64, &Alloc)> {
         self.points
