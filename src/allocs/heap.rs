@@ -45,8 +45,22 @@ pub struct StackHeap {
     /// heaptrack's temporaries, and memray's within the threshold.
     pub temporary: u64,
     pub temporary_within: u64,
+    /// Live when their process exited: leaked, but no longer in the running sum.
+    pub exited_allocs: u64,
+    pub exited_bytes: u64,
     /// The peak number after which `peak_*` were last brought up to date.
     seen: u64,
+}
+
+impl StackHeap {
+    /// Live at the end, or when its process exited.
+    pub fn leaked_bytes(&self) -> u64 {
+        self.live_bytes.saturating_add(self.exited_bytes)
+    }
+
+    pub fn leaked_allocs(&self) -> u64 {
+        self.live_allocs + self.exited_allocs
+    }
 }
 
 /// One point of the timeline: live heap bytes after the events up to `time`.
@@ -74,13 +88,20 @@ pub struct HeapTracker {
     stacks: FxHashMap<(Space, AllocStack), StackHeap>,
     pub live_bytes: u64,
     pub live_allocs: u64,
+    /// Live when their process exited (leaked; the exit returned them).
+    pub exited_bytes: u64,
+    pub exited_allocs: u64,
     pub peak_bytes: u64,
     pub peak_time: u64,
     /// How many times a new peak was reached (the peak's number).
     peaks: u64,
-    /// The last allocator call, if it was an allocation: its process, stack and size
-    /// (heaptrack's temporary test).
-    last_alloc: Option<(Space, AllocStack, u64)>,
+    /// Per process, its last allocator call if it was an allocation: its stack and size
+    /// (heaptrack's temporary test; heaptrack traces each process on its own, so another
+    /// process's calls do not come between).
+    last_alloc: FxHashMap<Space, (AllocStack, u64)>,
+    /// The mappings cut into more than one piece (by a munmap inside them), by process,
+    /// mapping time and stack: how many pieces are left. The last piece's unmap is the free.
+    pieces: FxHashMap<(Space, u64, AllocStack), u64>,
     /// Per thread, its last `within + 1` allocations, oldest first.
     recent: FxHashMap<u32, std::collections::VecDeque<Block>>,
     pub histogram: [(u64, u64); BUCKETS],
@@ -105,10 +126,13 @@ impl HeapTracker {
             stacks: FxHashMap::default(),
             live_bytes: 0,
             live_allocs: 0,
+            exited_bytes: 0,
+            exited_allocs: 0,
             peak_bytes: 0,
             peak_time: 0,
             peaks: 0,
-            last_alloc: None,
+            last_alloc: FxHashMap::default(),
+            pieces: FxHashMap::default(),
             recent: FxHashMap::default(),
             histogram: [(0, 0); BUCKETS],
             allocs: 0,
@@ -155,10 +179,10 @@ impl HeapTracker {
         let h = &mut self.histogram[bucket(size)];
         h.0 += 1;
         h.1 = h.1.saturating_add(size);
-        self.last_alloc = Some((b.0, stack, size));
+        self.last_alloc.insert(b.0, (stack, size));
         let recent = self.recent.entry(tid).or_default();
         recent.push_back(block);
-        if recent.len() > self.within + 1 {
+        if recent.len() > self.within.saturating_add(1) {
             recent.pop_front();
         }
         if self.live_bytes > self.peak_bytes {
@@ -175,7 +199,7 @@ impl HeapTracker {
             space: b.0,
             addr: b.1,
         };
-        let temporary = self.last_alloc == Some((b.0, stack, size));
+        let temporary = self.last_alloc.remove(&b.0) == Some((stack, size));
         let within = self
             .recent
             .get_mut(&tid)
@@ -192,8 +216,34 @@ impl HeapTracker {
         self.temporary_within += u64::from(within);
         self.live_allocs = self.live_allocs.saturating_sub(1);
         self.live_bytes = self.live_bytes.saturating_sub(size);
-        self.last_alloc = None;
         self.note(time);
+    }
+
+    /// `cut` bytes of the piece at `b` (`piece` bytes) of a mapping made at `born` by
+    /// `stack` were unmapped, leaving `left` pieces of it there (0, 1 or 2). The mapping is
+    /// one allocation however it is cut: it is freed when its last piece goes, and shrinks
+    /// before.
+    #[allow(clippy::too_many_arguments)]
+    pub fn unmapped(
+        &mut self,
+        b: (Space, u64),
+        tid: u32,
+        (piece, cut): (u64, u64),
+        born: u64,
+        stack: AllocStack,
+        left: u64,
+        time: u64,
+    ) {
+        let key = (b.0, born, stack);
+        let pieces = self.pieces.remove(&key).unwrap_or(1) - 1 + left;
+        if pieces == 0 {
+            self.free(b, tid, piece, stack, time);
+            return;
+        }
+        if pieces > 1 {
+            self.pieces.insert(key, pieces);
+        }
+        self.shrink(b.0, stack, cut, time);
     }
 
     /// `bytes` of a mapped region of `stack` were unmapped (munmap cut it): neither an
@@ -202,7 +252,7 @@ impl HeapTracker {
         let s = self.stack(space, stack);
         s.live_bytes = s.live_bytes.saturating_sub(bytes);
         self.live_bytes = self.live_bytes.saturating_sub(bytes);
-        self.last_alloc = None;
+        self.last_alloc.remove(&space);
         self.note(time);
     }
 
@@ -217,8 +267,30 @@ impl HeapTracker {
         self.note(time);
     }
 
+    /// Leaked bytes and allocations: live at the end, or when their process exited.
+    pub fn leaked_bytes(&self) -> u64 {
+        self.live_bytes.saturating_add(self.exited_bytes)
+    }
+
+    pub fn leaked_allocs(&self) -> u64 {
+        self.live_allocs + self.exited_allocs
+    }
+
+    /// A process exited: what it still had leaked, and the kernel took it back, so it is no
+    /// longer in the running sum (a later process's peak does not stand on it; heaptrack
+    /// profiles each process on its own).
+    pub fn process_exit(&mut self, space: Space, time: u64) {
+        self.end_space(space, time, true);
+    }
+
     /// A process exec'd: what it had allocated is gone (not freed: no temporary, no free).
     pub fn reset_space(&mut self, space: Space, time: u64) {
+        self.end_space(space, time, false);
+    }
+
+    /// Takes the live allocations of `space` out of the running sum, kept as leaked if
+    /// `leaked`.
+    fn end_space(&mut self, space: Space, time: u64, leaked: bool) {
         let peaks = self.peaks;
         for (&(s, _), st) in self.stacks.iter_mut() {
             if s != space {
@@ -231,10 +303,17 @@ impl HeapTracker {
             }
             self.live_bytes = self.live_bytes.saturating_sub(st.live_bytes);
             self.live_allocs = self.live_allocs.saturating_sub(st.live_allocs);
+            if leaked {
+                st.exited_bytes = st.exited_bytes.saturating_add(st.live_bytes);
+                st.exited_allocs += st.live_allocs;
+                self.exited_bytes = self.exited_bytes.saturating_add(st.live_bytes);
+                self.exited_allocs += st.live_allocs;
+            }
             st.live_bytes = 0;
             st.live_allocs = 0;
         }
-        self.last_alloc = None;
+        self.last_alloc.remove(&space);
+        self.pieces.retain(|&(s, _, _), _| s != space);
         if time != 0 {
             self.note(time);
         }
@@ -407,6 +486,28 @@ mod tests {
         assert_eq!((b.temporary, b.temporary_within), (0, 1));
         assert_eq!((c.temporary, c.temporary_within), (2, 1));
         assert_eq!((t.temporary, t.temporary_within), (3, 4));
+    }
+
+    #[test]
+    fn heaptracks_temporary_rule_holds_within_each_process() {
+        // Another process's free between an allocation and its free: heaptrack traces each
+        // process on its own, so the free still directly follows the allocation.
+        let mut t = HeapTracker::new(1);
+        t.alloc((1, 0x10), 7, 8, A, 1);
+        t.free((2, 0x20), 9, 8, B, 2);
+        t.free((1, 0x10), 7, 8, A, 3);
+        assert_eq!(of(&mut t, A).temporary, 1);
+        assert_eq!(t.temporary, 1);
+    }
+
+    #[test]
+    fn the_largest_threshold_keeps_every_allocation_of_the_thread() {
+        // `--temporary-threshold 18446744073709551615`: the window is unbounded, no overflow.
+        let mut t = HeapTracker::new(usize::MAX);
+        t.alloc((1, 0x10), 7, 8, A, 1);
+        t.alloc((1, 0x20), 7, 8, B, 2);
+        t.free((1, 0x10), 7, 8, A, 3);
+        assert_eq!(t.temporary_within, 1);
     }
 
     #[test]

@@ -162,7 +162,12 @@ impl LeakSink {
             Record::Comm {
                 pid, exec: true, ..
             } => self.table.reset_space(pid),
-            Record::Exit { tid, .. } => self.table.thread_exit(tid),
+            Record::Exit { pid, tid, .. } => {
+                self.table.thread_exit(tid);
+                if pid == tid {
+                    self.table.process_exit(pid);
+                }
+            }
             _ => {}
         }
     }

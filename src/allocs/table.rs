@@ -418,13 +418,12 @@ impl Table {
         for &(s, e, a) in &overlapping {
             self.ranges.remove(&(space, s));
             if let Some(h) = self.heap.as_mut() {
-                // Unmapped whole, a free; cut, only the bytes cut off go.
+                // The mapping is freed when its last piece goes; until then only the bytes
+                // cut off go.
                 let cut = e.min(end) - s.max(start);
-                if s >= start && e <= end {
-                    h.free((space, s), self.tid, a.size, a.stack, self.time);
-                } else {
-                    h.shrink(space, a.stack, cut, self.time);
-                }
+                let left = u64::from(s < start) + u64::from(e > end);
+                let (tid, now) = (self.tid, self.time);
+                h.unmapped((space, s), tid, (a.size, cut), a.time, a.stack, left, now);
             }
             // The join keeps what was cut off as freed; the pieces left start afresh.
             if let Some(r) = self.resident.as_mut() {
@@ -462,6 +461,14 @@ impl Table {
         self.stats.reset_by_exec += (before - self.len()) as u64;
     }
 
+    /// A process exited (its main thread's exit): its live allocations leave the heap
+    /// analyses' running sum, kept as leaked. The table keeps them for `leak`'s report.
+    pub fn process_exit(&mut self, space: Space) {
+        if let Some(h) = self.heap.as_mut() {
+            h.process_exit(space, self.time);
+        }
+    }
+
     /// A thread exited: its pending calls will never return.
     pub fn thread_exit(&mut self, tid: u32) {
         if let Some(h) = self.heap.as_mut() {
@@ -486,6 +493,13 @@ impl Table {
             .iter()
             .filter(move |((s, _), _)| *s == space)
             .map(|(&(_, a), al)| (a, al.size))
+    }
+
+    /// The live mapped regions (mmap) of `space`: (start, length).
+    pub fn ranges_of(&self, space: Space) -> impl Iterator<Item = (u64, u64)> + '_ {
+        self.ranges
+            .range((space, 0)..=(space, u64::MAX))
+            .map(|(&(_, s), &(e, _))| (s, e - s))
     }
 
     /// Every outstanding allocation: (space, address, alloc).
@@ -590,6 +604,35 @@ mod tests {
         t.leave(7, 1, Func::Mmap, u64::MAX);
         assert_eq!(t.stats.failed_allocs, 1);
         assert_eq!(t.len(), 2);
+    }
+
+    #[test]
+    fn a_mapping_cut_in_two_is_one_allocation_freed_once() {
+        let mut t = Table::new(100, None, None);
+        t.heap = Some(super::super::heap::HeapTracker::new(1));
+        // Another mapping of the same stack stays live throughout.
+        t.enter(e(Func::Mmap, args(0, 0x1000, 0), 1, 5, 0x1000));
+        t.leave(7, 1, Func::Mmap, 0x90000);
+        t.enter(e(Func::Mmap, args(0, 0x3000, 0), 2, 5, 0x1000));
+        t.leave(7, 1, Func::Mmap, 0x10000);
+        // Its middle page, then each piece left: one allocation, freed once (at the last).
+        t.enter(e(Func::Munmap, args(0x11000, 0x1000, 0), 3, 6, 0x1000));
+        t.enter(e(Func::Munmap, args(0x10000, 0x1000, 0), 4, 6, 0x1000));
+        t.enter(e(Func::Munmap, args(0x12000, 0x1000, 0), 5, 6, 0x1000));
+        let h = t.heap.as_mut().unwrap();
+        assert_eq!(
+            (h.allocs, h.frees, h.live_allocs, h.live_bytes),
+            (2, 1, 1, 0x1000)
+        );
+        let s = *h
+            .stacks()
+            .find(|(_, s, _)| *s == AllocStack::Id(5))
+            .unwrap()
+            .2;
+        assert_eq!(
+            (s.allocs, s.frees, s.live_allocs, s.live_bytes),
+            (2, 1, 1, 0x1000)
+        );
     }
 
     #[test]

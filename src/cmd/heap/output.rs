@@ -100,7 +100,7 @@ fn aggregate(
         let h = &w.h;
         let cols = [
             (ALLOC, h.allocs, h.alloc_bytes),
-            (INUSE, h.live_allocs, h.live_bytes),
+            (INUSE, h.leaked_allocs(), h.leaked_bytes()),
             (PEAK, h.peak_allocs, h.peak_bytes),
             (TEMPORARY, h.temporary, h.temporary),
         ];
@@ -213,9 +213,9 @@ pub(super) fn write_text(
     writeln!(
         w,
         "  leaked     {} ({} B) in {} allocations live at the end",
-        human(h.live_bytes),
-        h.live_bytes,
-        h.live_allocs
+        human(h.leaked_bytes()),
+        h.leaked_bytes(),
+        h.leaked_allocs()
     )?;
     writeln!(
         w,
@@ -316,7 +316,11 @@ fn row_line(s: &StackHeap, metric: HeapMetric, h: &HeapTracker) -> String {
             human(s.alloc_bytes),
             s.frees
         ),
-        HeapMetric::Leaked => format!("{} in {} allocations", human(s.live_bytes), s.live_allocs),
+        HeapMetric::Leaked => format!(
+            "{} in {} allocations",
+            human(s.leaked_bytes()),
+            s.leaked_allocs()
+        ),
     }
 }
 
@@ -325,7 +329,7 @@ fn weight(s: &StackHeap, metric: HeapMetric) -> u64 {
     match metric {
         HeapMetric::Peak => s.peak_bytes,
         HeapMetric::Temporary => s.temporary,
-        HeapMetric::Leaked => s.live_bytes,
+        HeapMetric::Leaked => s.leaked_bytes(),
         HeapMetric::Allocations => s.allocs,
         HeapMetric::AllocatedBytes => s.alloc_bytes,
     }
@@ -432,7 +436,7 @@ pub(super) fn write_flamegraph(
             "allocations",
             h.temporary.to_string(),
         ),
-        HeapMetric::Leaked => ("bytes live at the end", "bytes", human(h.live_bytes)),
+        HeapMetric::Leaked => ("bytes live at the end", "bytes", human(h.leaked_bytes())),
         HeapMetric::Allocations => ("allocations", "allocations", h.allocs.to_string()),
         HeapMetric::AllocatedBytes => ("bytes allocated", "bytes", human(h.alloc_bytes)),
     };

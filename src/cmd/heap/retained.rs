@@ -71,6 +71,11 @@ pub fn measure(pid: u32, table: &Table, heap: &HeapTracker, time: u64) -> io::Re
     let pagemap = File::open(format!("/proc/{pid}/pagemap"))?;
     let mut blocks: Vec<(u64, u64)> = table.blocks_of(pid).collect();
     blocks.sort_unstable();
+    // What holds a page: a live block, or a live mapping the program made itself (Python's
+    // arenas, a thread's stack), which the kernel may merge into one VMA with the
+    // allocator's own. Only blocks make a mapping a candidate.
+    let mut holders: Vec<(u64, u64)> = blocks.iter().copied().chain(table.ranges_of(pid)).collect();
+    holders.sort_unstable();
     let mut r = Retained {
         time,
         page_size,
@@ -86,7 +91,8 @@ pub fn measure(pid: u32, table: &Table, heap: &HeapTracker, time: u64) -> io::Re
         r.mappings += 1;
         let pages = ((vma.end - vma.start) / page_size) as usize;
         let present = present_pages(&pagemap, vma.start / page_size, pages)?;
-        let held = held_pages(&blocks[first..], vma.start, pages, page_size);
+        let from = holders.partition_point(|&(a, size)| a.saturating_add(size) <= vma.start);
+        let held = held_pages(&holders[from..], vma.start, pages, page_size);
         for (p, h) in present.iter().zip(&held) {
             if *p {
                 r.resident_pages += 1;
@@ -194,5 +200,41 @@ mod tests {
         assert!(r.held_pages >= 16, "{r:?}");
         assert!(r.resident_pages >= r.held_pages);
         drop(v);
+    }
+
+    #[test]
+    fn a_live_mapping_of_the_program_holds_its_pages() {
+        // The program's own anonymous mapping (Python's arenas, a thread's stack) inside a
+        // mapping the allocator also made (the kernel merges neighbouring anonymous VMAs):
+        // its pages are in use, not free memory the allocator keeps.
+        use crate::allocs::table::{AllocStack, Args, Entry, Func};
+        let pid = std::process::id();
+        let len = 16 * 4096;
+        let mut m = memmap2::MmapMut::map_anon(len).unwrap();
+        m.fill(1);
+        let start = m.as_ptr() as u64;
+        let mut t = Table::new(100, None, None);
+        t.enter(Entry {
+            tid: 1,
+            space: pid,
+            func: Func::Mmap,
+            args: Args {
+                a0: 0,
+                a1: len as u64,
+                a2: 0,
+            },
+            time: 1,
+            stack: AllocStack::Missing,
+            sp: 0,
+            in_allocator: false,
+        });
+        t.leave(1, pid, Func::Mmap, start);
+        let mut h = HeapTracker::new(1);
+        h.allocator_mapped(pid, start, len as u64);
+        let r = measure(pid, &t, &h, 5).unwrap();
+        drop(m);
+        // Its 16 pages are held; the test process's own [heap] (no block of it in the
+        // table) may show as retained.
+        assert!(r.held_pages >= 16, "{r:?}");
     }
 }

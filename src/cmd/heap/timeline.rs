@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 use std::io::Write;
 use std::path::Path;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 
 use crate::allocs::heap::HeapTracker;
 
@@ -68,8 +68,10 @@ fn write_file(path: &Path, bytes: &[u8]) -> Result<()> {
         std::io::stdout().lock().write_all(bytes)?;
         return Ok(());
     }
-    let mut f = crate::output::create_output_file(path)?;
-    f.write_all(bytes)?;
+    let mut f = crate::output::create_output_file(path)
+        .with_context(|| format!("failed to create `{}`", path.display()))?;
+    f.write_all(bytes)
+        .with_context(|| format!("failed to write `{}`", path.display()))?;
     Ok(())
 }
 
