@@ -77,9 +77,17 @@ pub(super) fn build(d: Data<'_>) -> Built {
             w.stack,
         )
     });
-    let mut regions: Vec<(Space, String, u64)> = r
-        .regions()
-        .map(|(s, reg, n)| (s, resident::region_name(&d.maps, reg), n))
+    // One row per name: a file can be two modules of the table (a mapping described from
+    // /proc by device and inode, another recorded with its build-id).
+    let mut by_name: FxHashMap<(Space, String), u64> = FxHashMap::default();
+    for (s, reg, n) in r.regions() {
+        *by_name
+            .entry((s, resident::region_name(&d.maps, reg)))
+            .or_insert(0) += n;
+    }
+    let mut regions: Vec<(Space, String, u64)> = by_name
+        .into_iter()
+        .map(|((s, name), n)| (s, name, n))
         .collect();
     regions.sort_unstable_by(|a, b| b.2.cmp(&a.2).then_with(|| a.1.cmp(&b.1)));
     let mut touchers: FxHashMap<(Space, AllocStack), Vec<(AllocStack, u64)>> = FxHashMap::default();
