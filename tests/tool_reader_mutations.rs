@@ -115,3 +115,13 @@ fn an_interval_under_a_nanosecond_is_refused() {
 fn u64_at(bytes: &[u8], at: usize) -> u64 {
     u64::from_ne_bytes(bytes[at..at + 8].try_into().unwrap())
 }
+
+/// `fuzz/`'s `tools` target found it (after the session's fixes): a recording whose
+/// `bytes_alloc` fields sum past 2^64 made slabratetop's per-cache total overflow. The
+/// input is the fuzzer's, less its first byte (which picked `slabratetop -i`).
+#[test]
+fn cache_sizes_that_sum_past_two_to_the_64_saturate() {
+    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/slab-bytes-overflow.data");
+    let (code, _, err) = replay(&data, "1");
+    assert!(code.is_some(), "{err}");
+}

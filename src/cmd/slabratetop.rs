@@ -65,9 +65,10 @@ impl Tool for Slabratetop {
                 }
             }
         };
+        // A corrupted recording's sizes can sum past 2^64: they saturate (fuzz/, tools).
         let row = self.rows.entry(name).or_default();
         row.0 += 1;
-        row.1 += bytes;
+        row.1 = row.1.saturating_add(bytes);
         Ok(())
     }
 
