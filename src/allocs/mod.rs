@@ -11,6 +11,7 @@
 pub(crate) mod heap;
 pub(crate) mod kernel;
 pub(crate) mod plan;
+pub(crate) mod profile;
 pub(crate) mod replay;
 pub(crate) mod resident;
 pub(crate) mod run;

@@ -7,16 +7,16 @@ use std::path::Path;
 use anyhow::Result;
 use rustc_hash::FxHashMap;
 
-use crate::aggregate::{Aggregate, ReadStats, StackBook, Weigher};
+use crate::aggregate::{Aggregate, Weigher};
 use crate::allocs::heap::{HeapTracker, StackHeap, bucket};
+use crate::allocs::profile::{Columns, write_stack};
 use crate::allocs::sink::LeakSink;
 use crate::allocs::table::{AllocStack, Space};
 use crate::cli::heap::{HeapConfig, HeapMetric};
 use crate::cli::{Input, ReportConfig, ReportOutput};
 use crate::maps::ProcessMaps;
-use crate::output::{self, Resolved};
+use crate::output::{self, Resolved, human_bytes};
 use crate::session::Processes;
-use crate::stacks::{FrameId, FrameTable};
 
 use super::retained::Retained;
 
@@ -91,12 +91,8 @@ fn aggregate(
     maps: ProcessMaps,
     lost: u64,
 ) -> Aggregate {
-    let mut prefixes: FrameTable<String> = FrameTable::default();
-    let mut counts = FxHashMap::default();
-    let mut bytes = FxHashMap::default();
+    let mut columns = Columns::default();
     for w in rows {
-        let (prefix, stack) = prefix_of(comms, w.space, w.stack);
-        let p = prefixes.intern(&prefix);
         let h = &w.h;
         let cols = [
             (ALLOC, h.allocs, h.alloc_bytes),
@@ -104,68 +100,10 @@ fn aggregate(
             (PEAK, h.peak_allocs, h.peak_bytes),
             (TEMPORARY, h.temporary, h.temporary),
         ];
-        for (ev, n, b) in cols {
-            if n > 0 || b > 0 {
-                *counts.entry((ev, p, stack)).or_insert(0) += n;
-                *bytes.entry((ev, p, stack)).or_insert(0) += b;
-            }
-        }
+        let nonzero = cols.into_iter().filter(|&(_, n, b)| n > 0 || b > 0);
+        columns.add(comms, w.space, w.stack, nonzero);
     }
-    let mut book = StackBook::new(crate::cli::StackSpace::All);
-    book.frames = std::mem::take(&mut sink.frames);
-    book.stacks = std::mem::take(&mut sink.stacks);
-    Aggregate {
-        book,
-        prefixes,
-        counts,
-        maps,
-        stats: ReadStats {
-            samples: vec![0; EVENTS.len()],
-            kept: vec![1; EVENTS.len()],
-            lost,
-            ..ReadStats::default()
-        },
-        by: FxHashMap::default(),
-        timeline: std::collections::BTreeMap::new(),
-        sized: vec![true; EVENTS.len()],
-        bytes,
-    }
-}
-
-/// The folded prefix of an allocation stack (the command, and why there is no stack).
-fn prefix_of(
-    comms: &FxHashMap<Space, String>,
-    space: Space,
-    stack: AllocStack,
-) -> (String, Option<u32>) {
-    let mut prefix = comms.get(&space).cloned().unwrap_or_default();
-    match stack {
-        AllocStack::Id(s) => (prefix, Some(s)),
-        AllocStack::Unsampled => {
-            prefix.push_str(";[stack not sampled]");
-            (prefix, None)
-        }
-        AllocStack::Missing => {
-            prefix.push_str(";[no stack]");
-            (prefix, None)
-        }
-    }
-}
-
-/// Bytes in the unit that reads best: `512 B`, `3.5 KiB`, `12.0 MiB`.
-pub(super) fn human(bytes: u64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut v = bytes as f64;
-    let mut u = 0;
-    while v >= 1024.0 && u + 1 < UNITS.len() {
-        v /= 1024.0;
-        u += 1;
-    }
-    if u == 0 {
-        format!("{bytes} B")
-    } else {
-        format!("{v:.1} {}", UNITS[u])
-    }
+    columns.into_aggregate(EVENTS.len(), sink, maps, lost)
 }
 
 fn percent(part: u64, whole: u64) -> f64 {
@@ -199,21 +137,21 @@ pub(super) fn write_text(
         w,
         "HEAP: {} allocations ({}) and {} frees in {:.3} s",
         h.allocs,
-        human(h.alloc_bytes),
+        human_bytes(h.alloc_bytes),
         h.frees,
         secs(h.last_time)
     )?;
     writeln!(
         w,
         "  peak       {} ({} B) live at {:.3} s",
-        human(h.peak_bytes),
+        human_bytes(h.peak_bytes),
         h.peak_bytes,
         secs(h.peak_time)
     )?;
     writeln!(
         w,
         "  leaked     {} ({} B) in {} allocations live at the end",
-        human(h.leaked_bytes()),
+        human_bytes(h.leaked_bytes()),
         h.leaked_bytes(),
         h.leaked_allocs()
     )?;
@@ -270,7 +208,7 @@ fn write_retained(w: &mut dyn Write, r: Option<Retained>, t0: u64) -> Result<()>
         )?;
         return Ok(());
     };
-    let bytes = |p: u64| human(p * r.page_size);
+    let bytes = |p: u64| human_bytes(p * r.page_size);
     writeln!(
         w,
         "  retained   of the heap's {} resident pages ({}) at {:.3} s, {} ({}) hold live \
@@ -300,7 +238,7 @@ fn row_line(s: &StackHeap, metric: HeapMetric, h: &HeapTracker) -> String {
     match metric {
         HeapMetric::Peak => format!(
             "{} in {} allocations ({:.1}% of the peak)",
-            human(s.peak_bytes),
+            human_bytes(s.peak_bytes),
             s.peak_allocs,
             percent(s.peak_bytes, h.peak_bytes)
         ),
@@ -313,12 +251,12 @@ fn row_line(s: &StackHeap, metric: HeapMetric, h: &HeapTracker) -> String {
         HeapMetric::Allocations | HeapMetric::AllocatedBytes => format!(
             "{} allocations of {} ({} frees)",
             s.allocs,
-            human(s.alloc_bytes),
+            human_bytes(s.alloc_bytes),
             s.frees
         ),
         HeapMetric::Leaked => format!(
             "{} in {} allocations",
-            human(s.leaked_bytes()),
+            human_bytes(s.leaked_bytes()),
             s.leaked_allocs()
         ),
     }
@@ -343,7 +281,7 @@ fn write_histogram(w: &mut dyn Write, h: &HeapTracker) -> Result<()> {
     writeln!(w, "\nALLOCATION SIZES:")?;
     let label = |i: usize| match i {
         0 => "0".to_string(),
-        _ => human(1u64 << (i - 1)),
+        _ => human_bytes(1u64 << (i - 1)),
     };
     for (i, &(n, bytes)) in h.histogram.iter().enumerate() {
         if n == 0 {
@@ -355,34 +293,9 @@ fn write_histogram(w: &mut dyn Write, h: &HeapTracker) -> Result<()> {
         } else {
             format!("[{}, {})", label(i), label(i + 1))
         };
-        writeln!(w, "  {range:>22} {n:>10} {:>10} {bar}", human(bytes))?;
+        writeln!(w, "  {range:>22} {n:>10} {:>10} {bar}", human_bytes(bytes))?;
     }
     debug_assert_eq!(bucket(0), 0);
-    Ok(())
-}
-
-/// An allocation stack, leaf first, one frame a line.
-fn write_stack(
-    w: &mut dyn Write,
-    agg: &Aggregate,
-    res: &Resolved,
-    stack: AllocStack,
-    indent: &str,
-    ids: &mut Vec<FrameId>,
-) -> Result<()> {
-    match stack {
-        AllocStack::Id(s) => {
-            ids.clear();
-            agg.book.stacks.frames(s, ids);
-            for &id in ids.iter().rev() {
-                for name in res.names.get(id as usize).into_iter().flatten().rev() {
-                    writeln!(w, "{indent}{name}")?;
-                }
-            }
-        }
-        AllocStack::Unsampled => writeln!(w, "{indent}[stack not sampled]")?,
-        AllocStack::Missing => writeln!(w, "{indent}[no stack]")?,
-    }
     Ok(())
 }
 
@@ -430,15 +343,19 @@ pub(super) fn write_flamegraph(
         .map(str::to_string)
         .collect();
     let (what, count_name, total) = match cfg.metric {
-        HeapMetric::Peak => ("live bytes at the peak", "bytes", human(h.peak_bytes)),
+        HeapMetric::Peak => ("live bytes at the peak", "bytes", human_bytes(h.peak_bytes)),
         HeapMetric::Temporary => (
             "temporary allocations",
             "allocations",
             h.temporary.to_string(),
         ),
-        HeapMetric::Leaked => ("bytes live at the end", "bytes", human(h.leaked_bytes())),
+        HeapMetric::Leaked => (
+            "bytes live at the end",
+            "bytes",
+            human_bytes(h.leaked_bytes()),
+        ),
         HeapMetric::Allocations => ("allocations", "allocations", h.allocs.to_string()),
-        HeapMetric::AllocatedBytes => ("bytes allocated", "bytes", human(h.alloc_bytes)),
+        HeapMetric::AllocatedBytes => ("bytes allocated", "bytes", human_bytes(h.alloc_bytes)),
     };
     let flame = output::Flame {
         output: path,

@@ -10,7 +10,7 @@ use anyhow::{Context, Result};
 
 use crate::allocs::heap::HeapTracker;
 
-use super::output::human;
+use crate::output::human_bytes;
 
 /// One reading of the process's memory (bytes), at a sample-clock time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -163,7 +163,7 @@ pub fn write_svg(path: &Path, title: &str, heap: &HeapTracker, memory: &[Memory]
         HEIGHT - BOTTOM,
         (px + 8.0).min(WIDTH - 200.0),
         (py - 8.0).max(TOP + 12.0),
-        human(heap.peak_bytes),
+        human_bytes(heap.peak_bytes),
         heap.peak_time.saturating_sub(t0) as f64 / 1e9,
     );
     legend(&mut svg, memory.is_empty());
@@ -186,7 +186,7 @@ fn axes(svg: &mut String, s: &Scale, end: u64) {
             "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\">{}</text>",
             x0 - 6.0,
             y + 4.0,
-            human(bytes)
+            human_bytes(bytes)
         );
         let t = s.t0 + (end.saturating_sub(s.t0)) * i / 4;
         let _ = writeln!(

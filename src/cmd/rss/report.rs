@@ -7,7 +7,8 @@ use std::path::Path;
 use anyhow::Result;
 use rustc_hash::FxHashMap;
 
-use crate::aggregate::{Aggregate, ReadStats, StackBook, Weigher};
+use crate::aggregate::{Aggregate, Weigher};
+use crate::allocs::profile::{Columns, write_stack};
 use crate::allocs::resident::{self, Resident, StackTotals};
 use crate::allocs::sink::LeakSink;
 use crate::allocs::table::{AllocStack, Space};
@@ -16,7 +17,7 @@ use crate::cli::{Input, ReportConfig, ReportOutput};
 use crate::maps::ProcessMaps;
 use crate::output::{self, Resolved};
 use crate::session::Processes;
-use crate::stacks::{FrameId, FrameTable};
+use crate::stacks::FrameId;
 
 /// The sample types, one event each (a count column and a bytes column).
 const ALLOC: usize = 0;
@@ -136,61 +137,16 @@ fn aggregate(
     lost: u64,
     page_size: u64,
 ) -> Aggregate {
-    let mut prefixes: FrameTable<String> = FrameTable::default();
-    let mut counts = FxHashMap::default();
-    let mut bytes = FxHashMap::default();
+    let mut columns = Columns::default();
     for w in rows {
-        let (prefix, stack) = prefix_of(comms, w.space, w.stack);
-        let p = prefixes.intern(&prefix);
         let cols = [
             (ALLOC, w.t.allocs, w.t.alloc_bytes),
             (INUSE, w.t.live_allocs, w.t.live_bytes),
             (RESIDENT, w.t.live_pages, w.t.live_pages * page_size),
         ];
-        for (ev, n, b) in cols {
-            *counts.entry((ev, p, stack)).or_insert(0) += n;
-            *bytes.entry((ev, p, stack)).or_insert(0) += b;
-        }
+        columns.add(comms, w.space, w.stack, cols);
     }
-    let mut book = StackBook::new(crate::cli::StackSpace::All);
-    book.frames = std::mem::take(&mut sink.frames);
-    book.stacks = std::mem::take(&mut sink.stacks);
-    Aggregate {
-        book,
-        prefixes,
-        counts,
-        maps,
-        stats: ReadStats {
-            samples: vec![0; EVENTS.len()],
-            kept: vec![1; EVENTS.len()],
-            lost,
-            ..ReadStats::default()
-        },
-        by: FxHashMap::default(),
-        timeline: std::collections::BTreeMap::new(),
-        sized: vec![true; EVENTS.len()],
-        bytes,
-    }
-}
-
-/// The folded prefix of an allocation stack (the command, and why there is no stack).
-fn prefix_of(
-    comms: &FxHashMap<Space, String>,
-    space: Space,
-    stack: AllocStack,
-) -> (String, Option<u32>) {
-    let mut prefix = comms.get(&space).cloned().unwrap_or_default();
-    match stack {
-        AllocStack::Id(s) => (prefix, Some(s)),
-        AllocStack::Unsampled => {
-            prefix.push_str(";[stack not sampled]");
-            (prefix, None)
-        }
-        AllocStack::Missing => {
-            prefix.push_str(";[no stack]");
-            (prefix, None)
-        }
-    }
+    columns.into_aggregate(EVENTS.len(), sink, maps, lost)
 }
 
 /// The text report.
@@ -255,31 +211,6 @@ pub(super) fn write_text(
             };
             writeln!(w, "\t{n} faults in {name}{who}")?;
         }
-    }
-    Ok(())
-}
-
-/// An allocation stack, leaf first, one frame a line.
-fn write_stack(
-    w: &mut dyn Write,
-    agg: &Aggregate,
-    res: &Resolved,
-    stack: AllocStack,
-    indent: &str,
-    ids: &mut Vec<FrameId>,
-) -> Result<()> {
-    match stack {
-        AllocStack::Id(s) => {
-            ids.clear();
-            agg.book.stacks.frames(s, ids);
-            for &id in ids.iter().rev() {
-                for name in res.names.get(id as usize).into_iter().flatten().rev() {
-                    writeln!(w, "{indent}{name}")?;
-                }
-            }
-        }
-        AllocStack::Unsampled => writeln!(w, "{indent}[stack not sampled]")?,
-        AllocStack::Missing => writeln!(w, "{indent}[no stack]")?,
     }
     Ok(())
 }

@@ -1,0 +1,116 @@
+//! What the reports on the allocation table share (`rss`, `heap`): per (process, stack)
+//! columns gathered into the aggregate that `output`'s printers take, the folded prefix of
+//! an allocation stack, and an allocation stack printed one frame a line.
+
+use std::io::Write;
+
+use anyhow::Result;
+use rustc_hash::FxHashMap;
+
+use super::sink::LeakSink;
+use super::table::{AllocStack, Space};
+use crate::aggregate::{Aggregate, ReadStats, StackBook};
+use crate::maps::ProcessMaps;
+use crate::output::Resolved;
+use crate::stacks::{FrameId, FrameTable};
+
+/// The (event, count, bytes) columns of each (process, stack), as the report's aggregate
+/// keeps them: one event per column.
+#[derive(Default)]
+pub(crate) struct Columns {
+    prefixes: FrameTable<String>,
+    counts: FxHashMap<(usize, u32, Option<u32>), u64>,
+    bytes: FxHashMap<(usize, u32, Option<u32>), u64>,
+}
+
+impl Columns {
+    /// Adds `cols` (event, count, bytes) of `stack` in process `space`.
+    pub fn add(
+        &mut self,
+        comms: &FxHashMap<Space, String>,
+        space: Space,
+        stack: AllocStack,
+        cols: impl IntoIterator<Item = (usize, u64, u64)>,
+    ) {
+        let (prefix, stack) = prefix_of(comms, space, stack);
+        let p = self.prefixes.intern(&prefix);
+        for (ev, n, b) in cols {
+            *self.counts.entry((ev, p, stack)).or_insert(0) += n;
+            *self.bytes.entry((ev, p, stack)).or_insert(0) += b;
+        }
+    }
+
+    /// The aggregate of `events` events, with the sink's frames and stacks.
+    pub fn into_aggregate(
+        self,
+        events: usize,
+        sink: &mut LeakSink,
+        maps: ProcessMaps,
+        lost: u64,
+    ) -> Aggregate {
+        let mut book = StackBook::new(crate::cli::StackSpace::All);
+        book.frames = std::mem::take(&mut sink.frames);
+        book.stacks = std::mem::take(&mut sink.stacks);
+        Aggregate {
+            book,
+            prefixes: self.prefixes,
+            counts: self.counts,
+            maps,
+            stats: ReadStats {
+                samples: vec![0; events],
+                kept: vec![1; events],
+                lost,
+                ..ReadStats::default()
+            },
+            by: FxHashMap::default(),
+            timeline: std::collections::BTreeMap::new(),
+            sized: vec![true; events],
+            bytes: self.bytes,
+        }
+    }
+}
+
+/// The folded prefix of an allocation stack (the command, and why there is no stack).
+fn prefix_of(
+    comms: &FxHashMap<Space, String>,
+    space: Space,
+    stack: AllocStack,
+) -> (String, Option<u32>) {
+    let mut prefix = comms.get(&space).cloned().unwrap_or_default();
+    match stack {
+        AllocStack::Id(s) => (prefix, Some(s)),
+        AllocStack::Unsampled => {
+            prefix.push_str(";[stack not sampled]");
+            (prefix, None)
+        }
+        AllocStack::Missing => {
+            prefix.push_str(";[no stack]");
+            (prefix, None)
+        }
+    }
+}
+
+/// An allocation stack, leaf first, one frame a line.
+pub(crate) fn write_stack(
+    w: &mut dyn Write,
+    agg: &Aggregate,
+    res: &Resolved,
+    stack: AllocStack,
+    indent: &str,
+    ids: &mut Vec<FrameId>,
+) -> Result<()> {
+    match stack {
+        AllocStack::Id(s) => {
+            ids.clear();
+            agg.book.stacks.frames(s, ids);
+            for &id in ids.iter().rev() {
+                for name in res.names.get(id as usize).into_iter().flatten().rev() {
+                    writeln!(w, "{indent}{name}")?;
+                }
+            }
+        }
+        AllocStack::Unsampled => writeln!(w, "{indent}[stack not sampled]")?,
+        AllocStack::Missing => writeln!(w, "{indent}[no stack]")?,
+    }
+    Ok(())
+}
