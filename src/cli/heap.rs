@@ -8,8 +8,9 @@ use std::time::Duration;
 use anyhow::{Result, bail};
 use clap::{Args, ValueEnum};
 
-use super::leak::{LeakConfig, LeakTarget, ProbeVia};
-use super::{CallGraph, parse_call_graph};
+use super::leak::{
+    LeakConfig, LeakTarget, ProbeVia, check_ring_pages, check_top_and_entries, stack_call_graph,
+};
 
 pub const HEAP_EXAMPLES: &str = "\
 EXAMPLES:
@@ -238,21 +239,9 @@ impl HeapArgs {
             .duration
             .map(|d| super::seconds("--duration", d))
             .transpose()?;
-        if self.top == 0 {
-            bail!("invalid -T 0: show at least one stack");
-        }
-        if self.max_entries == 0 {
-            bail!("invalid --max-entries 0");
-        }
-        if let Some(p) = self.mmap_pages
-            && (p == 0 || !p.is_power_of_two())
-        {
-            bail!("invalid -m {p}: the ring buffer size must be a power of two pages");
-        }
-        let call_graph = parse_call_graph(&self.call_graph)?;
-        if call_graph == CallGraph::None {
-            bail!("memperf heap needs stacks: use --call-graph dwarf or fp");
-        }
+        check_top_and_entries(self.top, self.max_entries)?;
+        check_ring_pages(self.mmap_pages)?;
+        let call_graph = stack_call_graph("heap", &self.call_graph)?;
         for (option, path) in [
             ("--pprof", &self.pprof),
             ("--flamegraph", &self.flamegraph),

@@ -222,6 +222,36 @@ pub(crate) fn command_argv(
     Ok(Some(argv))
 }
 
+/// `-T` and `--max-entries` of the allocation-tracing commands (leak, rss, heap).
+pub(crate) fn check_top_and_entries(top: usize, max_entries: usize) -> Result<()> {
+    if top == 0 {
+        bail!("invalid -T 0: show at least one stack");
+    }
+    if max_entries == 0 {
+        bail!("invalid --max-entries 0");
+    }
+    Ok(())
+}
+
+/// `-m PAGES`: a power of two pages per CPU.
+pub(crate) fn check_ring_pages(pages: Option<usize>) -> Result<()> {
+    if let Some(p) = pages
+        && (p == 0 || !p.is_power_of_two())
+    {
+        bail!("invalid -m {p}: the ring buffer size must be a power of two pages");
+    }
+    Ok(())
+}
+
+/// `--call-graph` of a command that reports by allocation stack: any mode that gives stacks.
+pub(crate) fn stack_call_graph(command: &str, spec: &str) -> Result<CallGraph> {
+    let call_graph = parse_call_graph(spec)?;
+    if call_graph == CallGraph::None {
+        bail!("memperf {command} needs stacks: use --call-graph dwarf or fp");
+    }
+    Ok(call_graph)
+}
+
 /// What `memperf leak` traces.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum LeakTarget {
@@ -337,12 +367,7 @@ impl LeakArgs {
         {
             bail!("min size ({lo}) must be at most max size ({hi})");
         }
-        if self.top == 0 {
-            bail!("invalid -T 0: show at least one stack");
-        }
-        if self.max_entries == 0 {
-            bail!("invalid --max-entries 0");
-        }
+        check_top_and_entries(self.top, self.max_entries)?;
         let kernel = self.kernel || target == LeakTarget::System;
         if !kernel && self.percpu {
             bail!(
@@ -354,15 +379,8 @@ impl LeakArgs {
                 "-O and --symbols-prefix name a user-space allocator: give -p or a command after --"
             );
         }
-        if let Some(p) = self.mmap_pages
-            && (p == 0 || !p.is_power_of_two())
-        {
-            bail!("invalid -m {p}: the ring buffer size must be a power of two pages");
-        }
-        let call_graph = parse_call_graph(&self.call_graph)?;
-        if call_graph == CallGraph::None {
-            bail!("memperf leak needs stacks: use --call-graph dwarf or fp");
-        }
+        check_ring_pages(self.mmap_pages)?;
+        let call_graph = stack_call_graph("leak", &self.call_graph)?;
         if self.faults && kernel {
             bail!("--faults joins page faults to user allocations: give -p or a command after --");
         }

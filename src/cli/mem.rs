@@ -128,11 +128,7 @@ impl MemRecordArgs {
         if self.ldlat == 0 {
             bail!("--ldlat: give a latency of at least 1 cycle");
         }
-        if let Some(p) = self.mmap_pages
-            && (p == 0 || !p.is_power_of_two())
-        {
-            bail!("invalid -m {p}: the ring buffer size must be a power of two pages");
-        }
+        super::leak::check_ring_pages(self.mmap_pages)?;
         let has = |t| self.types.is_empty() || self.types.contains(&t);
         let (target, command, leak_target) = if self.all_cpus {
             (Target::SystemWide, None, None)

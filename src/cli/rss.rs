@@ -7,8 +7,10 @@ use std::time::Duration;
 use anyhow::{Result, bail};
 use clap::Args;
 
-use super::leak::{FaultOptions, LeakConfig, LeakTarget, ProbeVia, command_argv};
-use super::{CallGraph, parse_call_graph};
+use super::leak::{
+    FaultOptions, LeakConfig, LeakTarget, ProbeVia, check_ring_pages, check_top_and_entries,
+    command_argv, stack_call_graph,
+};
 use crate::sys::CommandStdout;
 
 pub const RSS_EXAMPLES: &str = "\
@@ -190,21 +192,9 @@ impl RssArgs {
             .duration
             .map(|d| super::seconds("--duration", d as f64))
             .transpose()?;
-        if self.top == 0 {
-            bail!("invalid -T 0: show at least one stack");
-        }
-        if self.max_entries == 0 {
-            bail!("invalid --max-entries 0");
-        }
-        if let Some(p) = self.mmap_pages
-            && (p == 0 || !p.is_power_of_two())
-        {
-            bail!("invalid -m {p}: the ring buffer size must be a power of two pages");
-        }
-        let call_graph = parse_call_graph(&self.call_graph)?;
-        if call_graph == CallGraph::None {
-            bail!("memperf rss needs stacks: use --call-graph dwarf or fp");
-        }
+        check_top_and_entries(self.top, self.max_entries)?;
+        check_ring_pages(self.mmap_pages)?;
+        let call_graph = stack_call_graph("rss", &self.call_graph)?;
         super::check_output("--pprof", self.pprof.as_deref())?;
         super::check_output("--flamegraph", self.flamegraph.as_deref())?;
         let stdout = Some(std::path::Path::new("-"));
