@@ -16,6 +16,15 @@ use common::*;
 /// probe_add runs N times, probe_alloc 2N times, memperf:plain and memperf:guarded N times.
 const N: u64 = 500;
 
+/// Every memperf that places a probe first removes the groups of memperfs that are gone. The
+/// lifetime test needs a killed run's probe to stay until its own next start, so it runs alone
+/// (write) while the other tests of this file run beside each other (read).
+static PROBE_STARTS: std::sync::RwLock<()> = std::sync::RwLock::new(());
+
+fn beside_others() -> std::sync::RwLockReadGuard<'static, ()> {
+    PROBE_STARTS.read().unwrap_or_else(|e| e.into_inner())
+}
+
 fn probes_fixture() -> std::path::PathBuf {
     fixture("probes", Variant::NoFp)
 }
@@ -100,6 +109,7 @@ fn probes_on(path: &Path) -> Vec<String> {
 
 #[test]
 fn entry_and_return_probes_count_exactly_with_argument_and_result_sums_and_stacks() {
+    let _beside = beside_others();
     if !require_perf("user probes through tracefs") {
         return;
     }
@@ -238,6 +248,7 @@ fn parse_script_stacks(text: &str) -> Vec<(String, Vec<String>)> {
 
 #[test]
 fn the_uprobe_pmu_counts_and_unwinds_like_tracefs() {
+    let _beside = beside_others();
     if !require_perf("user probes through the uprobe PMU") {
         return;
     }
@@ -304,6 +315,7 @@ fn the_uprobe_pmu_counts_and_unwinds_like_tracefs() {
 
 #[test]
 fn usdt_probes_with_and_without_a_semaphore_count_and_fetch_their_arguments() {
+    let _beside = beside_others();
     if !require_perf("USDT probes") {
         return;
     }
@@ -362,6 +374,7 @@ fn usdt_probes_with_and_without_a_semaphore_count_and_fetch_their_arguments() {
 
 #[test]
 fn stat_on_a_uprobe_agrees_with_perf_stat_on_perf_probe() {
+    let _beside = beside_others();
     if !require_perf("memperf stat vs perf stat") || !require_perf_tool("perf probe") {
         return;
     }
@@ -405,6 +418,7 @@ fn stat_on_a_uprobe_agrees_with_perf_stat_on_perf_probe() {
 
 #[test]
 fn libc_malloc_probes_agree_with_leak() {
+    let _beside = beside_others();
     if !require_perf("u:libc:malloc vs memperf leak") {
         return;
     }
@@ -440,6 +454,7 @@ fn libc_malloc_probes_agree_with_leak() {
 
 #[test]
 fn bad_probe_specs_get_clear_errors() {
+    let _beside = beside_others();
     let dir = scratch();
     let prog = own_fixture(&dir, "bad");
     let p = prog.display().to_string();
@@ -473,6 +488,7 @@ fn bad_probe_specs_get_clear_errors() {
 
 #[test]
 fn unprivileged_users_are_told_what_uprobes_need() {
+    let _beside = beside_others();
     if !is_root() {
         eprintln!("skipping: needs root to create a test user");
         return;
@@ -508,6 +524,7 @@ fn remove_probe_lines(lines: &[String]) {
 
 #[test]
 fn probes_are_removed_on_sigint_and_after_sigkill_at_the_next_start_but_not_a_live_runs() {
+    let _alone = PROBE_STARTS.write().unwrap_or_else(|e| e.into_inner());
     if !require_perf("probe lifetime") || !is_root() {
         return;
     }
@@ -590,6 +607,7 @@ fn probes_are_removed_on_sigint_and_after_sigkill_at_the_next_start_but_not_a_li
 
 #[test]
 fn sigquit_and_sigpipe_end_a_run_and_remove_its_probes() {
+    let _beside = beside_others();
     if !require_perf("probe teardown on SIGQUIT") || !is_root() {
         return;
     }
