@@ -25,7 +25,10 @@ pub mod stat;
 pub mod swapin;
 pub mod tool;
 pub mod triage;
+mod values;
 
+pub use crate::config::record::*;
+pub use crate::config::report::*;
 pub use record::*;
 pub use report::*;
 

@@ -13,7 +13,7 @@ use std::fmt;
 
 use perf_event_open_sys::bindings as b;
 
-use crate::cli::{CallGraph, MAX_STACK_BYTES};
+use crate::config::record::{CallGraph, MAX_STACK_BYTES};
 
 /// What kind of perf event a spec names, with the numbers `perf_event_attr` needs.
 #[derive(Debug, Clone, PartialEq, Eq)]

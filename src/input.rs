@@ -4,7 +4,7 @@ use std::io::IsTerminal;
 
 use anyhow::{Result, bail};
 
-use crate::cli::Input;
+use crate::config::report::Input;
 use crate::perfdata::{PerfDataError, PerfDataFile, StreamError};
 
 /// The recording `input` names, read whole: a file (mapped when it is a regular file), or

@@ -13,6 +13,7 @@ pub(crate) mod allocs;
 pub mod buildid;
 pub mod cli;
 pub mod cmd;
+pub mod config;
 pub(crate) mod datasrc;
 pub(crate) mod events;
 pub(crate) mod input;

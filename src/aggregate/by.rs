@@ -1,6 +1,6 @@
 //! `--by mapping|file|comm|pid`: what each sample is filed under.
 
-use crate::cli::ByKey;
+use crate::config::report::ByKey;
 use crate::maps::ModuleKind;
 use crate::session::Processes;
 

@@ -10,7 +10,7 @@ use crate::abi::{
     PERF_CONTEXT_GUEST, PERF_CONTEXT_GUEST_KERNEL, PERF_CONTEXT_GUEST_USER, PERF_CONTEXT_HV,
     PERF_CONTEXT_KERNEL, PERF_CONTEXT_MAX, PERF_CONTEXT_USER,
 };
-use crate::cli::StackSpace;
+use crate::config::report::StackSpace;
 use crate::maps::ProcessMaps;
 use crate::records::Record;
 use crate::session::{Chain, SampleCtx};

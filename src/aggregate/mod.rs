@@ -11,7 +11,7 @@ use std::io;
 
 use rustc_hash::FxHashMap;
 
-use crate::cli::{Prefix, ReportConfig, ReportOutput, StackSpace, Weight};
+use crate::config::report::{Prefix, ReportConfig, ReportOutput, StackSpace, Weight};
 use crate::maps::{ModuleKind, ProcessMaps};
 use crate::perfdata::PerfDataFile;
 use crate::perfdata::tracing_data::FieldFormat;

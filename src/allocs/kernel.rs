@@ -4,8 +4,8 @@ use std::ffi::CString;
 
 use anyhow::{Context, Result, anyhow, bail};
 
-use crate::cli::CallGraph;
 use crate::cli::leak::LeakConfig;
+use crate::config::record::CallGraph;
 use crate::events::{EventKind, EventSpec, Modifiers, Period};
 use crate::perfdata::tracing_data::{EventFormat, FieldFormat};
 use crate::sys::tracefs::Tracefs;

@@ -10,7 +10,7 @@ use anyhow::{Context, Result, anyhow, bail};
 use perf_event_open_sys::bindings as b;
 
 use crate::cli::leak::{FaultOptions, LeakConfig, LeakTarget, ProbeVia};
-use crate::cli::{CallGraph, Consume, RecordConfig, Target, UnwindWhen};
+use crate::config::record::{CallGraph, Consume, RecordConfig, Target, UnwindWhen};
 use crate::events::{EventKind, EventSpec, Modifiers, Period};
 use crate::live::open;
 use crate::sys;

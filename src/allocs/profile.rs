@@ -48,7 +48,7 @@ impl Columns {
         maps: ProcessMaps,
         lost: u64,
     ) -> Aggregate {
-        let mut book = StackBook::new(crate::cli::StackSpace::All);
+        let mut book = StackBook::new(crate::config::report::StackSpace::All);
         book.frames = std::mem::take(&mut sink.frames);
         book.stacks = std::mem::take(&mut sink.stacks);
         Aggregate {

@@ -7,6 +7,8 @@ use clap::Args;
 
 use super::{StackSpace, Weight};
 
+pub use crate::config::diff::{DiffConfig, DiffOutput};
+
 pub(crate) const DIFF_EXAMPLES: &str = "\
 EXAMPLES:
     memperf record -e page-faults -o before.data -- ./app
@@ -97,37 +99,6 @@ pub struct DiffArgs {
 
     /// How many stacks the table shows, largest change first (0: all).
     #[arg(short = 'T', long = "top", value_name = "N", default_value_t = 20)]
-    pub top: usize,
-}
-
-/// What `memperf diff` writes: one output, chosen once.
-#[derive(Debug, Clone, PartialEq)]
-pub enum DiffOutput {
-    /// The stacks that changed most.
-    Table,
-    /// `stack before after` lines.
-    Folded,
-    /// A differential flame graph, to this path (`-`: standard output).
-    Flamegraph {
-        output: PathBuf,
-        title: Option<String>,
-        width: Option<usize>,
-    },
-    /// A gzip-compressed profile.proto, to this path (`-`: standard output).
-    Pprof(PathBuf),
-}
-
-/// A validated `memperf diff` command line.
-#[derive(Debug, Clone, PartialEq)]
-pub struct DiffConfig {
-    pub before: PathBuf,
-    pub after: PathBuf,
-    pub event: Option<String>,
-    pub weight: Weight,
-    pub normalize: bool,
-    pub space: StackSpace,
-    pub comms: Option<Vec<String>>,
-    pub output: DiffOutput,
     pub top: usize,
 }
 

@@ -5,6 +5,8 @@ use std::path::PathBuf;
 use anyhow::{Result, bail};
 use clap::Args;
 
+pub use crate::config::list::ListConfig;
+
 /// What `memperf list` shows.
 #[derive(Debug, Clone, Args)]
 pub struct ListArgs {
@@ -37,21 +39,6 @@ pub struct ListArgs {
     /// With --allocators: the process whose mapped objects to search.
     #[arg(short = 'p', long = "pid", value_name = "PID", requires = "allocators")]
     pub pid: Option<u32>,
-}
-
-/// What to list, validated.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ListConfig {
-    /// Every event and tool, or those the filters match.
-    Events { filter: Vec<String> },
-    /// The capability report, for every tool or for the tools and events named.
-    Check { names: Vec<String> },
-    /// The allocators in a process's mapped objects.
-    AllocatorsOf { pid: u32 },
-    /// The allocators in library files.
-    AllocatorsIn { files: Vec<PathBuf> },
-    /// The USDT probes and functions of one object file.
-    ProbesIn { file: PathBuf, filter: Vec<String> },
 }
 
 impl ListArgs {

@@ -3,17 +3,11 @@
 use std::ffi::OsString;
 use std::path::PathBuf;
 
-use clap::{Args, ValueEnum};
+use clap::Args;
 
 use super::tool::ToolArgs;
 
-/// How rows are sorted.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum SlabSort {
-    Name,
-    Count,
-    Size,
-}
+pub use crate::config::slab::SlabSort;
 
 #[derive(Debug, Clone, Args)]
 pub struct SlabratetopArgs {

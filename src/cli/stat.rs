@@ -2,15 +2,14 @@
 
 use std::ffi::OsString;
 use std::path::PathBuf;
-use std::time::Duration;
 
 use anyhow::{Result, bail};
 use clap::Args;
 
-use crate::events::EventSpec;
-
+use super::Target;
 use super::record::{parse_cpus, parse_duration, parse_specs, parse_target};
-use super::{RecordConfig, Target};
+
+pub use crate::config::stat::{DEFAULT_STAT_EVENTS, StatConfig};
 
 pub(super) const STAT_EXAMPLES: &str = "\
 EXAMPLES:
@@ -117,29 +116,6 @@ pub struct StatArgs {
     pub command: Vec<OsString>,
 }
 
-/// A validated `memperf stat` configuration.
-#[derive(Debug, Clone)]
-pub struct StatConfig {
-    pub events: Vec<EventSpec>,
-    pub target: Target,
-    pub cpus: Vec<u32>,
-    pub command: Option<Vec<OsString>>,
-    pub interval: Option<Duration>,
-    /// `-x SEP`: CSV.
-    pub separator: Option<String>,
-    pub per_cpu: bool,
-    pub repeat: u32,
-    pub duration: Option<Duration>,
-    /// Sum the sized tracepoints' bytes.
-    pub bytes: bool,
-    pub include_self: bool,
-    pub output: Option<PathBuf>,
-    pub mmap_pages: Option<usize>,
-}
-
-/// The events `memperf stat` counts without `-e`.
-pub const DEFAULT_STAT_EVENTS: &str = "task-clock,page-faults,minor-faults,major-faults";
-
 impl StatArgs {
     /// Checks the arguments and turns them into a `StatConfig`.
     pub fn into_config(mut self) -> Result<StatConfig> {
@@ -206,32 +182,5 @@ impl StatArgs {
             output: self.output,
             mmap_pages: self.mmap_pages,
         })
-    }
-}
-
-impl StatConfig {
-    /// The recording configuration of the sampled side (the summed tracepoints): raw
-    /// payloads only, no stacks, no side band.
-    pub fn record_config(&self, events: Vec<EventSpec>) -> RecordConfig {
-        RecordConfig {
-            events,
-            target: self.target.clone(),
-            cpus: self.cpus.clone(),
-            command: self.command.clone(),
-            command_stdout: crate::sys::CommandStdout::Inherit,
-            period: None,
-            call_graph: super::CallGraph::None,
-            unwind: super::UnwindWhen::Online,
-            user_only: false,
-            mmap_pages: self.mmap_pages,
-            output: PathBuf::from("/dev/null"),
-            duration: self.duration,
-            quiet: true,
-            consume: super::Consume::All,
-            cmdline: std::env::args().collect(),
-            include_self: self.include_self,
-            side_band: false,
-            stack_auto: false,
-        }
     }
 }

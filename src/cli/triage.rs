@@ -1,9 +1,9 @@
 //! The options of `memperf triage`, validated into a `TriageConfig`.
 
-use std::time::Duration;
-
 use anyhow::{Result, bail};
 use clap::Args;
+
+pub use crate::config::triage::TriageConfig;
 
 /// `memperf triage`.
 #[derive(Debug, Clone, Args)]
@@ -23,14 +23,6 @@ pub struct TriageArgs {
 
     /// The numbers and findings as one JSON object, for scripts and monitoring.
     #[arg(long = "json")]
-    pub json: bool,
-}
-
-/// A validated `memperf triage` command line.
-#[derive(Debug, Clone, PartialEq)]
-pub struct TriageConfig {
-    pub pid: Option<u32>,
-    pub duration: Duration,
     pub json: bool,
 }
 

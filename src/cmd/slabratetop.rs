@@ -8,7 +8,8 @@ use std::io::{self, IsTerminal, Write};
 
 use anyhow::{Result, bail};
 
-use crate::cli::slab::{SlabSort, SlabratetopArgs};
+use crate::cli::slab::SlabratetopArgs;
+use crate::config::slab::SlabSort;
 use crate::session::{Processes, SampleCtx};
 use crate::tool::{self, Cx, Seen, Tool, Want};
 

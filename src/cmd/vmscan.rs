@@ -154,7 +154,7 @@ pub fn run(args: VmscanArgs) -> Result<i32> {
         }
         // Standard input can be read once: the name stays the new one.
         Some(path) if path.as_os_str() == "-" => false,
-        Some(path) => crate::input::open(&crate::cli::Input::File(path.clone()))?
+        Some(path) => crate::input::open(&crate::config::report::Input::File(path.clone()))?
             .event_names()
             .iter()
             .any(|n| n == WRITEPAGE_NAME),

@@ -15,7 +15,7 @@ use anyhow::{Context, Result};
 use super::drain::{self, DrainStats};
 use super::open::Opened;
 use super::resize::StackSizer;
-use crate::cli::Target;
+use crate::config::record::Target;
 use crate::procfs;
 use crate::session::{Handler, Session};
 use crate::sys::child::{CommandStdout, ExitStatusInfo, GatedChild, RunningChild};

@@ -6,7 +6,7 @@ use anyhow::{Context, Result, anyhow, bail};
 use perf_event_open_sys::bindings::{PERF_TYPE_SOFTWARE, perf_event_attr};
 use rustc_hash::FxHashMap;
 
-use crate::cli::{CallGraph, RecordConfig, Target, UnwindWhen};
+use crate::config::record::{CallGraph, RecordConfig, Target, UnwindWhen};
 use crate::events::{EventKind, EventSpec, Period};
 use crate::procfs;
 use crate::sys::attr::{AttrConfig, X86_REGS_PERF_ALL, build_attr, user_regs_mask_for_unwind};

@@ -13,7 +13,7 @@
 //! thread, after the command was forked (which keeps its own nice value); the reader never
 //! spins, so it takes a CPU from the others only while it has records to take.
 
-use crate::cli::{RecordConfig, Target};
+use crate::config::record::{RecordConfig, Target};
 
 /// The reader's nice value while it drains such events (weight 29154 against 1024: ~30
 /// times a default thread's share of a CPU).

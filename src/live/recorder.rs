@@ -15,7 +15,7 @@ use super::open::{self, Opened, ResolvedEvent};
 use super::priority::{self, Raised};
 use super::synth;
 use super::writer::RecordWriter;
-use crate::cli::{CallGraph, Consume, RecordConfig, Target, UnwindWhen};
+use crate::config::record::{CallGraph, Consume, RecordConfig, Target, UnwindWhen};
 use crate::maps::ProcessMaps;
 use crate::perfdata::{
     self, BuildIdEntry, ClockData, EventDesc, Features, MemperfStats, PerfDataWriter,

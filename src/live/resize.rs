@@ -30,7 +30,7 @@ use perf_event_open_sys::bindings::{
 };
 
 use super::open::{FdSlot, Opened, Placement, set_filter};
-use crate::cli::{MAX_STACK_BYTES, RecordConfig, Target};
+use crate::config::record::{MAX_STACK_BYTES, RecordConfig, Target};
 use crate::procfs;
 use crate::session::{Session, StackDepth};
 use crate::sys::open::{
@@ -534,7 +534,7 @@ mod tests {
     /// of `pages` pages, and a session that knows their ids; `None` where the kernel cannot
     /// open perf events or lacks PERF_FORMAT_LOST (6.0+).
     fn own_faults(stack: u32, pages: usize) -> Option<(Opened, Session)> {
-        use crate::cli::CallGraph;
+        use crate::config::record::CallGraph;
         use crate::live::open::{open_all, resolve_events, tests::this_thread};
         if !crate::sys::testutil::require_perf("software events opened again") {
             return None;

@@ -7,7 +7,7 @@ use super::fit;
 use super::shape::{Shaped, folded_lines, shaped_stacks};
 use super::{Resolved, create_output_file, header, human_bytes};
 use crate::aggregate::Aggregate;
-use crate::cli::{FlameConfig, ReportConfig, Weight};
+use crate::config::report::{FlameConfig, ReportConfig, Weight};
 use crate::perfdata::PerfDataFile;
 
 /// The default count name of a flame graph for an event.

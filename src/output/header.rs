@@ -2,7 +2,7 @@
 //! or truncated, and when and where it was made. The text report, `--by`, `--timeline`, the
 //! flame graph's subtitle and the pprof comments all take it from here.
 
-use crate::cli::Input;
+use crate::config::report::Input;
 use crate::perfdata::PerfDataFile;
 use crate::unwind::TruncCounts;
 

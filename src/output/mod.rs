@@ -24,7 +24,7 @@ use std::sync::Arc;
 
 use anyhow::Result;
 
-use crate::cli::{ByKey, ReportConfig};
+use crate::config::report::{ByKey, ReportConfig};
 use crate::stacks::{FrameId, FrameTable};
 use crate::symbolize::{
     Frame, JitSource, Kallsyms, ModuleKey, SymbolizeOptions, SymbolizeStats, Symbolized, Symbolizer,

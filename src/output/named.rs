@@ -10,7 +10,7 @@ use rustc_hash::FxHashMap;
 
 use super::{RECOVERED, Resolved};
 use crate::aggregate::Aggregate;
-use crate::cli::ReportConfig;
+use crate::config::report::ReportConfig;
 use crate::stacks::FrameId;
 
 /// The stacks of one event (or all), merged by name, in the order of their names.

@@ -10,7 +10,7 @@ use anyhow::{Context, Result};
 use prost::Message;
 use rustc_hash::FxHashMap;
 
-use crate::cli::ReportConfig;
+use crate::config::report::ReportConfig;
 use crate::stacks::FrameId;
 
 use super::Resolved;

@@ -9,7 +9,7 @@ use perf_event_open_sys::bindings as b;
 use rustc_hash::FxHashMap;
 
 use crate::abi::PERF_SAMPLE_WEIGHT_STRUCT;
-use crate::cli::ScriptField;
+use crate::config::report::ScriptField;
 use crate::datasrc::{DataSrc, Weight};
 use crate::perfdata::PerfDataFile;
 use crate::perfdata::tracing_data::{EventFormat, parse_printk_formats};

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use super::{Resolved, named_stacks};
 use crate::aggregate::Aggregate;
-use crate::cli::{ReportConfig, Weight};
+use crate::config::report::{ReportConfig, Weight};
 
 /// The frame that stands for the frames cut below `--max-depth`.
 pub const CUT_FRAME: &str = "[deeper frames cut]";

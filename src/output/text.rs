@@ -7,7 +7,7 @@ use anyhow::Result;
 
 use super::{Resolved, header, human_bytes, wrap};
 use crate::aggregate::Aggregate;
-use crate::cli::{ReportConfig, Weight};
+use crate::config::report::{ReportConfig, Weight};
 use crate::perfdata::PerfDataFile;
 
 /// ` (3 stack end)`, or nothing when no reason was counted.
@@ -113,7 +113,9 @@ pub(crate) fn header_lines(
                 .to_string(),
         );
     }
-    if cfg.weight == crate::cli::Weight::Bytes && (st.brk_shrunk > 0 || st.brk_unknown_base > 0) {
+    if cfg.weight == crate::config::report::Weight::Bytes
+        && (st.brk_shrunk > 0 || st.brk_unknown_base > 0)
+    {
         h.push(format!(
             "brk: the break shrank by {} bytes (not in the stacks); {} brk calls with no earlier break weigh 0",
             st.brk_shrunk, st.brk_unknown_base

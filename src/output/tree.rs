@@ -12,7 +12,7 @@ use super::shape::shaped_stacks;
 use super::text::{header_lines, write_header};
 use super::{Resolved, human_bytes};
 use crate::aggregate::Aggregate;
-use crate::cli::{ReportConfig, ReportOutput, TreeOrder, Weight};
+use crate::config::report::{ReportConfig, ReportOutput, TreeOrder, Weight};
 use crate::perfdata::PerfDataFile;
 
 /// One node: a frame under its parent's path, and the weight of every stack through it.

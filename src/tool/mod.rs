@@ -12,7 +12,8 @@ use std::time::Duration;
 use anyhow::{Context, Result, anyhow, bail};
 
 use crate::aggregate::{FrameKey, StackBook};
-use crate::cli::{CallGraph, Consume, RecordConfig, StackSpace, Target, UnwindWhen};
+use crate::config::record::{CallGraph, Consume, RecordConfig, Target, UnwindWhen};
+use crate::config::report::StackSpace;
 use crate::events;
 use crate::live::driver::{Flow, OnSignal, Round};
 use crate::live::open::Opened;

@@ -8,7 +8,7 @@ use anyhow::{Context, Result, anyhow};
 use rustc_hash::FxHashMap;
 
 use super::{Cx, Drive, Seen, Tool, ToolConfig, Want};
-use crate::cli::Input;
+use crate::config::report::Input;
 use crate::perfdata::PerfDataFile;
 use crate::perfdata::tracing_data::{EventFormat, parse_event_formats};
 use crate::session::order::{self, Slack};

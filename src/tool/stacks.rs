@@ -10,7 +10,7 @@ use anyhow::{Context, Result};
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use super::Cx;
-use crate::cli::StackSpace;
+use crate::config::report::StackSpace;
 use crate::output::{Flame, draw_flamegraph};
 use crate::session::{Processes, SampleCtx};
 use crate::stacks::StackId;

@@ -10,8 +10,8 @@ use anyhow::{Context, Result, bail};
 use prost::Message;
 
 use crate::aggregate::{self, Aggregate};
-use crate::cli::diff::DiffConfig;
-use crate::cli::{Input, ReportConfig, ReportOutput, Weight};
+use crate::config::diff::DiffConfig;
+use crate::config::report::{Input, ReportConfig, ReportOutput, Weight};
 use crate::output::pprof::{Profile, short};
 use crate::output::{self, Resolved, header};
 use crate::symbolize::Kallsyms;

@@ -10,8 +10,8 @@ use std::sync::{Arc, OnceLock};
 
 use anyhow::{Result, bail};
 
-use crate::cli::Weight;
-use crate::cli::diff::{DiffConfig, DiffOutput};
+use crate::config::diff::{DiffConfig, DiffOutput};
+use crate::config::report::Weight;
 use crate::output::diff::{self, Diff, TableHead, pprof as diff_pprof};
 use crate::output::{self, pprof};
 use crate::symbolize::Kallsyms;
@@ -26,7 +26,7 @@ pub fn run(cfg: DiffConfig) -> Result<i32> {
     let get_kallsyms = || {
         kallsyms
             .get_or_init(|| {
-                (space != crate::cli::StackSpace::User)
+                (space != crate::config::report::StackSpace::User)
                     .then(|| std::fs::read_to_string("/proc/kallsyms").ok())
                     .flatten()
                     .map(|t| Arc::new(Kallsyms::from_text(&t)))

@@ -75,7 +75,7 @@ pub fn run(cfg: HeapConfig) -> Result<i32> {
     };
     let mut traced = match &cfg.input {
         Some(path) => {
-            let input = crate::cli::Input::from_arg(path.clone());
+            let input = crate::config::report::Input::from_arg(path.clone());
             let file = crate::input::open(&input)?;
             crate::allocs::replay::trace_heap_file(
                 &file,

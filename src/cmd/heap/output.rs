@@ -13,7 +13,7 @@ use crate::allocs::profile::{Columns, write_stack};
 use crate::allocs::sink::LeakSink;
 use crate::allocs::table::{AllocStack, Space};
 use crate::cli::heap::{HeapConfig, HeapMetric};
-use crate::cli::{Input, ReportConfig, ReportOutput};
+use crate::config::report::{Input, ReportConfig, ReportOutput};
 use crate::maps::ProcessMaps;
 use crate::output::{self, Resolved, human_bytes};
 use crate::session::Processes;
@@ -71,7 +71,7 @@ pub(super) fn build(d: Data<'_>) -> Built {
     let agg = aggregate(&rows, &comms, d.sink, d.maps, d.lost);
     let rcfg = ReportConfig {
         output: ReportOutput::Folded,
-        weight: crate::cli::Weight::Bytes,
+        weight: crate::config::report::Weight::Bytes,
         ..ReportConfig::plain(Input::File("memperf heap".into()))
     };
     let res = output::resolve(&rcfg, &agg, None);

@@ -16,8 +16,8 @@ use anyhow::Result;
 
 use crate::allocs::run::{self, Schedule};
 use crate::allocs::sink::LeakSink;
-use crate::cli::Target;
 use crate::cli::leak::{LeakConfig, LeakTarget};
+use crate::config::record::Target;
 use crate::live::driver::Flow;
 use crate::maps::ProcessMaps;
 use crate::session::Session;
@@ -146,15 +146,17 @@ fn write_profiles(
 }
 
 /// The report configuration the shared printers take.
-fn report_config(cfg: &LeakConfig) -> crate::cli::ReportConfig {
-    crate::cli::ReportConfig {
+fn report_config(cfg: &LeakConfig) -> crate::config::report::ReportConfig {
+    crate::config::report::ReportConfig {
         output: match &cfg.pprof {
-            Some(p) => crate::cli::ReportOutput::Pprof(p.clone()),
-            None => crate::cli::ReportOutput::Folded,
+            Some(p) => crate::config::report::ReportOutput::Pprof(p.clone()),
+            None => crate::config::report::ReportOutput::Folded,
         },
         top: cfg.top,
-        weight: crate::cli::Weight::Bytes,
-        ..crate::cli::ReportConfig::plain(crate::cli::Input::File(PathBuf::from("memperf leak")))
+        weight: crate::config::report::Weight::Bytes,
+        ..crate::config::report::ReportConfig::plain(crate::config::report::Input::File(
+            PathBuf::from("memperf leak"),
+        ))
     }
 }
 

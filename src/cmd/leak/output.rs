@@ -404,7 +404,7 @@ pub fn to_aggregate(
         *counts.entry((0, p, stack)).or_insert(0) += n;
         *bytes.entry((0, p, stack)).or_insert(0) += b;
     }
-    let mut book = StackBook::new(crate::cli::StackSpace::All);
+    let mut book = StackBook::new(crate::config::report::StackSpace::All);
     book.frames = std::mem::take(&mut sink.frames);
     book.stacks = std::mem::take(&mut sink.stacks);
     book.kernel_frames = sink.kernel_frames;

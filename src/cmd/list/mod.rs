@@ -13,7 +13,7 @@ use std::path::Path;
 use anyhow::Result;
 
 use crate::allocators::{self, Found};
-use crate::cli::list::ListConfig;
+use crate::config::list::ListConfig;
 use crate::events::{self, glob_match};
 use probe::{Avail, Prober};
 

@@ -9,7 +9,7 @@ use anyhow::{Context, Result, anyhow, bail};
 
 use crate::allocs::plan::{self, ProbeHold};
 use crate::cli::mem::MemRecordConfig;
-use crate::cli::{CallGraph, Consume, RecordConfig, UnwindWhen};
+use crate::config::record::{CallGraph, Consume, RecordConfig, UnwindWhen};
 use crate::events::{EventKind, EventSpec, Modifiers, Terms};
 use crate::live::driver::OnSignal;
 use crate::live::open::{self, Opened, ResolvedEvent};

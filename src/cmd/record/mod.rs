@@ -4,7 +4,7 @@ mod summary;
 
 use anyhow::Result;
 
-use crate::cli::RecordConfig;
+use crate::config::record::RecordConfig;
 use crate::live::driver::OnSignal;
 use crate::live::open::Opened;
 use crate::live::priority::Raised;

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use crate::cli::{CallGraph, RecordConfig, Target};
+use crate::config::record::{CallGraph, RecordConfig, Target};
 use crate::session::{ReadDelay, Session};
 use crate::unwind::UnwindStats;
 

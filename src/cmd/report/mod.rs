@@ -6,7 +6,7 @@ use std::io::IsTerminal;
 use anyhow::{Context, Result, bail};
 
 use crate::aggregate::{self, Weigher, weighers};
-use crate::cli::{ReportConfig, ReportOutput, ScriptField, StackSpace, Weight};
+use crate::config::report::{ReportConfig, ReportOutput, ScriptField, StackSpace, Weight};
 use crate::output::{self, header, pprof, script};
 use crate::perfdata::PerfDataFile;
 

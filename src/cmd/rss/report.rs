@@ -13,7 +13,7 @@ use crate::allocs::resident::{self, Resident, StackTotals};
 use crate::allocs::sink::LeakSink;
 use crate::allocs::table::{AllocStack, Space};
 use crate::cli::rss::RssConfig;
-use crate::cli::{Input, ReportConfig, ReportOutput};
+use crate::config::report::{Input, ReportConfig, ReportOutput};
 use crate::maps::ProcessMaps;
 use crate::output::{self, Resolved};
 use crate::session::Processes;
@@ -112,7 +112,7 @@ pub(super) fn build(d: Data<'_>) -> Built {
     let agg = aggregate(&rows, &comms, d.sink, d.maps, d.lost, page_size);
     let rcfg = ReportConfig {
         output: ReportOutput::Folded,
-        weight: crate::cli::Weight::Bytes,
+        weight: crate::config::report::Weight::Bytes,
         ..ReportConfig::plain(Input::File("memperf rss".into()))
     };
     let res = output::resolve(&rcfg, &agg, None);

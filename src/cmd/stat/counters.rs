@@ -6,7 +6,7 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
 use anyhow::{Result, anyhow};
 
-use crate::cli::Target;
+use crate::config::record::Target;
 use crate::events::Period;
 use crate::live::open::{
     ResolvedEvent, event_class, exclude_kernel, explain_open, is_access, open_error, set_filter,

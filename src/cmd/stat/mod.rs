@@ -16,8 +16,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow};
 
-use crate::cli::Target;
-use crate::cli::stat::StatConfig;
+use crate::config::record::Target;
+use crate::config::stat::StatConfig;
 use crate::events::{self, EventKind, EventSpec, Period};
 use crate::live::driver::{Flow, OnSignal, Round};
 use crate::live::open::{self, Opened, ResolvedEvent, Sampling};
@@ -363,7 +363,7 @@ fn run_once(cfg: &StatConfig, layout: &Layout, out: &mut Box<dyn Write>) -> Resu
     let (mut sampled, _) = open::resolve_events(&plan.specs)?;
     for ev in &mut sampled {
         ev.sampling = Some(Sampling {
-            call_graph: crate::cli::CallGraph::None,
+            call_graph: crate::config::record::CallGraph::None,
             regs: 0,
             kernel_chain: false,
             raw: ev.spec.is_tracepoint(),

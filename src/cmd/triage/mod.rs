@@ -19,7 +19,7 @@ use anyhow::{Context, Result, bail};
 
 use self::cgroup::{CgroupSample, Mounts};
 use self::parse::{ProcStat, Psi, SwapDevice};
-use crate::cli::triage::TriageConfig;
+use crate::config::triage::TriageConfig;
 use crate::kmsg::{self, OomKill};
 use crate::procfs::MemoryCgroup;
 

@@ -8,7 +8,7 @@ use perf_event_open_sys::bindings::{
 };
 
 use super::ResolvedEvent;
-use crate::cli::Target;
+use crate::config::record::Target;
 use crate::events::{self, EventKind, EventSpec};
 use crate::live::probes::quoted;
 use crate::perfdata::tracing_data::EventFormat;

@@ -1,6 +1,6 @@
 //! How large each CPU's ring is by default, and the events that need a large one.
 
-use crate::cli::{CallGraph, RecordConfig};
+use crate::config::record::{CallGraph, RecordConfig};
 use crate::events::{EventSpec, Period};
 use crate::sys::diagnose::SystemFacts;
 

@@ -68,7 +68,7 @@ pub(crate) fn this_thread(
         output: "/dev/null".into(),
         duration: None,
         quiet: true,
-        consume: crate::cli::Consume::All,
+        consume: crate::config::record::Consume::All,
         cmdline: Vec::new(),
         include_self: false,
         side_band: false,

@@ -1,0 +1,12 @@
+//! The typed configurations the stages are given: what `cli` validates the command line
+//! into. The stages own these types and import them from here, never from `cli`, so the
+//! argument layer (clap) stays at the top of the pipeline; `cli` depends on `config`,
+//! not the other way round.
+
+pub mod diff;
+pub mod list;
+pub mod record;
+pub mod report;
+pub mod slab;
+pub mod stat;
+pub mod triage;
