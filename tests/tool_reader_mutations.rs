@@ -125,3 +125,21 @@ fn cache_sizes_that_sum_past_two_to_the_64_saturate() {
     let (code, _, err) = replay(&data, "1");
     assert!(code.is_some(), "{err}");
 }
+
+/// `fuzz/`'s `tools` target found it (11:08, this session): a sample whose period field
+/// says 2^64 - 1 made `faults --per-pid`'s per-stack count overflow. The input is the
+/// fuzzer's, less its first byte (which picked `faults -i --folded --per-pid`).
+#[test]
+fn fault_counts_that_sum_past_two_to_the_64_saturate() {
+    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/faults-period-overflow.data");
+    let args = [
+        "faults",
+        "-i",
+        data.to_str().unwrap(),
+        "--folded",
+        "--per-pid",
+    ];
+    let (code, _, err) = run_bounded(&args, Duration::from_secs(20));
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(code.is_some(), "{err}");
+}

@@ -23,9 +23,10 @@ pub struct Weights {
 }
 
 impl Weights {
+    /// Saturating: a corrupted recording's period or size can be near 2^64.
     fn add(&mut self, w: Weights) {
-        self.count += w.count;
-        self.bytes += w.bytes;
+        self.count = self.count.saturating_add(w.count);
+        self.bytes = self.bytes.saturating_add(w.bytes);
     }
 }
 
@@ -178,7 +179,8 @@ pub fn folded_lines(stacks: &[NamedStack], bytes: bool) -> Vec<String> {
         } else {
             st.weights.count
         };
-        *merged.entry(line).or_default() += n;
+        let sum = merged.entry(line).or_default();
+        *sum = sum.saturating_add(n);
     }
     merged
         .into_iter()

@@ -334,7 +334,7 @@ fn rows_of(
         };
         match at.get(&row.key()) {
             Some(&i) => {
-                rows[i].period += row.period;
+                rows[i].period = rows[i].period.saturating_add(row.period);
                 rows[i].samples += row.samples;
             }
             None => {
@@ -467,7 +467,7 @@ fn write_tables(
 const SORT_ORDER: &str = "local_weight,mem,sym,dso,symbol_daddr,dso_daddr,snoop,tlb,locked,blocked,local_ins_lat,local_p_stage_cyc";
 
 fn write_table(name: &str, samples: u64, rows: &[Row], out: &mut dyn Write) -> io::Result<()> {
-    let total: u64 = rows.iter().map(|r| r.period).sum();
+    let total: u64 = rows.iter().fold(0u64, |t, r| t.saturating_add(r.period));
     writeln!(out, "# Samples: {samples}  of event '{name}'")?;
     writeln!(out, "# Total weight : {total}")?;
     writeln!(out, "# Sort order   : {SORT_ORDER}")?;
