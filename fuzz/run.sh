@@ -1,5 +1,5 @@
 #!/bin/sh
-# Fuzzes TARGET for SECONDS (fuzz/README.md), at the lowest priority, with libFuzzer's
+# Fuzzes TARGET for SECONDS (fuzz/README.md), at the lowest priority (or $NICE), with libFuzzer's
 # -timeout=10 (a hang is a bug too); restarts after a crash until the time is up, so one
 # crash does not end the run. Crashes and timeouts land in artifacts/TARGET/, the log in
 # logs/TARGET.log. Run from fuzz/ after `cargo +nightly fuzz build -s none` (with the same
@@ -21,7 +21,7 @@ while [ "$(date +%s)" -lt "$end" ]; do
     left=$((end - $(date +%s)))
     unshare -m sh -c 'mount --bind "$1" /proc/kallsyms && mount -t tmpfs none /usr/lib/debug &&
         shift && exec "$@"' sh \
-        "logs/kallsyms.$target" nice -n 19 "$bin" -timeout=10 -rss_limit_mb=2048 \
+        "logs/kallsyms.$target" nice -n "${NICE:-19}" "$bin" -timeout=10 -rss_limit_mb=2048 \
         -max_len=262144 -close_fd_mask=2 -max_total_time="$left" -print_final_stats=1 \
         -artifact_prefix="artifacts/$target/" "corpus/$target" >> "logs/$target.log" 2>&1
     echo "=== exit $? at $(date -u +%T)" >> "logs/$target.log"
