@@ -14,28 +14,26 @@ mod fp;
 mod jit;
 mod jitcfi;
 mod live;
+mod modules;
 #[cfg(test)]
 mod mutations;
+mod process;
 mod settle;
 mod stats;
 #[cfg(test)]
 mod tests;
 
-use std::ffi::OsStr;
 use std::ops::Range;
-use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
-use std::sync::Arc;
 
-use framehop::{
-    CacheNative, MayAllocateDuringUnwind, Module, UnwindRegsNative, Unwinder, UnwinderNative,
-};
+use framehop::{CacheNative, MayAllocateDuringUnwind, UnwindRegsNative, Unwinder, UnwinderNative};
 use rustc_hash::FxHashMap;
 
-use elf::{ElfCache, ElfInfo, ElfKey, SectionData};
+use elf::{ElfCache, SectionData};
 pub use jitcfi::{MAX_CFI_BYTES as JIT_CFI_MAX_BYTES, MAX_FUNCTIONS as JIT_CFI_MAX_FUNCTIONS};
 use live::Recovery;
 pub use live::{CodeSite, LiveMemory, ProcessMemory};
+use process::{ProcModule, Process};
 use settle::Cut;
 pub use stats::{RejectCounts, StackNeed, TruncCounts, UnwindStats};
 
@@ -127,120 +125,6 @@ impl ModuleRef<'_> {
 type NativeUnwinder = UnwinderNative<SectionData, MayAllocateDuringUnwind>;
 type FhCache = CacheNative<MayAllocateDuringUnwind>;
 
-/// One executable mapping of a process.
-#[derive(Clone)]
-struct ProcModule {
-    avma: Range<u64>,
-    pgoff: u64,
-    path: Arc<Path>,
-    build_id: Option<Arc<[u8]>>,
-    bias: Option<u64>,
-    /// Added to the framehop unwinder (the file loaded and has CFI).
-    has_cfi: bool,
-    /// The file's entry point in the process (`e_entry` + bias), when it has one.
-    entry_avma: Option<u64>,
-    /// Not read yet ([`Unwinders::set_lazy`]): the file is loaded when a sample of the
-    /// process is first unwound.
-    pending: Option<Pending>,
-    /// Its functions' extents, for confirming the calls of recovered frames.
-    fdes: Option<elf::FdeTable>,
-    /// Names the file (see [`hash_file`]); with a file offset, a place in the file in any
-    /// process. 0 for memory of no file.
-    path_hash: u64,
-}
-
-impl ProcModule {
-    /// `avma` as a place in the module's file.
-    fn site(&self, avma: u64) -> CodeSite {
-        (
-            self.path_hash,
-            avma.wrapping_sub(self.avma.start).wrapping_add(self.pgoff),
-        )
-    }
-
-    /// The entry of the function that holds `avma`, by the file's FDEs.
-    fn function_start(&self, avma: u64) -> Option<u64> {
-        let bias = self.bias?;
-        let start = self
-            .fdes
-            .as_ref()?
-            .function_start(avma.wrapping_sub(bias))?;
-        Some(start.wrapping_add(bias))
-    }
-}
-
-/// What loading a mapping's file later needs from its event.
-#[derive(Clone)]
-struct Pending {
-    dev_ino: Option<(u32, u32, u64)>,
-    deleted: bool,
-}
-
-#[derive(Clone, Default)]
-struct Process {
-    unwinder: NativeUnwinder,
-    /// Sorted by `avma.start`, non-overlapping.
-    modules: Vec<ProcModule>,
-    /// Modules whose file is still to be loaded.
-    pending: usize,
-    /// JIT functions with CFI from the process's jitdump.
-    jit: jitcfi::JitCfi,
-}
-
-impl Process {
-    fn module_index(&self, addr: u64) -> Option<usize> {
-        let i = self
-            .modules
-            .partition_point(|m| m.avma.start <= addr)
-            .checked_sub(1)?;
-        (addr < self.modules[i].avma.end).then_some(i)
-    }
-
-    /// The module that holds `addr`.
-    fn module_at(&self, addr: u64) -> Option<&ProcModule> {
-        self.modules.get(self.module_index(addr)?)
-    }
-
-    /// Whether CFI covers `addr` (a lookup address): a file's, or a JIT function's.
-    fn has_cfi_at(&self, addr: u64) -> bool {
-        self.module_index(addr)
-            .is_some_and(|i| self.modules[i].has_cfi)
-            || self.jit.covers(addr)
-    }
-
-    /// Removes the modules that overlap `r` (and, for a file mapped there, the JIT functions);
-    /// returns how many framehop modules went.
-    fn remove_overlapping(&mut self, r: &Range<u64>, file: bool) -> u32 {
-        let unwinder = &mut self.unwinder;
-        let mut removed = 0;
-        let pending = &mut self.pending;
-        self.modules.retain(|m| {
-            let overlaps = m.avma.start < r.end && r.start < m.avma.end;
-            if overlaps && m.has_cfi {
-                unwinder.remove_module(m.avma.start);
-                removed += 1;
-            }
-            if overlaps && m.pending.is_some() {
-                *pending -= 1;
-            }
-            !overlaps
-        });
-        // An anonymous mapping may be the JIT's code space, mapped after the dump was read
-        // (a recording replayed, a drain behind the process): its functions stay.
-        if file {
-            removed += self.jit.remove_overlapping(r, &mut self.unwinder);
-        }
-        removed
-    }
-
-    fn insert(&mut self, m: ProcModule) {
-        let i = self
-            .modules
-            .partition_point(|x| x.avma.start < m.avma.start);
-        self.modules.insert(i, m);
-    }
-}
-
 /// Per-process unwinders plus the state they share: loaded ELF files and framehop's rule cache.
 pub struct Unwinders {
     mode: UnwindMode,
@@ -317,26 +201,6 @@ impl<'a> StackCopy<'a> {
     }
 }
 
-/// Why a mapping gets no module, decided from its path alone.
-#[derive(Debug, PartialEq, Eq)]
-enum PathKind {
-    File,
-    Pseudo,
-    Deleted,
-}
-
-fn path_kind(path: &[u8]) -> PathKind {
-    if path.ends_with(b" (deleted)") {
-        PathKind::Deleted
-    } else if !path.starts_with(b"/") || path.starts_with(b"//anon") || path.starts_with(b"/memfd:")
-    {
-        // `[vdso]`, `[heap]`, `anon_inode:*`, empty; `//anon` and memfd have no file to read.
-        PathKind::Pseudo
-    } else {
-        PathKind::File
-    }
-}
-
 impl Unwinders {
     pub fn new(mode: UnwindMode) -> Unwinders {
         Unwinders {
@@ -394,230 +258,6 @@ impl Unwinders {
 
     pub fn mode(&self) -> UnwindMode {
         self.mode
-    }
-
-    /// An executable mapping becomes a module, replacing the modules it overlaps.
-    /// Non-executable mappings are ignored (counted).
-    pub fn handle_mmap(&mut self, ev: &MappingEvent) {
-        if !ev.exec {
-            self.stats.non_exec_ignored += 1;
-            return;
-        }
-        let avma = ev.start..ev.start.saturating_add(ev.len);
-        let path: Arc<Path> = Arc::from(Path::new(OsStr::from_bytes(ev.path)));
-        let mut module = ProcModule {
-            avma: avma.clone(),
-            pgoff: ev.pgoff,
-            path: path.clone(),
-            build_id: ev.build_id.map(Arc::from),
-            bias: None,
-            has_cfi: false,
-            entry_avma: None,
-            pending: None,
-            fdes: None,
-            path_hash: 0,
-        };
-        let kind = path_kind(ev.path);
-        if kind != PathKind::Pseudo {
-            module.path_hash = hash_file(&path, ev.dev_ino, ev.build_id);
-        }
-        if crate::jitdump::is_dump_of(ev.path, ev.pid) {
-            // A JIT's dump, mapped as its marker: not an ELF file; its unwind info is read.
-            let proc = self.procs.entry(ev.pid).or_default();
-            let changes = proc.remove_overlapping(&avma, true);
-            proc.insert(module);
-            // Frame pointers need no unwind info.
-            if self.mode == UnwindMode::Dwarf {
-                proc.jit.set_source(ev);
-            }
-            self.count_changes(changes);
-            if !self.lazy {
-                self.read_jit_dump(ev.pid);
-            }
-            return;
-        }
-        if self.lazy && kind != PathKind::Pseudo {
-            module.pending = Some(Pending {
-                dev_ino: ev.dev_ino,
-                deleted: kind == PathKind::Deleted,
-            });
-            let proc = self.procs.entry(ev.pid).or_default();
-            let changes = proc.remove_overlapping(&avma, true);
-            proc.pending += 1;
-            proc.insert(module);
-            self.count_changes(changes);
-            return;
-        }
-        let fh_module = match kind {
-            PathKind::Pseudo => {
-                self.stats.skipped_pseudo += 1;
-                None
-            }
-            // Deleted or replaced since it was mapped (a package upgrade): a live process's
-            // file is still reachable through /proc/PID/map_files (root).
-            PathKind::Deleted => {
-                let m = self.load_module(ev, &path, &mut module);
-                if m.is_none() {
-                    self.stats.skipped_deleted += 1;
-                }
-                m
-            }
-            PathKind::File => self.load_module(ev, &path, &mut module),
-        };
-        let proc = self.procs.entry(ev.pid).or_default();
-        let mut changes = proc.remove_overlapping(&avma, kind != PathKind::Pseudo);
-        if let Some(m) = fh_module {
-            proc.unwinder.add_module(m);
-            module.has_cfi = true;
-            self.stats.modules_loaded += 1;
-            changes += 1;
-        }
-        proc.insert(module);
-        self.count_changes(changes);
-    }
-
-    fn count_changes(&mut self, changes: u32) {
-        if changes > 0 {
-            self.confirmed.clear();
-        }
-        self.module_changes = self.module_changes.saturating_add(changes);
-        if self.module_changes >= CACHE_RESET_CHANGES {
-            self.cache = CacheNative::new();
-            self.module_changes = 0;
-        }
-    }
-
-    /// Loads the files of `pid`'s mappings met under [`Self::set_lazy`].
-    fn load_pending(&mut self, pid: u32) {
-        let pending: Vec<(usize, Pending)> = match self.procs.get_mut(&pid) {
-            Some(p) if p.pending > 0 => {
-                p.pending = 0;
-                p.modules
-                    .iter_mut()
-                    .enumerate()
-                    .filter_map(|(i, m)| m.pending.take().map(|x| (i, x)))
-                    .collect()
-            }
-            _ => return,
-        };
-        let mut changes = 0;
-        for (i, pend) in pending {
-            let Some(mut module) = self.procs.get(&pid).and_then(|p| p.modules.get(i)).cloned()
-            else {
-                continue;
-            };
-            let path = module.path.clone();
-            let build_id = module.build_id.clone();
-            let ev = MappingEvent {
-                pid,
-                start: module.avma.start,
-                len: module.avma.end - module.avma.start,
-                pgoff: module.pgoff,
-                exec: true,
-                path: path.as_os_str().as_bytes(),
-                dev_ino: pend.dev_ino,
-                build_id: build_id.as_deref(),
-            };
-            let fh = self.load_module(&ev, &path, &mut module);
-            if fh.is_none() && pend.deleted {
-                self.stats.skipped_deleted += 1;
-            }
-            let Some(proc) = self.procs.get_mut(&pid) else {
-                continue;
-            };
-            if let Some(m) = fh {
-                proc.unwinder.add_module(m);
-                module.has_cfi = true;
-                self.stats.modules_loaded += 1;
-                changes += 1;
-            }
-            if let Some(slot) = proc.modules.get_mut(i) {
-                *slot = module;
-            }
-        }
-        self.count_changes(changes);
-    }
-
-    /// Loads the file behind `ev`, fills in `module`'s bias and build-id, and builds the
-    /// framehop module when the file has CFI.
-    fn load_module(
-        &mut self,
-        ev: &MappingEvent,
-        path: &Path,
-        module: &mut ProcModule,
-    ) -> Option<Module<SectionData>> {
-        let key = match ev.dev_ino {
-            Some((maj, min, ino)) if ino != 0 => ElfKey::DevIno(maj, min, ino),
-            _ => ElfKey::Path(path.to_path_buf()),
-        };
-        let mapping = crate::mapped::MappedFile {
-            pid: ev.pid,
-            start: ev.start,
-            len: ev.len,
-            path: path.to_path_buf(),
-            dev_ino: ev.dev_ino,
-        };
-        let info = self.elf_cache.get(key, &mapping);
-        self.stats.elf_cache_hits = self.elf_cache.hits;
-        self.stats.elf_read_timeouts = self.elf_cache.timeouts;
-        self.stats.elf_cache_bytes = self.elf_cache.bytes() as u64;
-        self.stats.elf_cache_evictions = self.elf_cache.evictions;
-        self.stats.elf_cache_misses = self.elf_cache.misses;
-        let info = match info {
-            Ok(info) => info,
-            Err(_) => {
-                // A deleted file that could not be reached is counted as skipped_deleted.
-                if path_kind(path.as_os_str().as_encoded_bytes()) != PathKind::Deleted {
-                    self.count_load_failure(path);
-                }
-                return None;
-            }
-        };
-        if let (Some(want), Some(have)) = (ev.build_id, info.build_id.as_deref())
-            && want != have
-        {
-            self.stats.build_id_mismatches += 1;
-            return None;
-        }
-        if module.build_id.is_none() {
-            module.build_id = info.build_id.as_deref().map(Arc::from);
-            module.path_hash = hash_file(path, ev.dev_ino, module.build_id.as_deref());
-        }
-        let bias = elf::compute_bias(&info.segments, ev.start, ev.len, ev.pgoff)?;
-        module.bias = Some(bias);
-        module.entry_avma = (info.entry_svma != 0).then(|| info.entry_svma.wrapping_add(bias));
-        if !info.has_unwind_info() {
-            self.stats.modules_without_cfi += 1;
-            return None;
-        }
-        module.fdes = elf::FdeTable::of(&info);
-        Some(framehop_module(&info, path, module.avma.clone(), bias))
-    }
-
-    fn count_load_failure(&mut self, path: &Path) {
-        self.stats.elf_load_failures += 1;
-        let paths = &mut self.stats.elf_load_failure_paths;
-        if paths.len() < FAILED_PATHS_KEPT && !paths.iter().any(|p| p == path) {
-            paths.push(path.to_path_buf());
-        }
-    }
-
-    /// The process replaced its image (COMM with the exec flag): forget its modules.
-    pub fn handle_exec(&mut self, pid: u32) {
-        self.procs.insert(pid, Process::default());
-    }
-
-    /// A new process (not a thread) starts with a copy of its parent's modules.
-    pub fn handle_fork(&mut self, child_pid: u32, parent_pid: u32) {
-        if let Some(parent) = self.procs.get(&parent_pid) {
-            let mut child = parent.clone();
-            child.jit.forget_source();
-            self.procs.insert(child_pid, child);
-        }
-    }
-
-    pub fn handle_exit(&mut self, pid: u32) {
-        self.procs.remove(&pid);
     }
 
     /// Unwinds one sample. `stack` holds the bytes copied from `regs.sp` (already cut to
@@ -762,50 +402,9 @@ impl Unwinders {
         }
     }
 
-    /// The executable mapping of `pid` that contains `addr`.
-    pub fn module_of(&self, pid: u32, addr: u64) -> Option<ModuleRef<'_>> {
-        let p = self.procs.get(&pid)?;
-        let m = &p.modules[p.module_index(addr)?];
-        Some(ModuleRef {
-            path: &m.path,
-            build_id: m.build_id.as_deref(),
-            avma_range: m.avma.clone(),
-            pgoff: m.pgoff,
-            bias: m.bias,
-        })
-    }
-
     pub fn stats(&self) -> UnwindStats {
         self.stats.clone()
     }
-
-    /// Distinct files loaded or failed (the ELF cache's size).
-    pub fn cached_files(&self) -> usize {
-        self.elf_cache.len()
-    }
-}
-
-/// Names a file for the caches of code read from processes: its path, device and inode,
-/// and build-id where known (a binary rebuilt at the same path is another file). Never 0:
-/// 0 names memory of no file, whose code is never cached (a JIT rewrites it).
-fn hash_file(path: &Path, dev_ino: Option<(u32, u32, u64)>, build_id: Option<&[u8]>) -> u64 {
-    use std::hash::{Hash, Hasher};
-    let mut h = rustc_hash::FxHasher::default();
-    path.hash(&mut h);
-    dev_ino.hash(&mut h);
-    build_id.hash(&mut h);
-    h.finish().max(1)
-}
-
-fn framehop_module(
-    info: &ElfInfo,
-    path: &Path,
-    avma: Range<u64>,
-    bias: u64,
-) -> Module<SectionData> {
-    let name = String::from_utf8_lossy(path.as_os_str().as_bytes()).into_owned();
-    let base_avma = info.base_svma.wrapping_add(bias);
-    Module::new(name, avma, base_avma, info.section_info())
 }
 
 fn dwarf_walk(

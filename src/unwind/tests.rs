@@ -2,11 +2,13 @@
 //! process's own mappings, and the failure paths.
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
 
+use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
 use object::{Object, ObjectSymbol, SymbolKind};
 
 use super::fixture::{Dump, build_and_run};
+use super::process::{PathKind, path_kind};
 use super::*;
 use crate::procfs;
 
