@@ -319,8 +319,9 @@ pub fn resolve(cfg: &ReportConfig, agg: &Aggregate, kallsyms: Option<Arc<Kallsym
 }
 
 /// The named stacks of one event (or all), root first, merged by name, as owned names (for
-/// the outputs that reshape them: `shape`, `diff`). `named::named_stacks` merges them as
-/// interned ids; the text report takes its top stacks from there without this copy.
+/// `diff`, which keys two recordings' stacks by their names). `named::named_stacks` merges
+/// them as interned ids; the text report, folded stacks and flame graphs take them from
+/// there without this copy.
 pub(crate) fn named_stacks(
     cfg: &ReportConfig,
     agg: &Aggregate,

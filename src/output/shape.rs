@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use super::{Resolved, named_stacks};
+use super::{Resolved, named};
 use crate::aggregate::Aggregate;
 use crate::config::report::{ReportConfig, Weight};
 
@@ -66,18 +66,18 @@ pub fn shaped_stacks(
         vec![(None, event)]
     };
     for (root, ev) in per_event {
-        for (mut frames, n) in named_stacks(cfg, agg, res, ev) {
-            // frames[0] is the command; the depth counts the frames below it.
-            if let Some(max) = cfg.max_depth
-                && frames.len() > max + 1
-            {
-                frames.truncate(max + 1);
+        // Each stack once, merged by name; it becomes owned strings here only, once.
+        for (names, n) in named::named_stacks(cfg, agg, res, ev).iter() {
+            // names[0] is the command; the depth counts the frames below it.
+            let cut = cfg.max_depth.filter(|&max| names.len() > max + 1);
+            let kept = cut.map_or(names.len(), |max| max + 1);
+            let mut frames: Vec<String> = Vec::with_capacity(kept + 2);
+            frames.extend(root.map(str::to_string));
+            frames.extend(names[..kept].iter().map(|s| s.to_string()));
+            if cut.is_some() {
                 frames.push(CUT_FRAME.to_string());
                 out.cut_stacks += 1;
                 out.cut_weight += n;
-            }
-            if let Some(r) = root {
-                frames.insert(0, r.to_string());
             }
             *out.stacks.entry(frames).or_insert(0) += n;
         }
