@@ -73,6 +73,9 @@ pub struct LeakSink {
     pub results_from_stack: u64,
     /// `-t`: every call as it is seen.
     pub trace: Option<Box<dyn Write>>,
+    /// `-s N`: one allocation's stack in N is copied; the weight of a sampled allocation
+    /// in the per-stack outputs (1: every stack).
+    pub sample_rate: u64,
     read_mem: MemReader,
     leaf_first: Vec<FrameId>,
     /// The allocator's own code, to recognise its mapping calls (user mode).
@@ -125,6 +128,7 @@ impl LeakSink {
             unread_results: 0,
             results_from_stack: 0,
             trace: None,
+            sample_rate: 1,
             read_mem,
             leaf_first: Vec::with_capacity(128),
             allocator: None,
