@@ -44,6 +44,21 @@ pub struct StackBook {
     pid_memo: FxHashMap<(u64, bool), FrameId>,
 }
 
+/// The process whose addresses a side-band record may give another meaning: one that maps
+/// something, execs, is new, or exits. Memos of what an address means forget that
+/// process's by this rule (`StackBook`'s, `allocs::frames`').
+pub fn remaps(rec: &Record<'_>) -> Option<u32> {
+    match *rec {
+        Record::Mmap { pid, .. } | Record::Mmap2 { pid, .. } => Some(pid),
+        Record::Comm {
+            pid, exec: true, ..
+        } => Some(pid),
+        Record::Fork { pid, ppid, .. } if pid != ppid => Some(pid),
+        Record::Exit { pid, tid, .. } if pid == tid => Some(pid),
+        _ => None,
+    }
+}
+
 impl StackBook {
     pub fn new(space: StackSpace) -> StackBook {
         StackBook {
@@ -65,21 +80,14 @@ impl StackBook {
     /// mappings it changes (an mmap, an exec, a new process, its exit), and, when a jitdump
     /// is mapped, which dump each process maps.
     pub fn side_band(&mut self, rec: &Record<'_>) {
-        let pid = match *rec {
-            Record::Mmap { pid, filename, .. } | Record::Mmap2 { pid, filename, .. } => {
-                if crate::jitdump::dump_pid(filename).is_some() {
-                    self.jitdumps_changed();
-                }
-                pid
-            }
-            Record::Comm {
-                pid, exec: true, ..
-            } => pid,
-            Record::Fork { pid, ppid, .. } if pid != ppid => pid,
-            Record::Exit { pid, tid, .. } if pid == tid => pid,
-            _ => return,
-        };
-        self.mappings_changed(pid);
+        if let Record::Mmap { filename, .. } | Record::Mmap2 { filename, .. } = *rec
+            && crate::jitdump::dump_pid(filename).is_some()
+        {
+            self.jitdumps_changed();
+        }
+        if let Some(pid) = remaps(rec) {
+            self.mappings_changed(pid);
+        }
     }
 
     /// Forgets what addresses meant in process `pid`.

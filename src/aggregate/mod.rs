@@ -21,7 +21,7 @@ use crate::session::{Handler, Keep, Processes, SampleCtx, Session, SideBand};
 use crate::stacks::{CodeAddr, FrameTable, StackId};
 
 pub use by::ByRow;
-pub use chain::StackBook;
+pub use chain::{StackBook, remaps};
 pub use jit::{JitTimes, ToMonotonic};
 use weigh::{BrkTracker, Target};
 pub use weigh::{Weigher, weighers};

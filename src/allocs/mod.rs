@@ -4,10 +4,12 @@
 //! `--faults` the page-fault event), `run` drives it live, `sink` is its handler (the
 //! allocator calls matched per thread into `table`, the outstanding-allocation table, in
 //! time order with every other sample), and `resident` joins fault addresses to the
-//! allocations that hold them. `replay` rebuilds the table from a recording's allocator
+//! allocations that hold them; `frames` memoises each process's
+//! stack frames for the handler. `replay` rebuilds the table from a recording's allocator
 //! calls, for readers of a file (`mem report --by allocation`). `leak` and `rss` report on
 //! it; neither imports the other.
 
+pub(crate) mod frames;
 pub(crate) mod heap;
 pub(crate) mod kernel;
 pub(crate) mod plan;

@@ -21,6 +21,16 @@ pub(crate) struct Columns {
     prefixes: FrameTable<String>,
     counts: FxHashMap<(usize, u32, Option<u32>), u64>,
     bytes: FxHashMap<(usize, u32, Option<u32>), u64>,
+    /// The columns of allocations whose stack was not copied (`-s N`), apart: with
+    /// sampling, the sampled ones stand for them.
+    unsampled: Vec<(usize, u32, u64, u64)>,
+}
+
+/// Scales a column by the sampling interval: a sampled allocation stands for `weight`.
+fn weigh(map: &mut FxHashMap<(usize, u32, Option<u32>), u64>, weight: u64) {
+    for v in map.values_mut() {
+        *v = v.saturating_mul(weight);
+    }
 }
 
 impl Columns {
@@ -32,22 +42,39 @@ impl Columns {
         stack: AllocStack,
         cols: impl IntoIterator<Item = (usize, u64, u64)>,
     ) {
+        let unsampled = stack == AllocStack::Unsampled;
         let (prefix, stack) = prefix_of(comms, space, stack);
         let p = self.prefixes.intern(&prefix);
         for (ev, n, b) in cols {
+            if unsampled {
+                self.unsampled.push((ev, p, n, b));
+                continue;
+            }
             *self.counts.entry((ev, p, stack)).or_insert(0) += n;
             *self.bytes.entry((ev, p, stack)).or_insert(0) += b;
         }
     }
 
-    /// The aggregate of `events` events, with the sink's frames and stacks.
+    /// The aggregate of `events` events, with the sink's frames and stacks. Where one
+    /// stack in N was copied (`sink.sample_rate`), each sampled allocation's columns are
+    /// weighted by N and the unsampled ones left out, as a sampling heap profiler's are;
+    /// else the allocations without a stack keep their `[stack not sampled]` line.
     pub fn into_aggregate(
-        self,
+        mut self,
         events: usize,
         sink: &mut LeakSink,
         maps: ProcessMaps,
         lost: u64,
     ) -> Aggregate {
+        if sink.sample_rate > 1 {
+            weigh(&mut self.counts, sink.sample_rate);
+            weigh(&mut self.bytes, sink.sample_rate);
+        } else {
+            for (ev, p, n, b) in std::mem::take(&mut self.unsampled) {
+                *self.counts.entry((ev, p, None)).or_insert(0) += n;
+                *self.bytes.entry((ev, p, None)).or_insert(0) += b;
+            }
+        }
         let mut book = StackBook::new(crate::config::report::StackSpace::All);
         book.frames = std::mem::take(&mut sink.frames);
         book.stacks = std::mem::take(&mut sink.stacks);

@@ -127,6 +127,7 @@ pub(crate) fn trace(
     let events = plan::resolve(&rcfg, &planned, tracefs)?;
     let mut sink = LeakSink::new(Vec::new(), plan::table(cfg), crate::sys::read_process_u64);
     sink.set_allocator(allocator);
+    sink.sample_rate = cfg.sample_rate;
     if cfg.trace {
         // Beside folded stacks or a profile on standard output, the trace goes to stderr.
         sink.trace = Some(if cfg.data_on_stdout() {
@@ -182,6 +183,20 @@ pub(crate) fn now_ns(now: Option<u64>, session: &Session) -> u64 {
     now.or(session.stats().last_time).unwrap_or(0)
 }
 
+/// What the run lost, and what to do about it, or nothing when it lost nothing. Both ways
+/// a loss can bend the figures are named: a lost free makes a leak, a lost allocation a
+/// hole. `-s N` (leak, rss, heap) copies one stack in N, which is what fills the rings.
+fn loss_line(lost: u64, corrupt_bytes: u64, malformed: u64) -> Option<String> {
+    (lost > 0 || corrupt_bytes > 0 || malformed > 0).then(|| {
+        format!(
+            "memperf: lost {lost} events ({corrupt_bytes} bytes of unreadable ring data, \
+             {malformed} malformed records): outstanding figures may be overstated (a lost free \
+             looks like a leak) or understated (a lost allocation is not counted); use a \
+             larger -m, or -s N to copy one stack in N"
+        )
+    })
+}
+
 /// The end-of-run summary on stderr: what was traced, what the table held, what was lost.
 pub(crate) fn summary(sink: &LeakSink, lost: u64, corrupt_bytes: u64) {
     let s = &sink.table.stats;
@@ -208,19 +223,32 @@ pub(crate) fn summary(sink: &LeakSink, lost: u64, corrupt_bytes: u64) {
             s.internal_calls
         );
     }
-    if lost > 0 || corrupt_bytes > 0 || sink.malformed > 0 {
-        eprintln!(
-            "memperf: lost {lost} events ({corrupt_bytes} bytes of unreadable ring data, {} \
-             malformed records): outstanding figures may be overstated (a lost free looks \
-             like a leak) or understated (a lost allocation is not counted); use a larger -m \
-             (with leak, -s N also traces 1 call in N)",
-            sink.malformed
-        );
+    if let Some(line) = loss_line(lost, corrupt_bytes, sink.malformed) {
+        eprintln!("{line}");
     }
     if s.dropped_full > 0 {
         eprintln!(
             "memperf: {} allocations not tracked: the table was full (raise --max-entries)",
             s.dropped_full
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::loss_line;
+
+    #[test]
+    fn the_loss_line_names_both_ways_and_an_option_every_tracing_command_has() {
+        assert_eq!(loss_line(0, 0, 0), None);
+        let line = loss_line(764_603, 0, 0).unwrap_or_default();
+        assert!(line.contains("lost 764603 events"), "{line}");
+        assert!(
+            line.contains("overstated") && line.contains("understated"),
+            "{line}"
+        );
+        // rss and heap take -s too now: the advice is not leak's alone.
+        assert!(line.contains("-s N to copy one stack in N"), "{line}");
+        assert!(!line.contains("with leak"), "{line}");
     }
 }

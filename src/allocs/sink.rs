@@ -73,8 +73,13 @@ pub struct LeakSink {
     pub results_from_stack: u64,
     /// `-t`: every call as it is seen.
     pub trace: Option<Box<dyn Write>>,
+    /// `-s N`: one allocation's stack in N is copied; the weight of a sampled allocation
+    /// in the per-stack outputs (1: every stack).
+    pub sample_rate: u64,
     read_mem: MemReader,
     leaf_first: Vec<FrameId>,
+    /// Each process's frames, by address.
+    pub frame_memo: super::frames::FrameMemo,
     /// The allocator's own code, to recognise its mapping calls (user mode).
     allocator: Option<AllocatorCode>,
 }
@@ -125,8 +130,10 @@ impl LeakSink {
             unread_results: 0,
             results_from_stack: 0,
             trace: None,
+            sample_rate: 1,
             read_mem,
             leaf_first: Vec::with_capacity(128),
+            frame_memo: super::frames::FrameMemo::default(),
             allocator: None,
         }
     }
@@ -157,6 +164,7 @@ impl LeakSink {
     }
 
     fn handle_side_band(&mut self, rec: &Record<'_>) {
+        self.frame_memo.side_band(rec);
         match *rec {
             // Nothing allocated before the exec is the new program's.
             Record::Comm {
@@ -374,7 +382,7 @@ impl LeakSink {
                 first = false;
                 continue;
             }
-            let id = self.user_frame(maps, pid, ip);
+            let id = self.user_frame(maps, pid, ip, true);
             self.leaf_first.push(id);
         }
         self.intern_leaf_first()
@@ -394,8 +402,7 @@ impl LeakSink {
                 continue;
             }
             if in_user {
-                let key = FrameKey::user(maps, pid, ip, !std::mem::take(&mut first));
-                let id = self.intern_frame(key, ip);
+                let id = self.user_frame(maps, pid, ip, !std::mem::take(&mut first));
                 self.leaf_first.push(id);
             }
         }
@@ -435,18 +442,36 @@ impl LeakSink {
             .map_or(AllocStack::Missing, AllocStack::Id)
     }
 
-    fn user_frame(&mut self, maps: &ProcessMaps, pid: u32, addr: u64) -> FrameId {
-        let key = FrameKey::user(maps, pid, addr, true);
-        self.intern_frame(key, addr)
+    /// A user frame (`ret`: a return address, named by its call), through the memo.
+    fn user_frame(&mut self, maps: &ProcessMaps, pid: u32, addr: u64, ret: bool) -> FrameId {
+        let (frames, frame_addrs) = (&mut self.frames, &mut self.frame_addrs);
+        self.frame_memo.frame(pid, addr, ret, || {
+            intern_frame(
+                frames,
+                frame_addrs,
+                FrameKey::user(maps, pid, addr, ret),
+                addr,
+            )
+        })
     }
 
     fn intern_frame(&mut self, key: FrameKey, addr: u64) -> FrameId {
-        let id = self.frames.intern(&key);
-        if id as usize == self.frame_addrs.len() {
-            self.frame_addrs.push(addr);
-        }
-        id
+        intern_frame(&mut self.frames, &mut self.frame_addrs, key, addr)
     }
+}
+
+/// Interns a frame, noting the address it was first seen at.
+fn intern_frame(
+    frames: &mut FrameTable<FrameKey>,
+    frame_addrs: &mut Vec<u64>,
+    key: FrameKey,
+    addr: u64,
+) -> FrameId {
+    let id = frames.intern(&key);
+    if id as usize == frame_addrs.len() {
+        frame_addrs.push(addr);
+    }
+    id
 }
 
 fn kernel_size(size: &KernelSize, raw: &[u8]) -> Option<u64> {

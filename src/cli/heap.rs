@@ -9,7 +9,8 @@ use anyhow::{Result, bail};
 use clap::{Args, ValueEnum};
 
 use super::leak::{
-    LeakConfig, LeakTarget, ProbeVia, check_ring_pages, check_top_and_entries, stack_call_graph,
+    LeakConfig, LeakTarget, ProbeVia, check_ring_pages, check_sample_rate, check_top_and_entries,
+    stack_call_graph,
 };
 
 pub const HEAP_EXAMPLES: &str = "\
@@ -151,6 +152,18 @@ pub struct HeapArgs {
     #[arg(long = "probe-via", value_enum, default_value = "auto")]
     pub probe_via: ProbeVia,
 
+    /// Copy the stack of one allocation in N (every allocation and free is still matched,
+    /// so totals stay exact); folded, flame graph and pprof outputs weight each sampled
+    /// allocation by N and leave the unsampled ones out.
+    #[arg(
+        short = 's',
+        long = "sample-rate",
+        value_name = "N",
+        default_value_t = 1,
+        conflicts_with = "input"
+    )]
+    pub sample_rate: u64,
+
     /// Ring buffer pages per CPU (a power of two).
     #[arg(short = 'm', long = "mmap-pages", value_name = "PAGES")]
     pub mmap_pages: Option<usize>,
@@ -241,6 +254,7 @@ impl HeapArgs {
             .transpose()?;
         check_top_and_entries(self.top, self.max_entries)?;
         check_ring_pages(self.mmap_pages)?;
+        check_sample_rate(self.sample_rate)?;
         let call_graph = stack_call_graph("heap", &self.call_graph)?;
         for (option, path) in [
             ("--pprof", &self.pprof),
@@ -276,6 +290,7 @@ impl HeapArgs {
             symbols_prefix: self.symbols_prefix,
             max_entries: self.max_entries,
             mmap_pages: self.mmap_pages,
+            sample_rate: self.sample_rate,
             probe_via: self.probe_via,
             heap: Some(self.temporary_threshold),
             ..LeakConfig::allocations(target, call_graph)

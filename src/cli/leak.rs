@@ -233,6 +233,14 @@ pub(crate) fn check_top_and_entries(top: usize, max_entries: usize) -> Result<()
     Ok(())
 }
 
+/// `-s N` of the allocation-tracing commands (leak, rss, heap): one stack copied in N.
+pub(crate) fn check_sample_rate(n: u64) -> Result<()> {
+    if n == 0 {
+        bail!("invalid sample rate 0 for -s: use 1 to take every stack");
+    }
+    Ok(())
+}
+
 /// `-m PAGES`: a power of two pages per CPU.
 pub(crate) fn check_ring_pages(pages: Option<usize>) -> Result<()> {
     if let Some(p) = pages
@@ -351,9 +359,7 @@ impl LeakArgs {
             (None, Some(argv)) => LeakTarget::Command(argv),
             (None, None) => LeakTarget::System,
         };
-        if self.sample_rate == 0 {
-            bail!("invalid sample rate 0 for -s: use 1 to take every stack");
-        }
+        check_sample_rate(self.sample_rate)?;
         if self.interval == 0 {
             bail!("invalid interval 0: reports need at least 1 second between them");
         }

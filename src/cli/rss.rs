@@ -8,8 +8,8 @@ use anyhow::{Result, bail};
 use clap::Args;
 
 use super::leak::{
-    FaultOptions, LeakConfig, LeakTarget, ProbeVia, check_ring_pages, check_top_and_entries,
-    command_argv, stack_call_graph,
+    FaultOptions, LeakConfig, LeakTarget, ProbeVia, check_ring_pages, check_sample_rate,
+    check_top_and_entries, command_argv, stack_call_graph,
 };
 use crate::sys::CommandStdout;
 
@@ -120,6 +120,18 @@ pub struct RssArgs {
     #[arg(long = "probe-via", value_enum, default_value = "auto")]
     pub probe_via: ProbeVia,
 
+    /// Copy the stack of one allocation in N (every allocation and free is still matched,
+    /// so totals stay exact); folded, flame graph and pprof outputs weight each sampled
+    /// allocation by N and leave the unsampled ones out.
+    #[arg(
+        short = 's',
+        long = "sample-rate",
+        value_name = "N",
+        default_value_t = 1,
+        conflicts_with = "input"
+    )]
+    pub sample_rate: u64,
+
     /// Ring buffer pages per CPU (a power of two).
     #[arg(short = 'm', long = "mmap-pages", value_name = "PAGES")]
     pub mmap_pages: Option<usize>,
@@ -194,6 +206,7 @@ impl RssArgs {
             .transpose()?;
         check_top_and_entries(self.top, self.max_entries)?;
         check_ring_pages(self.mmap_pages)?;
+        check_sample_rate(self.sample_rate)?;
         let call_graph = stack_call_graph("rss", &self.call_graph)?;
         super::check_output("--pprof", self.pprof.as_deref())?;
         super::check_output("--flamegraph", self.flamegraph.as_deref())?;
@@ -216,6 +229,7 @@ impl RssArgs {
             symbols_prefix: self.symbols_prefix,
             max_entries: self.max_entries,
             mmap_pages: self.mmap_pages,
+            sample_rate: self.sample_rate,
             probe_via: self.probe_via,
             faults: Some(FaultOptions {
                 touchers: self.touchers,

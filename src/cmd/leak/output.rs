@@ -367,8 +367,9 @@ fn libc_tm_zero() -> libc::tm {
 }
 
 /// The outstanding bytes and allocations per (process, stack) as a report aggregate, so that
-/// the report's folded and pprof printers serve `memperf leak` too. Takes the sink's tables:
-/// call it once, at the end.
+/// the report's folded and pprof printers serve `memperf leak` too, weighted by `-s N` as
+/// `allocs::profile` weighs rss's and heap's. Takes the sink's tables: call it once, at the
+/// end.
 pub fn to_aggregate(
     sink: &mut LeakSink,
     procs: &Processes,
@@ -390,7 +391,13 @@ pub fn to_aggregate(
         e.0 += a.size;
         e.1 += 1;
     }
+    // `-s N`: each sampled allocation stands for N, the unsampled ones are left out.
+    let weight = sink.sample_rate.max(1);
     for ((space, stack), (b, n)) in per {
+        if weight > 1 && stack == AllocStack::Unsampled {
+            continue;
+        }
+        let (b, n) = (b.saturating_mul(weight), n.saturating_mul(weight));
         let mut prefix = LeakSink::comm_of(procs, space);
         let stack = match stack {
             AllocStack::Unsampled => {
