@@ -37,6 +37,12 @@ if ! command -v inferno-collapse-perf >/dev/null 2>&1; then
     cargo install --quiet --locked inferno
 fi
 
+# The OpenTelemetry Collector memperf agent's tests push to (tests/agent_otlp.rs): built
+# from its Go modules once (3-4 minutes on 2 cores), then cached under ~/.cache/memperf.
+if command -v go >/dev/null 2>&1; then
+    echo "test.sh: OpenTelemetry Collector at $(tests/otelcol/build.sh)"
+fi
+
 cargo fmt --check
 cargo clippy --all-targets --quiet -- -D warnings
 cargo test --all-targets

@@ -9,6 +9,7 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};
 
+pub mod agent;
 pub mod diff;
 pub mod heap;
 pub mod leak;
@@ -69,6 +70,9 @@ impl Cli {
                 args.filter_of = record::filters_by_event(sub);
             }
             (Command::Stat(args), Some(("stat", sub))) => {
+                args.filter_of = record::filters_by_event(sub);
+            }
+            (Command::Agent(args), Some(("agent", sub))) => {
                 args.filter_of = record::filters_by_event(sub);
             }
             _ => {}
@@ -177,6 +181,11 @@ pub enum Command {
     /// with data symbols, or the weight by mapping (report).
     #[command(after_help = mem::MEM_EXAMPLES)]
     Mem(mem::MemArgs),
+    /// Run as a continuous profiler: every window (--interval) the aggregated samples become
+    /// one pprof profile per process group (service, command), labelled with host, pid,
+    /// comm, container, kernel and version, written to a directory.
+    #[command(after_help = agent::AGENT_EXAMPLES)]
+    Agent(agent::AgentArgs),
 }
 
 const FAULTS_EXAMPLES: &str = "\

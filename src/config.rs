@@ -3,6 +3,7 @@
 //! argument layer (clap) stays at the top of the pipeline; `cli` depends on `config`,
 //! not the other way round.
 
+pub mod agent;
 pub mod diff;
 pub mod list;
 pub mod record;

@@ -30,6 +30,7 @@ pub(crate) mod probes;
 pub mod procfs;
 pub mod records;
 pub(crate) mod session;
+pub(crate) mod ship;
 pub(crate) mod stacks;
 pub(crate) mod symbolize;
 #[allow(unsafe_code)]

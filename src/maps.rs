@@ -53,7 +53,7 @@ struct Mapping {
 }
 
 /// Interned modules and every process's mappings.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct ProcessMaps {
     modules: Vec<ModuleInfo>,
     /// The first process seen mapping each module: its `/proc/PID/root` reaches the binary

@@ -124,7 +124,7 @@ impl StackTable {
         out[start..].reverse();
     }
 
-    #[cfg(test)]
+    /// The nodes interned (what bounds the agent's memory).
     pub fn len(&self) -> usize {
         self.nodes.len()
     }

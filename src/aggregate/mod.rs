@@ -5,6 +5,7 @@
 mod by;
 mod chain;
 mod jit;
+pub mod live;
 pub mod weigh;
 
 use std::io;
@@ -110,6 +111,9 @@ pub struct ReadStats {
     /// starting break was unknown (weighed 0).
     pub brk_shrunk: u64,
     pub brk_unknown_base: u64,
+    /// Samples kept without their stack because the stacks and frames interned had
+    /// reached their bound (`live::Windowed`, the agent's bounded memory).
+    pub folded: u64,
 }
 
 /// The aggregated stacks of one file.
@@ -200,6 +204,9 @@ struct Aggregator<'c> {
     /// (pid, tid) → the interned prefix of its samples, until a thread is named, forks or
     /// exits: not a `String` built and hashed for every sample.
     prefix_of: FxHashMap<(u32, u32), u32>,
+    /// At most this many stack nodes and frames are interned; past it a sample is kept
+    /// without its stack and counted (`ReadStats::folded`).
+    stack_limit: Option<usize>,
 }
 
 /// Reads every record of `file` through the session into an aggregate of stacks;
@@ -232,6 +239,7 @@ pub fn read<'c>(
         brk: BrkTracker::default(),
         weighers,
         prefix_of: FxHashMap::default(),
+        stack_limit: None,
     };
     a.agg.book.jit = ToMonotonic::of(file).map(JitTimes::new);
     a.agg.sized = a
@@ -487,8 +495,16 @@ impl Aggregator<'_> {
         id
     }
 
-    /// The sample's stack, interned.
+    /// The sample's stack, interned; `None` (counted) once the bound on stacks is reached.
     fn stack_of(&mut self, c: &SampleCtx<'_>, pid: u32) -> Option<StackId> {
+        let book = &self.agg.book;
+        if self
+            .stack_limit
+            .is_some_and(|limit| book.stacks.len().max(book.frames.len()) >= limit)
+        {
+            self.agg.stats.folded += 1;
+            return None;
+        }
         self.agg.book.stack_of(c, maps_of(c.procs), pid)
     }
 }

@@ -55,32 +55,38 @@ pub fn event_formats(file: &PerfDataFile) -> Vec<EventFormat> {
 /// (`--weight-field`), that field of each event that has it.
 pub fn weighers(file: &PerfDataFile, names: &[String], weight_field: Option<&str>) -> Vec<Weigher> {
     let formats = event_formats(file);
-    let page = crate::sys::page_size() as u64;
     names
         .iter()
         .zip(&file.events)
         .map(|(name, desc)| {
             let tp = desc.attr.type_ == b::PERF_TYPE_TRACEPOINT;
             let format = formats.iter().find(|f| tp && f.id == desc.attr.config);
-            let field = |n: &str| format.and_then(|f| f.field(n)).cloned();
-            if let Some(f) = weight_field.and_then(field) {
-                return Weigher::Field(f);
-            }
-            let short = name.rsplit(':').next().unwrap_or(name);
-            match short {
-                "page-faults" | "faults" | "minor-faults" | "major-faults" => Weigher::Fixed(page),
-                "sys_enter_brk" => field("brk").map_or(Weigher::None, Weigher::BrkGrowth),
-                "sys_enter_mmap" | "sys_enter_munmap" | "sys_enter_mremap" => field("len")
-                    .or_else(|| field("new_len"))
-                    .map_or(Weigher::None, Weigher::Field),
-                "kmalloc" | "kmem_cache_alloc" | "kmalloc_node" | "kmem_cache_alloc_node" => {
-                    field("bytes_alloc").map_or(Weigher::None, Weigher::Field)
-                }
-                "mm_page_alloc" => field("order").map_or(Weigher::None, Weigher::PageOrder),
-                _ => Weigher::None,
-            }
+            weigher(name, format, weight_field)
         })
         .collect()
+}
+
+/// How the samples of event `name` (a tracepoint of `format`, if it is one) are weighed:
+/// the rule `weighers` applies to a file's events and the agent to the events it opened.
+pub fn weigher(name: &str, format: Option<&EventFormat>, weight_field: Option<&str>) -> Weigher {
+    let page = crate::sys::page_size() as u64;
+    let field = |n: &str| format.and_then(|f| f.field(n)).cloned();
+    if let Some(f) = weight_field.and_then(field) {
+        return Weigher::Field(f);
+    }
+    let short = name.rsplit(':').next().unwrap_or(name);
+    match short {
+        "page-faults" | "faults" | "minor-faults" | "major-faults" => Weigher::Fixed(page),
+        "sys_enter_brk" => field("brk").map_or(Weigher::None, Weigher::BrkGrowth),
+        "sys_enter_mmap" | "sys_enter_munmap" | "sys_enter_mremap" => field("len")
+            .or_else(|| field("new_len"))
+            .map_or(Weigher::None, Weigher::Field),
+        "kmalloc" | "kmem_cache_alloc" | "kmalloc_node" | "kmem_cache_alloc_node" => {
+            field("bytes_alloc").map_or(Weigher::None, Weigher::Field)
+        }
+        "mm_page_alloc" => field("order").map_or(Weigher::None, Weigher::PageOrder),
+        _ => Weigher::None,
+    }
 }
 
 /// The event whose samples tell the break a brk call left (`syscalls:sys_exit_brk`, whose

@@ -1,5 +1,6 @@
 //! One module per subcommand.
 
+pub mod agent;
 pub mod brkstack;
 pub mod diff;
 pub mod drsnoop;
@@ -57,6 +58,7 @@ pub fn run(command: Command) -> Result<i32> {
             MemAction::Record(a) => a.into_config().and_then(mem::record),
             MemAction::Report(a) => a.into_config().and_then(mem::report),
         },
+        Command::Agent(args) => args.into_config().and_then(agent::run),
     }
 }
 

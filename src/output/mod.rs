@@ -6,6 +6,7 @@ mod fit;
 mod flame;
 pub mod header;
 mod named;
+pub mod otlp;
 pub mod pprof;
 pub mod script;
 mod shape;

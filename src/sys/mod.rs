@@ -259,6 +259,20 @@ pub fn release_mapped(map: &memmap2::Mmap, range: std::ops::Range<usize>) -> io:
     unsafe { map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, start, end - start) }
 }
 
+/// This process's own user and system seconds and its peak resident set in KiB (the
+/// agent's cost, reported in its own metrics).
+pub fn self_rusage() -> (f64, f64, u64) {
+    // SAFETY: an all-zero rusage is a valid value of the plain C struct.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `ru` is a valid rusage for getrusage to write.
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) } != 0 {
+        return (0.0, 0.0, 0);
+    }
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    let max_rss = u64::try_from(ru.ru_maxrss).unwrap_or(0);
+    (secs(ru.ru_utime), secs(ru.ru_stime), max_rss)
+}
+
 /// The user and system seconds of the children this process waited for (a command's).
 pub fn children_rusage() -> (f64, f64) {
     // SAFETY: an all-zero rusage is a valid value of the plain C struct.

@@ -1,0 +1,102 @@
+//! The report's aggregation fed by a live run, one window at a time (`memperf agent`): the
+//! same filters, stacks and weights as `report --pprof` of a recording of the same events,
+//! with the window's frames, stacks and commands let go of when it is taken, and a bound on
+//! how many a window interns (past it samples are kept without their stack and counted), so
+//! that a run of days holds one window's worth.
+
+use std::io;
+
+use rustc_hash::FxHashMap;
+
+use super::weigh::{self, BrkTracker, Weigher};
+use super::{Aggregate, Aggregator};
+use crate::config::report::{Prefix, ReportConfig, ReportOutput};
+use crate::perfdata::tracing_data::EventFormat;
+use crate::records::Sample;
+use crate::session::{Handler, Processes, SampleCtx, SideBand};
+
+/// One opened event, as the aggregation needs it.
+#[derive(Debug, Clone)]
+pub struct LiveEvent {
+    /// Its name as opened (`page-faults`, `syscalls:sys_enter_mmap`, a `name=` label).
+    pub name: String,
+    /// Its tracepoint format, when it is a tracepoint.
+    pub format: Option<EventFormat>,
+    /// Its fixed sample period, when it has one (not a frequency).
+    pub period: Option<u64>,
+}
+
+/// The aggregation of a live run, taken a window at a time.
+pub struct Windowed<'c> {
+    a: Aggregator<'c>,
+}
+
+impl<'c> Windowed<'c> {
+    /// Aggregates `events` as `cfg` (a pprof report, samples prefixed by command and pid)
+    /// says, interning at most `stack_limit` stack nodes and frames a window.
+    pub fn new(cfg: &'c ReportConfig, events: &[LiveEvent], stack_limit: usize) -> Windowed<'c> {
+        debug_assert!(matches!(cfg.output, ReportOutput::Pprof(_)));
+        debug_assert!(cfg.prefix == Prefix::Pid);
+        let weighers: Vec<Weigher> = events
+            .iter()
+            .map(|e| weigh::weigher(&e.name, e.format.as_ref(), cfg.weight_field.as_deref()))
+            .collect();
+        let exit_brk = events.iter().enumerate().find_map(|(i, e)| {
+            let ret = e.format.as_ref()?.field("ret")?;
+            e.name.ends_with("sys_exit_brk").then(|| (i, ret.clone()))
+        });
+        let mut a = Aggregator {
+            cfg,
+            rows: None,
+            agg: Aggregate::new(events.len(), cfg.space),
+            event_filter: None,
+            weighers,
+            brk: BrkTracker::default(),
+            exit_brk,
+            fixed_periods: events.iter().map(|e| e.period).collect(),
+            prefix_of: FxHashMap::default(),
+            stack_limit: Some(stack_limit.max(1)),
+        };
+        a.agg.sized = sized(&a.weighers);
+        Windowed { a }
+    }
+
+    /// The window so far (its maps empty: the caller has the session's); the next begins
+    /// empty. A brk call still waiting for the heap it creates is counted as of unknown base.
+    pub fn take(&mut self) -> Aggregate {
+        self.a.brk.finish();
+        let mut fresh = Aggregate::new(self.a.agg.stats.samples.len(), self.a.cfg.space);
+        fresh.sized = sized(&self.a.weighers);
+        self.a.prefix_of.clear();
+        let mut agg = std::mem::replace(&mut self.a.agg, fresh);
+        agg.stats.brk_shrunk = std::mem::take(&mut self.a.brk.shrunk);
+        agg.stats.brk_unknown_base = std::mem::take(&mut self.a.brk.unknown_base);
+        agg
+    }
+
+    /// The weigher of each event (what its bytes column means).
+    pub fn weighers(&self) -> &[Weigher] {
+        &self.a.weighers
+    }
+}
+
+fn sized(weighers: &[Weigher]) -> Vec<bool> {
+    weighers
+        .iter()
+        .map(|w| !matches!(w, Weigher::None))
+        .collect()
+}
+
+impl Handler for Windowed<'_> {
+    fn sample(&mut self, c: &SampleCtx<'_>) -> io::Result<()> {
+        self.a.sample(c)
+    }
+
+    fn wants_unwind(&mut self, ev: usize, s: &Sample<'_>, procs: &Processes) -> bool {
+        Handler::wants_unwind(&mut self.a, ev, s, procs)
+    }
+
+    fn side_band(&mut self, r: &SideBand<'_>) -> io::Result<()> {
+        Handler::side_band(&mut self.a, r)
+    }
+}

@@ -1,0 +1,291 @@
+//! `memperf agent`: the long-running profiler's arguments and their validation.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+use anyhow::{Result, bail};
+use clap::Args;
+
+use super::{Consume, RecordArgs, UnwindWhen};
+
+pub use crate::config::agent::AgentConfig;
+
+pub const AGENT_EXAMPLES: &str = "\
+EXAMPLES:
+    memperf agent --output profiles/ --interval 10 --duration 60
+        The whole system's page faults, one pprof file per service every 10 s for a
+        minute (go tool pprof reads them).
+    memperf agent -e page-faults,syscalls:sys_enter_mmap --output /var/lib/memperf
+        Faults and mmap bytes, every 60 s, until stopped (SIGINT or SIGTERM).
+    memperf agent --comm nginx,redis-server --output out/
+        Only these commands' samples.
+    memperf agent --output out/ -- ./app
+        One program, from start to exit.
+
+Each window's profiles are named WINDOWSTART_MS-SERVICE.pb.gz. A service is the systemd
+unit of a process's cgroup, else its command. Every sample is labelled with its pid and
+comm, and every profile with service_name, host, kernel, memperf_version and, in a
+container, container_id. At each window's end a line on standard error gives the agent's
+own cost (CPU seconds, peak RSS) and what it lost or folded away.
+
+PERMISSIONS: root or CAP_PERFMON for the whole system (the default); your own processes
+with -p or a command under perf_event_paranoid <= 2.";
+
+/// Arguments of `memperf agent`.
+#[derive(Debug, Args)]
+pub struct AgentArgs {
+    /// Events to sample, as `memperf record -e` takes them: page-faults (the default, every
+    /// fault), syscalls:sys_enter_brk, syscalls:sys_enter_mmap, syscalls:sys_enter_munmap,
+    /// allocator probes (`u:libc:malloc`, `sdt:PATH:otel_memory:alloc`), with perf's terms
+    /// (`page-faults/period=100/`).
+    #[arg(
+        short = 'e',
+        long = "event",
+        value_name = "EVENTS",
+        default_value = "page-faults"
+    )]
+    pub events: Vec<String>,
+
+    /// A tracepoint filter for the events of the `-e` before it, applied by the kernel.
+    #[arg(long = "filter", value_name = "EXPR")]
+    pub filters: Vec<String>,
+
+    /// The filter of each `-e` value, by its index (set from the parsed command line).
+    #[arg(skip)]
+    pub filter_of: Vec<Option<String>>,
+
+    /// Existing processes to profile, comma-separated, with their threads (else the whole
+    /// system, or the command after `--`).
+    #[arg(short = 'p', long = "pid", value_name = "PIDS")]
+    pub pid: Option<String>,
+
+    /// Keep only the samples of threads with these names (comma-separated commands).
+    #[arg(long = "comm", value_name = "COMMS", value_delimiter = ',')]
+    pub comms: Vec<String>,
+
+    /// Sample period: one sample every PERIOD events (faults and tracepoints default to 1).
+    #[arg(short = 'c', long = "count", value_name = "PERIOD")]
+    pub count: Option<u64>,
+
+    /// How user stacks are taken, as `memperf record --call-graph` (`dwarf,auto` unless
+    /// given; `fp` costs least).
+    #[arg(long = "call-graph", value_name = "MODE")]
+    pub call_graph: Option<String>,
+
+    /// Ring buffer size per CPU, in pages (a power of two).
+    #[arg(short = 'm', long = "mmap-pages", value_name = "PAGES")]
+    pub mmap_pages: Option<usize>,
+
+    /// The window: every SECS seconds the aggregated samples become one profile per
+    /// process group and are shipped.
+    #[arg(long = "interval", value_name = "SECS", default_value_t = 60.0)]
+    pub interval: f64,
+
+    /// Stop after SECS seconds (the last, partial window is shipped too); else run until
+    /// SIGINT or SIGTERM, or until the command after `--` exits.
+    #[arg(long = "duration", value_name = "SECS")]
+    pub duration: Option<f64>,
+
+    /// Write each window's profiles as gzipped pprof files into this directory (created if
+    /// missing).
+    #[arg(long = "output", value_name = "DIR")]
+    pub output: Option<PathBuf>,
+
+    /// Push each window's profiles to an OpenTelemetry Collector (or any OTLP profiles
+    /// receiver) over HTTP: `http://HOST:4318` posts protobuf to `/v1development/profiles`.
+    /// Repeatable.
+    #[arg(long = "otlp", value_name = "URL")]
+    pub otlp: Vec<String>,
+
+    /// Where each backend's requests wait while it cannot take them (a directory per
+    /// backend inside, kept across restarts: they are sent, oldest first, when it is back).
+    /// Without it they wait in memory and what is left at exit is lost (and said).
+    #[arg(long = "spool", value_name = "DIR")]
+    pub spool: Option<PathBuf>,
+
+    /// The most each backend's spool holds, in MiB; past it the oldest requests are
+    /// dropped, and counted.
+    #[arg(long = "spool-max-mb", value_name = "MIB", default_value_t = 256)]
+    pub spool_max_mb: u64,
+
+    /// Send `Authorization: Bearer TOKEN` to every backend (else $MEMPERF_BEARER_TOKEN).
+    #[arg(long = "bearer-token", value_name = "TOKEN")]
+    pub bearer_token: Option<String>,
+
+    /// Send HTTP basic authentication, `USER:PASSWORD`, to every backend (else
+    /// $MEMPERF_BASIC_AUTH).
+    #[arg(long = "basic-auth", value_name = "USER:PASSWORD")]
+    pub basic_auth: Option<String>,
+
+    /// Send `X-Scope-OrgID: TENANT` (Grafana Mimir, Loki, Pyroscope multi-tenancy) to every
+    /// backend (else $MEMPERF_TENANT).
+    #[arg(long = "tenant", value_name = "TENANT")]
+    pub tenant: Option<String>,
+
+    /// The most stack nodes and frames one window interns; past it samples are kept without
+    /// their stack, and counted in the profile's comments and the window's line.
+    #[arg(long = "max-stacks", value_name = "N", default_value_t = 200_000)]
+    pub max_stacks: usize,
+
+    /// Print no line per window (errors still go to standard error).
+    #[arg(short = 'q', long = "quiet")]
+    pub quiet: bool,
+
+    /// The command to run and profile (after `--`); the agent ends when it exits.
+    #[arg(last = true, value_name = "COMMAND")]
+    pub command: Vec<OsString>,
+}
+
+impl AgentArgs {
+    pub fn into_config(self) -> Result<AgentConfig> {
+        let interval = super::seconds("--interval", self.interval)?;
+        if self.output.is_none() && self.otlp.is_empty() {
+            bail!("memperf agent needs somewhere to send its profiles: --output DIR or --otlp URL");
+        }
+        for url in &self.otlp {
+            crate::ship::http::Endpoint::parse(url, "/")
+                .map_err(|e| anyhow::anyhow!("--otlp: {e:#}"))?;
+        }
+        let headers = auth_headers(
+            self.bearer_token.or_else(|| env("MEMPERF_BEARER_TOKEN")),
+            self.basic_auth.or_else(|| env("MEMPERF_BASIC_AUTH")),
+            self.tenant.or_else(|| env("MEMPERF_TENANT")),
+        )?;
+        if self.max_stacks == 0 {
+            bail!("--max-stacks must be at least 1");
+        }
+        let all = self.pid.is_none() && self.command.is_empty();
+        let record = RecordArgs {
+            events: self.events,
+            filters: self.filters,
+            filter_of: self.filter_of,
+            include_self: false,
+            all_cpus: all,
+            cpu: None,
+            pid: self.pid,
+            tid: None,
+            count: self.count,
+            freq: None,
+            g: false,
+            call_graph: self.call_graph,
+            unwind: UnwindWhen::Online,
+            user_only: false,
+            mmap_pages: self.mmap_pages,
+            output: PathBuf::from("/dev/null"),
+            duration: self.duration,
+            quiet: true,
+            consume: Consume::All,
+            command: self.command,
+        };
+        let record = record.into_config()?;
+        Ok(AgentConfig {
+            record,
+            interval,
+            output: self.output,
+            otlp: self.otlp,
+            spool: self.spool,
+            spool_bytes: self.spool_max_mb.saturating_mul(1 << 20),
+            headers,
+            comms: (!self.comms.is_empty()).then_some(self.comms),
+            max_stacks: self.max_stacks,
+            quiet: self.quiet,
+        })
+    }
+}
+
+/// An environment variable's value, when it is set and not empty.
+fn env(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.is_empty())
+}
+
+/// The authorization and tenant headers.
+fn auth_headers(
+    bearer: Option<String>,
+    basic: Option<String>,
+    tenant: Option<String>,
+) -> Result<Vec<(String, String)>> {
+    let mut h = Vec::new();
+    let printable = |what: &str, v: &str| -> Result<()> {
+        if v.bytes().any(|b| b < 0x20 || b == 0x7f) {
+            bail!("{what} holds a control character");
+        }
+        Ok(())
+    };
+    match (bearer, basic) {
+        (Some(_), Some(_)) => bail!("give a bearer token or basic authentication, not both"),
+        (Some(t), None) => {
+            printable("the bearer token", &t)?;
+            h.push(("Authorization".to_string(), format!("Bearer {t}")));
+        }
+        (None, Some(b)) => {
+            printable("the basic authentication", &b)?;
+            if !b.contains(':') {
+                bail!("basic authentication is USER:PASSWORD");
+            }
+            h.push((
+                "Authorization".to_string(),
+                format!("Basic {}", base64(b.as_bytes())),
+            ));
+        }
+        (None, None) => {}
+    }
+    if let Some(t) = tenant {
+        printable("the tenant", &t)?;
+        h.push(("X-Scope-OrgID".to_string(), t));
+    }
+    Ok(h)
+}
+
+/// Standard base64 with padding (RFC 4648), for basic authentication.
+fn base64(data: &[u8]) -> String {
+    const ABC: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(data.len().div_ceil(3) * 4);
+    for chunk in data.chunks(3) {
+        let b = [
+            chunk[0],
+            chunk.get(1).copied().unwrap_or(0),
+            chunk.get(2).copied().unwrap_or(0),
+        ];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(ABC[(n >> (18 - 6 * i)) as usize & 63] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base64_is_rfc_4648s() {
+        // RFC 4648's test vectors.
+        for (i, o) in [
+            ("", ""),
+            ("f", "Zg=="),
+            ("fo", "Zm8="),
+            ("foo", "Zm9v"),
+            ("foob", "Zm9vYg=="),
+            ("fooba", "Zm9vYmE="),
+            ("foobar", "Zm9vYmFy"),
+        ] {
+            assert_eq!(base64(i.as_bytes()), o);
+        }
+    }
+
+    #[test]
+    fn auth_headers_are_checked() {
+        let h = auth_headers(None, Some("u:p".into()), Some("team-a".into())).unwrap();
+        assert_eq!(h[0], ("Authorization".into(), "Basic dTpw".into()));
+        assert_eq!(h[1], ("X-Scope-OrgID".into(), "team-a".into()));
+        assert!(auth_headers(Some("t".into()), Some("u:p".into()), None).is_err());
+        assert!(auth_headers(Some("t\r\nX: y".into()), None, None).is_err());
+        assert!(auth_headers(None, Some("nocolon".into()), None).is_err());
+    }
+}

@@ -1,0 +1,131 @@
+//! Which process group a process's samples ship in: the service its cgroup names (a
+//! systemd unit, else the command), and the container it runs in, read once per process
+//! from `/proc/PID/cgroup`.
+
+use rustc_hash::FxHashMap;
+
+/// What a process's profile is named and labelled by.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Group {
+    /// The service: the systemd unit (`nginx` of `nginx.service`), else the command.
+    pub service: String,
+    /// The container's id (64 hex digits) when a path component of its cgroup holds one.
+    pub container: Option<String>,
+}
+
+/// The cgroup of each process seen, read at its first sample (a process that exits
+/// before its window ends keeps its service); the processes of no sample in a window are
+/// forgotten at its end, so the table holds one window's processes.
+#[derive(Default)]
+pub(crate) struct Groups {
+    by_pid: FxHashMap<u32, Cgroup>,
+}
+
+struct Cgroup {
+    unit: Option<String>,
+    container: Option<String>,
+    seen: bool,
+}
+
+impl Cgroup {
+    fn read(pid: u32) -> Cgroup {
+        let text = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap_or_default();
+        Cgroup {
+            unit: service_of(&text),
+            container: container_of(&text),
+            seen: true,
+        }
+    }
+}
+
+impl Groups {
+    /// Process `pid` had a sample: its cgroup is read if it is new.
+    pub fn note(&mut self, pid: u32) {
+        self.by_pid
+            .entry(pid)
+            .and_modify(|c| c.seen = true)
+            .or_insert_with(|| Cgroup::read(pid));
+    }
+
+    /// The group of process `pid` running `comm`.
+    pub fn of(&mut self, pid: u32, comm: &str) -> Group {
+        self.note(pid);
+        let c = self.by_pid.get(&pid);
+        Group {
+            service: c
+                .and_then(|c| c.unit.clone())
+                .unwrap_or_else(|| comm.to_string()),
+            container: c.and_then(|c| c.container.clone()),
+        }
+    }
+
+    /// At a window's end: forgets the processes it had no sample of.
+    pub fn end_window(&mut self) {
+        self.by_pid.retain(|_, c| std::mem::take(&mut c.seen));
+    }
+}
+
+/// The cgroup v2 path of `/proc/PID/cgroup` (`0::PATH`), else the first v1 line's.
+fn cgroup_path(text: &str) -> Option<&str> {
+    let mut lines = text.lines().filter_map(|l| l.splitn(3, ':').nth(2));
+    text.lines()
+        .find_map(|l| l.strip_prefix("0::"))
+        .or_else(|| lines.next())
+}
+
+/// The systemd service unit of a cgroup, without `.service`: the innermost one.
+pub(crate) fn service_of(text: &str) -> Option<String> {
+    cgroup_path(text)?
+        .split('/')
+        .rev()
+        .find_map(|c| c.strip_suffix(".service"))
+        .filter(|s| !s.is_empty())
+        .map(|s| s.split('@').next().unwrap_or(s).to_string())
+}
+
+/// The container id in a cgroup's path: a component that is, or ends in, 64 hex digits
+/// (`docker-ID.scope`, `cri-containerd-ID.scope`, `/docker/ID`, `/kubepods/.../ID`).
+pub(crate) fn container_of(text: &str) -> Option<String> {
+    cgroup_path(text)?.split('/').rev().find_map(|c| {
+        let c = c.strip_suffix(".scope").unwrap_or(c);
+        let id = c.rsplit(['-', ':']).next()?;
+        (id.len() == 64 && id.bytes().all(|b| b.is_ascii_hexdigit())).then(|| id.to_string())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ID: &str = "4f1d2c3b4a5968778695a4b3c2d1e0f04f1d2c3b4a5968778695a4b3c2d1e0f0";
+
+    #[test]
+    fn a_systemd_unit_names_the_service() {
+        assert_eq!(
+            service_of("0::/system.slice/nginx.service\n").as_deref(),
+            Some("nginx")
+        );
+        assert_eq!(
+            service_of("0::/system.slice/system-getty.slice/getty@tty1.service\n").as_deref(),
+            Some("getty")
+        );
+        assert_eq!(
+            service_of("0::/user.slice/user-0.slice/session-3.scope\n"),
+            None
+        );
+        assert_eq!(service_of("0::/\n"), None);
+    }
+
+    #[test]
+    fn container_ids_are_found_in_docker_and_kubernetes_paths() {
+        let docker = format!("0::/system.slice/docker-{ID}.scope\n");
+        assert_eq!(container_of(&docker).as_deref(), Some(ID));
+        let kube = format!("0::/kubepods/burstable/pod1234/{ID}\n");
+        assert_eq!(container_of(&kube).as_deref(), Some(ID));
+        let cri = format!("0::/kubepods.slice/cri-containerd-{ID}.scope\n");
+        assert_eq!(container_of(&cri).as_deref(), Some(ID));
+        let v1 = format!("12:memory:/docker/{ID}\n11:cpu:/docker/{ID}\n");
+        assert_eq!(container_of(&v1).as_deref(), Some(ID));
+        assert_eq!(container_of("0::/system.slice/nginx.service\n"), None);
+    }
+}

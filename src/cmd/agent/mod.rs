@@ -1,0 +1,312 @@
+//! `memperf agent`: the live recorder run for as long as it is let, its samples aggregated
+//! in memory (`aggregate::live`) and, at the end of every window, cut into one profile per
+//! process group (`profiles`) and handed to each sink (`sink`).
+
+mod groups;
+mod profiles;
+mod sink;
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use anyhow::Result;
+
+use crate::aggregate::live::{LiveEvent, Windowed};
+use crate::config::agent::AgentConfig;
+use crate::config::report::{Input, Prefix, ReportConfig, ReportOutput};
+use crate::events::EventKind;
+use crate::live::driver::{Flow, OnSignal, Round};
+use crate::live::open::{self, ResolvedEvent};
+use crate::live::recorder::{self, Live, Run};
+use crate::perfdata::tracing_data::EventFormat;
+use crate::records::Sample;
+use crate::session::{Handler, Processes, SampleCtx, Session, SideBand};
+use crate::symbolize::Kallsyms;
+use crate::sys::tracefs::Tracefs;
+
+use groups::Groups;
+use profiles::{Cut, HostLabels, WindowTimes};
+use sink::{DirSink, Encoder, OtlpEncoder, Sink, Window};
+
+use crate::ship::http::Endpoint;
+use crate::ship::{Backend, Shipper};
+
+/// Runs the agent until its duration ends, its command exits or it is stopped.
+pub fn run(cfg: AgentConfig) -> Result<i32> {
+    let mut sinks: Vec<Box<dyn Sink>> = Vec::new();
+    if let Some(dir) = &cfg.output {
+        sinks.push(Box::new(DirSink::create(dir)?));
+    }
+    let host = HostLabels::read();
+    let (encoders, backends) = remotes(&cfg, &host)?;
+    let shipper = if backends.is_empty() {
+        None
+    } else {
+        Some(Shipper::start(backends)?)
+    };
+    let (events, tracefs) = open::resolve_events_in(&cfg.record.events, &cfg.record.target)?;
+    let live = live_events(&events, tracefs.as_ref());
+    let names: Vec<String> = live.iter().map(|e| e.name.clone()).collect();
+    let rcfg = report_config(&cfg);
+    let mut agent = Agent {
+        win: Windowed::new(&rcfg, &live, cfg.max_stacks),
+        cfg: &cfg,
+        rcfg: &rcfg,
+        names,
+        groups: Groups::default(),
+        host,
+        sinks,
+        encoders,
+        shipper,
+        window_start: SystemTime::now(),
+        index: 0,
+        kallsyms: None,
+        cost: Cost::default(),
+    };
+    let run = Run {
+        cfg: &cfg.record,
+        write: false,
+        events: Some((events, tracefs)),
+        keep_processes: true,
+        tick: Some(cfg.interval),
+        on_signal: if cfg.record.command.is_some() {
+            OnSignal::Forward
+        } else {
+            OnSignal::ForwardAndStop
+        },
+    };
+    let done = recorder::record(run, &mut agent)?;
+    agent.flush(&done.session)?;
+    if let Some(shipper) = agent.shipper.take() {
+        for (name, st) in shipper.finish(SHUTDOWN_GRACE) {
+            if st.pending > 0 || st.dropped > 0 || st.rejected > 0 {
+                let kept = if cfg.spool.is_some() {
+                    "kept in the spool for the next start"
+                } else {
+                    "lost (no --spool)"
+                };
+                eprintln!(
+                    "memperf agent: {name}: {} requests sent, {} not delivered at exit ({kept}), \
+                     {} dropped past the spool's bound, {} refused{}",
+                    st.sent,
+                    st.pending,
+                    st.dropped,
+                    st.rejected,
+                    st.last_error
+                        .map(|e| format!("; last error: {e}"))
+                        .unwrap_or_default()
+                );
+            }
+        }
+    }
+    for n in &done.notes {
+        eprintln!("memperf agent: note: {n}");
+    }
+    Ok(done.exit.map_or(0, |e| e.shell_code()))
+}
+
+/// How long the agent tries, at exit, to deliver what its backends have not taken.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+
+/// Each network backend's encoder, and the backend (same index).
+type Remotes = (Vec<Box<dyn Encoder>>, Vec<Backend>);
+
+/// The network backends: how each wants its windows, and where it is.
+fn remotes(cfg: &AgentConfig, host: &HostLabels) -> Result<Remotes> {
+    let mut encoders: Vec<Box<dyn Encoder>> = Vec::new();
+    let mut backends = Vec::new();
+    for (i, url) in cfg.otlp.iter().enumerate() {
+        let ep = Endpoint::parse(url, sink::OTLP_PATH)?;
+        encoders.push(Box::new(OtlpEncoder {
+            host: host.clone(),
+            path: ep.path.clone(),
+        }));
+        let spool = cfg.spool.as_ref().map(|d| d.join(format!("otlp-{i}")));
+        backends.push(Backend::new(
+            format!("OTLP {}", ep.url()),
+            ep,
+            cfg.headers.clone(),
+            spool.as_deref(),
+            cfg.spool_bytes,
+        )?);
+    }
+    Ok((encoders, backends))
+}
+
+/// The report configuration the aggregation and the pprof encoder take: every stack, by
+/// command and pid, with its bytes beside its count.
+fn report_config(cfg: &AgentConfig) -> ReportConfig {
+    ReportConfig {
+        output: ReportOutput::Pprof("-".into()),
+        prefix: Prefix::Pid,
+        comms: cfg.comms.clone(),
+        ..ReportConfig::plain(Input::File("memperf agent".into()))
+    }
+}
+
+/// Each opened event's name and, for a tracepoint, its format (what its bytes are read from).
+fn live_events(events: &[ResolvedEvent], tracefs: Option<&Tracefs>) -> Vec<LiveEvent> {
+    events
+        .iter()
+        .map(|e| {
+            let format = match (&e.spec.kind, tracefs) {
+                (EventKind::Tracepoint { system, name }, Some(t)) => t
+                    .format(system, name)
+                    .ok()
+                    .and_then(|text| EventFormat::parse(&String::from_utf8_lossy(&text))),
+                _ => None,
+            };
+            LiveEvent {
+                name: e.spec.name.clone(),
+                format,
+                period: None,
+            }
+        })
+        .collect()
+}
+
+/// What the agent spent and lost, for its line at each window's end.
+#[derive(Default)]
+struct Cost {
+    cpu: (f64, f64),
+    lost: u64,
+    samples: u64,
+    failed: u64,
+}
+
+struct Agent<'c> {
+    win: Windowed<'c>,
+    cfg: &'c AgentConfig,
+    rcfg: &'c ReportConfig,
+    names: Vec<String>,
+    groups: Groups,
+    host: HostLabels,
+    sinks: Vec<Box<dyn Sink>>,
+    /// Each network backend's encoder, by its index in the shipper.
+    encoders: Vec<Box<dyn Encoder>>,
+    shipper: Option<Shipper>,
+    window_start: SystemTime,
+    index: u64,
+    kallsyms: Option<Arc<Kallsyms>>,
+    cost: Cost,
+}
+
+impl Handler for Agent<'_> {
+    fn sample(&mut self, c: &SampleCtx<'_>) -> std::io::Result<()> {
+        if let Some(pid) = c.sample.pid {
+            self.groups.note(pid);
+        }
+        self.win.sample(c)
+    }
+
+    fn wants_unwind(&mut self, ev: usize, s: &Sample<'_>, procs: &Processes) -> bool {
+        self.win.wants_unwind(ev, s, procs)
+    }
+
+    fn side_band(&mut self, r: &SideBand<'_>) -> std::io::Result<()> {
+        self.win.side_band(r)
+    }
+}
+
+impl Live for Agent<'_> {
+    fn round(&mut self, session: &Session, round: Round) -> Result<Flow> {
+        if round.tick {
+            self.flush(session)?;
+        }
+        Ok(Flow::Continue)
+    }
+}
+
+impl Agent<'_> {
+    /// Ends the window: its profiles go to every sink, and its line is printed.
+    fn flush(&mut self, session: &Session) -> Result<()> {
+        let end = SystemTime::now();
+        let mut agg = self.win.take();
+        agg.maps = session.procs().maps().cloned().unwrap_or_default();
+        if agg.book.kernel_frames && self.kallsyms.is_none() {
+            self.kallsyms = std::fs::read_to_string("/proc/kallsyms")
+                .ok()
+                .map(|t| Arc::new(Kallsyms::from_text(&t)));
+        }
+        let res = crate::output::resolve(self.rcfg, &agg, self.kallsyms.clone());
+        let times = WindowTimes {
+            start_unix_ns: unix_ns(self.window_start),
+            duration_ns: end
+                .duration_since(self.window_start)
+                .unwrap_or(Duration::ZERO)
+                .as_nanos()
+                .try_into()
+                .unwrap_or(i64::MAX),
+        };
+        let cut = Cut {
+            rcfg: self.rcfg,
+            names: &self.names,
+            weighers: self.win.weighers(),
+            host: &self.host,
+            times,
+        };
+        let samples: u64 = agg.stats.kept.iter().sum();
+        let folded = agg.stats.folded;
+        let profiles = profiles::cut(&mut agg, &res, &mut self.groups, &cut);
+        drop(agg);
+        self.groups.end_window();
+        self.index += 1;
+        let window = Window {
+            times,
+            profiles: &profiles,
+        };
+        for s in &mut self.sinks {
+            if let Err(e) = s.ship(&window) {
+                self.cost.failed += 1;
+                eprintln!(
+                    "memperf agent: window {}: failed to ship to {}: {e:#}",
+                    self.index,
+                    s.describe()
+                );
+            }
+        }
+        if let Some(shipper) = &self.shipper {
+            for (i, e) in self.encoders.iter().enumerate() {
+                shipper.send(i, e.encode(&window));
+            }
+        }
+        self.window_start = end;
+        self.report(session, samples, folded, profiles.len());
+        Ok(())
+    }
+
+    /// The window's line: what it saw, lost and folded away, and what the agent cost.
+    fn report(&mut self, session: &Session, samples: u64, folded: u64, profiles: usize) {
+        let st = session.stats();
+        let lost = crate::session::lost_once(st.lost, st.lost_samples);
+        let (user, sys, max_rss_kib) = crate::sys::self_rusage();
+        let c = &mut self.cost;
+        let line = format!(
+            "memperf agent: window {}: {samples} samples, {profiles} profiles, {} lost, {folded} \
+             folded away; agent cpu {:.3} s user {:.3} s sys, max rss {} KiB",
+            self.index,
+            lost.saturating_sub(c.lost),
+            user - c.cpu.0,
+            sys - c.cpu.1,
+            max_rss_kib,
+        );
+        let mut line = line;
+        for (name, st) in self.shipper.iter().flat_map(Shipper::stats) {
+            line.push_str(&format!(
+                "; {name}: {} sent, {} waiting, {} failed attempts, {} dropped, {} refused",
+                st.sent, st.pending, st.failed_attempts, st.dropped, st.rejected
+            ));
+        }
+        c.cpu = (user, sys);
+        c.lost = lost;
+        c.samples += samples;
+        if !self.cfg.quiet {
+            eprintln!("{line}");
+        }
+    }
+}
+
+fn unix_ns(t: SystemTime) -> i64 {
+    t.duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos().try_into().unwrap_or(i64::MAX))
+}

@@ -1,0 +1,238 @@
+//! A window's aggregate cut into one pprof profile per process group, each sample labelled
+//! with its process (pid, comm) and every profile with where it comes from (service, host,
+//! container, kernel, memperf's version).
+
+use rustc_hash::FxHashMap;
+
+use super::groups::{Group, Groups};
+use crate::aggregate::{Aggregate, Weigher};
+use crate::config::report::ReportConfig;
+use crate::output::Resolved;
+use crate::output::pprof::{self, Label, Profile};
+
+/// What every profile of this agent carries: the host and the software.
+#[derive(Debug, Clone)]
+pub(crate) struct HostLabels {
+    pub host: String,
+    pub kernel: String,
+    pub version: String,
+}
+
+impl HostLabels {
+    pub fn read() -> HostLabels {
+        let read = |p: &str| {
+            std::fs::read_to_string(p)
+                .map(|s| s.trim().to_string())
+                .unwrap_or_default()
+        };
+        HostLabels {
+            host: read("/proc/sys/kernel/hostname"),
+            kernel: read("/proc/sys/kernel/osrelease"),
+            version: env!("CARGO_PKG_VERSION").to_string(),
+        }
+    }
+}
+
+/// One group's profile of one window.
+#[derive(Debug, Clone)]
+pub(crate) struct GroupProfile {
+    pub group: Group,
+    pub profile: Profile,
+}
+
+/// The window's shape: when it began (wall clock) and how long it was.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct WindowTimes {
+    pub start_unix_ns: i64,
+    pub duration_ns: i64,
+}
+
+/// What cutting a window needs besides its aggregate.
+pub(crate) struct Cut<'a> {
+    pub rcfg: &'a ReportConfig,
+    pub names: &'a [String],
+    pub weighers: &'a [Weigher],
+    pub host: &'a HostLabels,
+    pub times: WindowTimes,
+}
+
+/// A prefix `COMM-PID` (`Prefix::Pid`) split into its command and pid.
+fn comm_and_pid(prefix: &str) -> (&str, u32) {
+    match prefix.rsplit_once('-') {
+        Some((comm, pid)) => (comm, pid.parse().unwrap_or(0)),
+        None => (prefix, 0),
+    }
+}
+
+/// One profile per group of the window's processes, services in name order.
+pub(crate) fn cut(
+    agg: &mut Aggregate,
+    res: &Resolved,
+    groups: &mut Groups,
+    cut: &Cut<'_>,
+) -> Vec<GroupProfile> {
+    // Each prefix's group, and the groups in name order.
+    let mut group_of_prefix: FxHashMap<u32, usize> = FxHashMap::default();
+    let mut found: Vec<Group> = Vec::new();
+    for (id, prefix) in agg.prefixes.iter() {
+        let (comm, pid) = comm_and_pid(prefix);
+        let g = groups.of(pid, comm);
+        let at = match found.iter().position(|f| *f == g) {
+            Some(at) => at,
+            None => {
+                found.push(g);
+                found.len() - 1
+            }
+        };
+        group_of_prefix.insert(id, at);
+    }
+    let counts = std::mem::take(&mut agg.counts);
+    let bytes = std::mem::take(&mut agg.bytes);
+    let mut split_counts = vec![FxHashMap::default(); found.len()];
+    let mut split_bytes = vec![FxHashMap::default(); found.len()];
+    for (key, n) in counts {
+        if let Some(&g) = group_of_prefix.get(&key.1) {
+            split_counts[g].insert(key, n);
+        }
+    }
+    for (key, b) in bytes {
+        if let Some(&g) = group_of_prefix.get(&key.1) {
+            split_bytes[g].insert(key, b);
+        }
+    }
+    // Every profile has every event's columns, whether or not this window saw it.
+    for k in agg.stats.kept.iter_mut() {
+        *k = (*k).max(1);
+    }
+    let folded = agg.stats.folded;
+    let mut out = Vec::new();
+    for (g, (group, (c, b))) in found
+        .into_iter()
+        .zip(split_counts.into_iter().zip(split_bytes))
+        .enumerate()
+    {
+        agg.counts = c;
+        agg.bytes = b;
+        let mut profile = pprof::build(cut.rcfg, None, cut.names, cut.weighers, agg, res);
+        relabel(&mut profile, &group, cut.host);
+        prune(&mut profile);
+        profile.time_nanos = cut.times.start_unix_ns;
+        profile.duration_nanos = cut.times.duration_ns;
+        if folded > 0 && g == 0 {
+            pprof::add_comment(
+                &mut profile,
+                &format!(
+                    "{folded} samples of this window past the bound on stacks, kept without \
+                     their stacks"
+                ),
+            );
+        }
+        out.push(GroupProfile { group, profile });
+    }
+    out.sort_by(|a, b| a.group.service.cmp(&b.group.service));
+    out
+}
+
+/// Each sample's `comm` label (the `COMM-PID` prefix) becomes `comm` and `pid`, and the
+/// group's and host's labels follow.
+fn relabel(p: &mut Profile, group: &Group, host: &HostLabels) {
+    let mut strings = StringIds::of(p);
+    let comm_key = strings.id(p, "comm");
+    let pid_key = strings.id(p, "pid");
+    let mut fixed = vec![
+        ("service_name", group.service.as_str()),
+        ("host", host.host.as_str()),
+        ("kernel", host.kernel.as_str()),
+        ("memperf_version", host.version.as_str()),
+    ];
+    if let Some(c) = &group.container {
+        fixed.push(("container_id", c.as_str()));
+    }
+    let fixed: Vec<Label> = fixed
+        .into_iter()
+        .map(|(k, v)| Label {
+            key: strings.id(p, k),
+            str: strings.id(p, v),
+            ..Label::default()
+        })
+        .collect();
+    for si in 0..p.sample.len() {
+        let mut labels = std::mem::take(&mut p.sample[si].label);
+        for l in labels.iter_mut() {
+            if l.key != comm_key {
+                continue;
+            }
+            let prefix = p
+                .string_table
+                .get(l.str as usize)
+                .cloned()
+                .unwrap_or_default();
+            let (comm, pid) = comm_and_pid(&prefix);
+            l.str = strings.id(p, comm);
+            labels.push(Label {
+                key: pid_key,
+                num: i64::from(pid),
+                ..Label::default()
+            });
+            break;
+        }
+        labels.extend(fixed.iter().cloned());
+        p.sample[si].label = labels;
+    }
+}
+
+/// The string ids of a built profile, for adding strings to it.
+struct StringIds(FxHashMap<String, i64>);
+
+impl StringIds {
+    fn of(p: &Profile) -> StringIds {
+        StringIds(
+            p.string_table
+                .iter()
+                .enumerate()
+                .map(|(i, s)| (s.clone(), i as i64))
+                .collect(),
+        )
+    }
+
+    fn id(&mut self, p: &mut Profile, s: &str) -> i64 {
+        if let Some(&i) = self.0.get(s) {
+            return i;
+        }
+        p.string_table.push(s.to_string());
+        let i = p.string_table.len() as i64 - 1;
+        self.0.insert(s.to_string(), i);
+        i
+    }
+}
+
+/// Leaves out the locations, functions and mappings no sample of this group reaches (the
+/// window's frames are shared by all its groups).
+fn prune(p: &mut Profile) {
+    let used: rustc_hash::FxHashSet<u64> = p
+        .sample
+        .iter()
+        .flat_map(|s| s.location_id.iter().copied())
+        .collect();
+    p.location.retain(|l| used.contains(&l.id));
+    let functions: rustc_hash::FxHashSet<u64> = p
+        .location
+        .iter()
+        .flat_map(|l| l.line.iter().map(|l| l.function_id))
+        .collect();
+    p.function.retain(|f| functions.contains(&f.id));
+    let mappings: rustc_hash::FxHashSet<u64> = p.location.iter().map(|l| l.mapping_id).collect();
+    p.mapping.retain(|m| mappings.contains(&m.id));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::comm_and_pid;
+
+    #[test]
+    fn a_prefix_splits_at_its_last_dash() {
+        assert_eq!(comm_and_pid("kworker-u8-4242"), ("kworker-u8", 4242));
+        assert_eq!(comm_and_pid("app-7"), ("app", 7));
+        assert_eq!(comm_and_pid("odd"), ("odd", 0));
+    }
+}

@@ -1,0 +1,24 @@
+//! What `memperf agent` is told to sample, and where to send it.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::config::record::RecordConfig;
+
+/// A validated `memperf agent` configuration.
+#[derive(Debug, Clone)]
+pub struct AgentConfig {
+    /// The live run: events, target, stacks, rings, duration.
+    pub record: RecordConfig,
+    pub interval: Duration,
+    pub output: Option<PathBuf>,
+    /// OTLP receivers' URLs.
+    pub otlp: Vec<String>,
+    pub spool: Option<PathBuf>,
+    pub spool_bytes: u64,
+    /// Headers every backend is sent (authorization, tenant).
+    pub headers: Vec<(String, String)>,
+    pub comms: Option<Vec<String>>,
+    pub max_stacks: usize,
+    pub quiet: bool,
+}

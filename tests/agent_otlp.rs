@@ -1,0 +1,321 @@
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+//! `memperf agent --otlp` against a real OpenTelemetry Collector (built by
+//! `tests/otelcol/build.sh` from the collector's Go modules, with its OTLP receiver and file
+//! exporter): the profiles the collector decoded and wrote out carry the fixture's stacks
+//! with exact counts and bytes, the labels and the sample types; a collector stopped in the
+//! middle of a run and started again loses no window.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{Variant, fixture, memperf, require_perf, scratch, stderr};
+use serde_json::Value;
+
+/// The collector binary, built once (cached under ~/.cache/memperf); `None` (the test
+/// skips) where it cannot be built, which CI does not accept.
+fn collector_binary() -> Option<PathBuf> {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/otelcol/build.sh");
+    let o = Command::new(&script).output();
+    match o {
+        Ok(o) if o.status.success() => {
+            Some(PathBuf::from(String::from_utf8(o.stdout).unwrap().trim()))
+        }
+        other => {
+            let why = match other {
+                Ok(o) => stderr(&o),
+                Err(e) => e.to_string(),
+            };
+            assert!(
+                std::env::var("MEMPERF_REQUIRE_PERF").as_deref() != Ok("1"),
+                "tests/otelcol/build.sh failed: {why}"
+            );
+            eprintln!("skipping: the collector could not be built: {why}");
+            None
+        }
+    }
+}
+
+/// A free loopback port.
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A running collector writing the profiles it receives, as JSON lines, to `out`.
+struct Collector {
+    child: Child,
+}
+
+impl Collector {
+    fn start(bin: &Path, dir: &Path, port: u16, out: &Path) -> Collector {
+        let config = dir.join(format!(
+            "config-{}.yaml",
+            out.file_stem().unwrap().to_string_lossy()
+        ));
+        std::fs::write(
+            &config,
+            format!(
+                "receivers:\n  otlp:\n    protocols:\n      http:\n        endpoint: 127.0.0.1:{port}\n\
+                 exporters:\n  file:\n    path: {}\n    format: json\n\
+                 service:\n  telemetry:\n    metrics:\n      level: none\n\
+                 \x20 pipelines:\n    profiles:\n      receivers: [otlp]\n      exporters: [file]\n",
+                out.display()
+            ),
+        )
+        .unwrap();
+        let child = Command::new(bin)
+            .arg("--config")
+            .arg(&config)
+            .arg("--feature-gates=service.profilesSupport")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                Instant::now() < deadline,
+                "the collector did not listen on {port}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Collector { child }
+    }
+
+    /// Stops it as a service manager would (SIGTERM): it writes out what it holds.
+    fn stop(mut self) {
+        let pid = self.child.id().to_string();
+        Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+        self.child.wait().unwrap();
+    }
+}
+
+impl Drop for Collector {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// An integer of OTLP JSON: int64 fields are strings, int32 numbers, zero left out.
+fn int(v: Option<&Value>) -> i64 {
+    match v {
+        Some(Value::Number(n)) => n.as_i64().unwrap(),
+        Some(Value::String(s)) => s.parse().unwrap(),
+        _ => 0,
+    }
+}
+
+fn list<'a>(v: &'a Value, key: &str) -> &'a [Value] {
+    v.get(key)
+        .and_then(Value::as_array)
+        .map_or(&[], Vec::as_slice)
+}
+
+/// What the collector wrote, added up.
+#[derive(Default, Debug)]
+struct Seen {
+    /// (sample type, unit) → the values of samples whose stack holds `function`.
+    in_function: std::collections::BTreeMap<(String, String), i64>,
+    /// Resource attributes seen (key=value).
+    resource: BTreeSet<String>,
+    /// Sample attribute keys, and the values of `process.executable.name`.
+    sample_keys: BTreeSet<String>,
+    comms: BTreeSet<String>,
+    /// Each profile's start time: one a window.
+    windows: BTreeSet<i64>,
+}
+
+/// Reads the collector's JSON lines, adding up the samples whose stack holds `function`.
+fn read_exported(files: &[PathBuf], function: &str) -> Seen {
+    let mut seen = Seen::default();
+    for f in files {
+        let text = std::fs::read_to_string(f).unwrap_or_default();
+        for line in text.lines().filter(|l| !l.trim().is_empty()) {
+            let v: Value = serde_json::from_str(line).unwrap();
+            add_request(&v, function, &mut seen);
+        }
+    }
+    seen
+}
+
+fn add_request(v: &Value, function: &str, seen: &mut Seen) {
+    let d = &v["dictionary"];
+    let strings: Vec<&str> = list(d, "stringTable")
+        .iter()
+        .map(|s| s.as_str().unwrap())
+        .collect();
+    let s = |v: Option<&Value>| strings[int(v) as usize].to_string();
+    let functions = list(d, "functionTable");
+    let locations = list(d, "locationTable");
+    let stacks = list(d, "stackTable");
+    let attributes = list(d, "attributeTable");
+    let holds = |stack: i64| {
+        list(&stacks[stack as usize], "locationIndices")
+            .iter()
+            .any(|l| {
+                list(&locations[int(Some(l)) as usize], "lines")
+                    .iter()
+                    .any(|line| {
+                        let f = &functions[int(line.get("functionIndex")) as usize];
+                        s(f.get("nameStrindex")) == function
+                    })
+            })
+    };
+    // A string is given as itself or by its index in the string table.
+    let text = |v: &Value, plain: &str, index: &str| match v.get(plain).and_then(Value::as_str) {
+        Some(t) => t.to_string(),
+        None => s(v.get(index)),
+    };
+    for rp in list(v, "resourceProfiles") {
+        for a in list(&rp["resource"], "attributes") {
+            let key = text(a, "key", "keyStrindex");
+            let value = text(&a["value"], "stringValue", "stringValueStrindex");
+            seen.resource.insert(format!("{key}={value}"));
+        }
+        for sp in list(rp, "scopeProfiles") {
+            for p in list(sp, "profiles") {
+                let st = &p["sampleType"];
+                let key = (s(st.get("typeStrindex")), s(st.get("unitStrindex")));
+                seen.windows.insert(int(p.get("timeUnixNano")));
+                for sample in list(p, "samples") {
+                    for ai in list(sample, "attributeIndices") {
+                        let a = &attributes[int(Some(ai)) as usize];
+                        let k = s(a.get("keyStrindex"));
+                        if k == "process.executable.name" {
+                            let c = text(&a["value"], "stringValue", "stringValueStrindex");
+                            seen.comms.insert(c);
+                        }
+                        seen.sample_keys.insert(k);
+                    }
+                    if holds(int(sample.get("stackIndex"))) {
+                        let total: i64 = list(sample, "values").iter().map(|x| int(Some(x))).sum();
+                        *seen.in_function.entry(key.clone()).or_insert(0) += total;
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn page_faults(seen: &Seen) -> (i64, i64) {
+    let get = |t: &str, u: &str| {
+        seen.in_function
+            .get(&(t.to_string(), u.to_string()))
+            .copied()
+            .unwrap_or(0)
+    };
+    (
+        get("page-faults", "count"),
+        get("page-faults_bytes", "bytes"),
+    )
+}
+
+#[test]
+fn the_collector_receives_the_fixtures_exact_stacks_labels_and_sample_types() {
+    if !require_perf("memperf agent --otlp") {
+        return;
+    }
+    let Some(bin) = collector_binary() else {
+        return;
+    };
+    let dir = scratch();
+    let port = free_port();
+    let out = dir.path().join("profiles.json");
+    let collector = Collector::start(&bin, dir.path(), port, &out);
+    let pages = 3000;
+    let o = memperf()
+        .args(["agent", "--interval", "0.3", "--otlp"])
+        .arg(format!("http://127.0.0.1:{port}"))
+        .arg("--")
+        .arg(fixture("pagefault", Variant::Fp))
+        .arg(pages.to_string())
+        .output()
+        .unwrap();
+    let err = stderr(&o);
+    assert!(o.status.success(), "{err}");
+    collector.stop();
+    let seen = read_exported(&[out], "touch_pages");
+    assert_eq!(page_faults(&seen), (pages, pages * 4096), "{seen:?}\n{err}");
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();
+    for want in [
+        "service.name=pagefault-fp".to_string(),
+        format!("host.name={}", host.trim()),
+        format!("os.version={}", kernel.trim()),
+        "telemetry.sdk.name=memperf".to_string(),
+    ] {
+        assert!(
+            seen.resource.contains(&want),
+            "no {want} in {:?}",
+            seen.resource
+        );
+    }
+    assert!(seen.sample_keys.contains("process.pid"), "{seen:?}");
+    assert!(seen.comms.contains("pagefault-fp"), "{seen:?}");
+}
+
+#[test]
+fn a_collector_restarted_mid_run_loses_no_window() {
+    if !require_perf("memperf agent --otlp") {
+        return;
+    }
+    let Some(bin) = collector_binary() else {
+        return;
+    };
+    let dir = scratch();
+    let port = free_port();
+    let first = dir.path().join("first.json");
+    let second = dir.path().join("second.json");
+    let spool = dir.path().join("spool");
+    let collector = Collector::start(&bin, dir.path(), port, &first);
+    let (rounds, pages) = (8, 250);
+    let script = format!(
+        "for i in $(seq {rounds}); do {} {pages}; sleep 0.4; done",
+        fixture("pagefault", Variant::Fp).display()
+    );
+    let agent = memperf()
+        .args(["agent", "--interval", "0.4", "--spool"])
+        .arg(&spool)
+        .arg("--otlp")
+        .arg(format!("http://127.0.0.1:{port}"))
+        .args(["--", "sh", "-c", &script])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1200));
+    collector.stop();
+    // Windows end while no collector listens: they wait in the spool.
+    std::thread::sleep(Duration::from_millis(1500));
+    let collector = Collector::start(&bin, dir.path(), port, &second);
+    let o = agent.wait_with_output().unwrap();
+    let err = stderr(&o);
+    assert!(o.status.success(), "{err}");
+    collector.stop();
+    let seen = read_exported(&[first, second], "touch_pages");
+    assert_eq!(
+        page_faults(&seen),
+        (rounds * pages, rounds * pages * 4096),
+        "{seen:?}\n{err}"
+    );
+    // The outage was seen, and every window with a profile reached the collector.
+    assert!(
+        err.lines()
+            .any(|l| !l.contains(" 0 failed attempts") && l.contains("failed attempts")),
+        "{err}"
+    );
+    let windows = err
+        .lines()
+        .filter(|l| l.starts_with("memperf agent: window ") && !l.contains(" 0 profiles"))
+        .count();
+    assert_eq!(seen.windows.len(), windows, "{err}");
+    assert_eq!(std::fs::read_dir(spool.join("otlp-0")).unwrap().count(), 0);
+}
