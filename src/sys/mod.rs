@@ -15,6 +15,7 @@ pub(crate) mod ring;
 #[cfg(test)]
 pub(crate) mod testutil;
 pub(crate) mod tracefs;
+pub(crate) mod tracefs_absence;
 pub(crate) mod uprobe;
 
 use std::io;
