@@ -3,9 +3,8 @@
 //! what the kernel counted as lost. `record` feeds a perf.data writer, `leak` its table.
 
 use std::ffi::OsString;
-use std::io::Read;
+use std::io::{PipeReader, PipeWriter, Read};
 use std::os::fd::{AsFd, BorrowedFd};
-use std::os::unix::net::UnixStream;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -57,8 +56,8 @@ pub(crate) fn prompt_every() -> Option<Duration> {
 pub(crate) struct SignalState {
     interrupt: Arc<AtomicBool>,
     terminate: Arc<AtomicBool>,
-    wake: UnixStream,
-    _wake_tx: UnixStream,
+    wake: PipeReader,
+    _wake_tx: PipeWriter,
     /// The handlers, removed when the run ends (`stat -r` runs many in one process).
     ids: Vec<signal_hook::SigId>,
 }
@@ -73,9 +72,14 @@ impl Drop for SignalState {
 
 impl SignalState {
     pub(crate) fn install() -> Result<SignalState> {
-        let (rx, tx) = UnixStream::pair().context("failed to create the signal pipe")?;
-        rx.set_nonblocking(true)
-            .context("failed to set up the signal pipe")?;
+        // A pipe, not a Unix socket pair: a kernel built without networking (CONFIG_NET,
+        // CONFIG_UNIX) has pipes, and answered socketpair(2) with ENOSYS, which ended every
+        // live command (benches/kernels.sh's guests). Both ends non-blocking: the handler
+        // must never block, and the drain reads until the pipe is empty.
+        let (rx, tx) = std::io::pipe().context("failed to create the signal pipe")?;
+        for end in [rx.as_fd(), tx.as_fd()] {
+            crate::sys::set_nonblocking(end).context("failed to set up the signal pipe")?;
+        }
         let interrupt = Arc::new(AtomicBool::new(false));
         let terminate = Arc::new(AtomicBool::new(false));
         let mut ids = Vec::new();

@@ -15,6 +15,7 @@ pub(crate) mod ring;
 #[cfg(test)]
 pub(crate) mod testutil;
 pub(crate) mod tracefs;
+pub(crate) mod tracefs_absence;
 pub(crate) mod uprobe;
 
 use std::io;
@@ -283,6 +284,21 @@ pub fn children_rusage() -> (f64, f64) {
     }
     let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
     (secs(ru.ru_utime), secs(ru.ru_stime))
+}
+
+/// Sets `O_NONBLOCK` on the open file description behind `fd` (its duplicates share it).
+pub(crate) fn set_nonblocking(fd: std::os::fd::BorrowedFd<'_>) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: fcntl with F_GETFL on a borrowed, open descriptor reads its flags only.
+    let flags = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GETFL) };
+    if flags < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: F_SETFL on the same descriptor changes only its status flags.
+    if unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, flags | libc::O_NONBLOCK) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 #[cfg(test)]

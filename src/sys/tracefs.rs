@@ -5,6 +5,8 @@ use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 
+use super::tracefs_absence::why_absent;
+
 const TRACEFS_ROOT: &str = "/sys/kernel/tracing";
 const DEBUGFS_ROOT: &str = "/sys/kernel/debug";
 const DEBUGFS_TRACING: &str = "/sys/kernel/debug/tracing";
@@ -34,6 +36,18 @@ pub enum TracefsError {
         tracefs: io::Error,
         debugfs: io::Error,
     },
+    #[error(
+        "this kernel has no tracefs (/proc/filesystems does not list it): it was built without \
+         tracing (CONFIG_FTRACE, and CONFIG_EVENT_TRACING for tracepoints), so no tracepoint or \
+         uprobe_events can be used here; perf's software events (`-e page-faults`) can"
+    )]
+    NotBuiltIn,
+    #[error(
+        "tracefs is empty: the kernel is locked down for confidentiality ({evidence}), which \
+         turns tracing off, so no tracepoint can be used here; perf's software events \
+         (`-e page-faults`) can"
+    )]
+    LockedDown { evidence: String },
     /// The cause is part of the message, not a `source`: anyhow would say it twice.
     #[error("failed to read {}: {cause}", .path.display())]
     Io { path: PathBuf, cause: io::Error },
@@ -94,7 +108,7 @@ impl Tracefs {
         }
         // SAFETY: geteuid has no preconditions and cannot fail.
         if unsafe { libc::geteuid() } != 0 {
-            return Err(TracefsError::NotMounted);
+            return Err(why_absent().unwrap_or(TracefsError::NotMounted));
         }
         let tracefs = match mount("nodev", TRACEFS_ROOT, "tracefs") {
             Ok(()) if has_events(Path::new(TRACEFS_ROOT))? => {
@@ -110,7 +124,7 @@ impl Tracefs {
             Ok(()) => io::Error::new(io::ErrorKind::NotFound, "mounted, but it has no tracing/"),
             Err(e) => e,
         };
-        Err(TracefsError::MountFailed { tracefs, debugfs })
+        Err(why_absent().unwrap_or(TracefsError::MountFailed { tracefs, debugfs }))
     }
 
     /// A tracefs rooted at `root` (tests point this at a fake tree).

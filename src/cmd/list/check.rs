@@ -16,6 +16,16 @@ fn read_trimmed(path: &str) -> Option<String> {
         .map(|s| s.trim().to_string())
 }
 
+/// Why there is no uprobe PMU: a kernel older than the PMU, or one built without it (the
+/// PMU comes with `CONFIG_UPROBE_EVENTS`), which a kernel's version alone cannot tell apart
+/// from the first.
+fn no_uprobe_pmu(kernel: Option<[u32; 3]>) -> &'static str {
+    match kernel {
+        Some(k) if k >= [4, 17, 0] => "no uprobe PMU (built without CONFIG_UPROBE_EVENTS)",
+        _ => "no uprobe PMU (Linux 4.17+)",
+    }
+}
+
 /// Where tracefs is mounted, from the mount table (before memperf mounts it).
 fn tracefs_mounts() -> Vec<String> {
     let text = std::fs::read_to_string("/proc/self/mounts").unwrap_or_default();
@@ -67,7 +77,7 @@ fn write_system(out: &mut dyn Write, p: &Prober, mounted_before: &[String]) -> R
         (Err(e), _) => e.to_string(),
     };
     row(out, "tracefs", tracefs)?;
-    let pmu = UprobePmu::read().map_or("no uprobe PMU (Linux 4.17+)".to_string(), |u| {
+    let pmu = UprobePmu::read().map_or(no_uprobe_pmu(p.kernel).to_string(), |u| {
         format!("uprobe PMU type {}", u.type_)
     });
     let events = match &p.tracefs {
@@ -200,5 +210,24 @@ pub(super) fn run(out: &mut dyn Write, p: &Prober, names: &[String]) -> Result<i
     } else {
         writeln!(out, "does not work here: {}", failed.join(", "))?;
         Ok(1)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_kernel_new_enough_for_the_uprobe_pmu_lacks_it_by_its_config() {
+        // Linux 6.1 built without CONFIG_UPROBE_EVENTS (benches/kernels.sh's no-uprobes):
+        // the version is not the reason.
+        let built_without = no_uprobe_pmu(Some([6, 1, 192]));
+        assert!(
+            built_without.contains("CONFIG_UPROBE_EVENTS"),
+            "{built_without}"
+        );
+        assert!(!built_without.contains("4.17"), "{built_without}");
+        assert!(no_uprobe_pmu(Some([4, 14, 0])).contains("4.17+"));
+        assert!(no_uprobe_pmu(None).contains("4.17+"));
     }
 }

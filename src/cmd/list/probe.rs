@@ -165,6 +165,8 @@ impl Prober {
                 "needs root or CAP_PERFMON (tracefs is not readable)"
             }
             TracefsError::NotMounted => "needs root (tracefs is not mounted; root mounts it)",
+            TracefsError::NotBuiltIn => "no tracefs: the kernel lacks CONFIG_FTRACE",
+            TracefsError::LockedDown { .. } => "kernel lockdown=confidentiality turns tracing off",
             _ => "no tracefs (CONFIG_FTRACE?)",
         };
         Some(Avail::No {
