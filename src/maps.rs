@@ -144,7 +144,30 @@ impl ProcessMaps {
             .entry(pid)
             .or_default()
             .observe(module, kind, path, start, end);
+        self.place(pid, start, end, pgoff, module);
+    }
+
+    /// `[start, end)` of `pid` now holds `module` from `pgoff`, over whatever it overlapped.
+    fn place(&mut self, pid: u32, start: u64, end: u64, pgoff: u64, module: u32) {
+        self.unmap(pid, start, end);
         let maps = self.by_pid.entry(pid).or_default();
+        let at = maps.partition_point(|m| m.start < start);
+        maps.insert(
+            at,
+            Mapping {
+                start,
+                end,
+                pgoff,
+                module,
+            },
+        );
+    }
+
+    /// `[start, end)` of `pid` holds nothing any more: what overlapped it is cut around it.
+    fn unmap(&mut self, pid: u32, start: u64, end: u64) {
+        let Some(maps) = self.by_pid.get_mut(&pid) else {
+            return;
+        };
         let mut kept = Vec::with_capacity(maps.len() + 2);
         for m in maps.drain(..) {
             if m.end <= start || m.start >= end {
@@ -163,18 +186,37 @@ impl ProcessMaps {
                 });
             }
         }
-        let at = kept.partition_point(|m| m.start < start);
-        kept.insert(
-            at,
-            Mapping {
-                start,
-                end,
-                pgoff,
-                module,
-            },
-        );
         kept.sort_by_key(|m| m.start);
         *maps = kept;
+    }
+
+    /// mremap(2) moved or resized `[old, old+old_len)` of `pid` to `[new, new+new_len)`,
+    /// which the kernel tells with no MMAP record: the mapping keeps its module and file
+    /// offset at its new place. `keep_old` is MREMAP_DONTUNMAP's, whose old range stays
+    /// mapped (emptied). Returns false when no mapping was known at `old`.
+    pub fn remap(
+        &mut self,
+        pid: u32,
+        (old, old_len): (u64, u64),
+        (new, new_len): (u64, u64),
+        keep_old: bool,
+    ) -> bool {
+        let Some(m) = self
+            .by_pid
+            .get(&pid)
+            .and_then(|maps| maps.iter().find(|m| m.start <= old && old < m.end))
+            .copied()
+        else {
+            return false;
+        };
+        let pgoff = m.pgoff + (old - m.start);
+        if !keep_old {
+            self.unmap(pid, old, old.saturating_add(old_len));
+        }
+        if new_len > 0 {
+            self.place(pid, new, new.saturating_add(new_len), pgoff, m.module);
+        }
+        true
     }
 
     /// exec: the old image is gone.
@@ -387,6 +429,28 @@ mod tests {
         assert_eq!(p.lookup(1, 0x1800), Some((0, u64::MAX)));
         p.map(1, 0x2000, 0x1000, 0, b"/lib/b.so", None);
         assert_eq!(p.lookup(1, 0x3010), Some((0, u64::MAX)));
+    }
+
+    #[test]
+    fn remap_moves_a_mapping_with_its_module_and_offset() {
+        let mut m = ProcessMaps::default();
+        m.map(1, 0x1000, 0x4000, 0x10, b"/lib/a.so", None);
+        // The middle two pages move and grow; the rest stays.
+        assert!(m.remap(1, (0x2000, 0x2000), (0x10000, 0x8000), false));
+        let (a, start, end) = m.mapping_of(1, 0x10000).unwrap();
+        assert_eq!(
+            (m.module(a).path.as_slice(), start, end),
+            (&b"/lib/a.so"[..], 0x10000, 0x18000)
+        );
+        assert_eq!(m.lookup(1, 0x10000), Some((a, 0x10 + 0x1000)));
+        assert!(m.mapping_of(1, 0x2000).is_none());
+        assert!(m.mapping_of(1, 0x1000).is_some() && m.mapping_of(1, 0x4000).is_some());
+        // MREMAP_DONTUNMAP keeps the old range.
+        assert!(m.remap(1, (0x1000, 0x1000), (0x20000, 0x1000), true));
+        assert!(m.mapping_of(1, 0x1000).is_some() && m.mapping_of(1, 0x20000).is_some());
+        // Nothing known at the old address: nothing moves.
+        assert!(!m.remap(1, (0x90000, 0x1000), (0xa0000, 0x1000), false));
+        assert!(m.mapping_of(1, 0xa0000).is_none());
     }
 
     #[test]

@@ -509,3 +509,65 @@ fn folded_and_svg_on_standard_output_keep_the_banner_and_the_programs_lines_out(
         "{svg}"
     );
 }
+
+/// The fixture's `moved START-END pages N` line: the mapping mremap moved and the pages it
+/// touched there.
+fn moved_mapping(out: &str) -> (String, u64) {
+    let line = out
+        .lines()
+        .find_map(|l| l.strip_prefix("moved "))
+        .unwrap_or_else(|| panic!("no `moved` line in {out}"));
+    let mut words = line.split_whitespace();
+    let range = words.next().unwrap().to_string();
+    let pages = words.nth(1).unwrap().parse().unwrap();
+    (range, pages)
+}
+
+/// mremap moves a mapping without an MMAP2 record: the recorder follows the move through
+/// mremap's tracepoints, so each fault in the moved memory is filed under its anonymous
+/// mapping at its new place, by `report --by mapping`, `ffaults` live and `ffaults -i`,
+/// exactly as many as the fixture touched pages (on main they were `[unmapped]`).
+#[test]
+fn faults_in_memory_mremap_moved_are_filed_under_its_mapping() {
+    if !require_perf("mremap") {
+        return;
+    }
+    let prog = fixture("mremapfaults", Variant::NoFp);
+    let dir = scratch();
+    let data = dir.path().join("mremap.data");
+    let o = record(&data, &["-e", "page-faults"], &prog, &[]);
+    let (range, pages) = moved_mapping(&String::from_utf8_lossy(&o.stdout));
+    assert_eq!(pages, 16384);
+    let (by, _) = run_tool(&["report", "-i", data.to_str().unwrap(), "--by", "mapping"]);
+    let row = by
+        .lines()
+        .find(|l| l.ends_with(&format!("//anon {range}")))
+        .unwrap_or_else(|| panic!("no row of //anon {range}:\n{by}"));
+    let n: u64 = row.split_whitespace().next().unwrap().parse().unwrap();
+    assert_eq!(n, pages, "{by}");
+    assert!(!by.contains("[no mapping recorded]"), "{by}");
+    // No report lists the mremap events memperf added.
+    assert!(!by.contains("mremap_e"), "{by}");
+
+    let ff = dir.path().join("ff.data");
+    let _turn = recording_turn();
+    let (live, err) = run_tool(&[
+        "ffaults",
+        "-m",
+        TEST_RING_PAGES,
+        "-w",
+        ff.to_str().unwrap(),
+        "--",
+        prog.to_str().unwrap(),
+    ]);
+    let anon = map_rows(&live)
+        .iter()
+        .find(|r| r.0 == "//anon")
+        .map_or(0, |r| r.1);
+    // The moved pages, and the few anonymous pages the loader and libc touch.
+    assert!((pages..pages + 64).contains(&anon), "{live}\n{err}");
+    assert!(!err.contains("no recorded mapping"), "{err}");
+    let (replayed, err) = run_tool(&["ffaults", "-i", ff.to_str().unwrap()]);
+    assert_eq!(map_rows(&replayed), map_rows(&live), "{err}");
+    assert!(!err.contains("no recorded mapping"), "{err}");
+}

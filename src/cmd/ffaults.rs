@@ -435,7 +435,9 @@ pub fn run(place: Place, args: ToolArgs) -> Result<i32> {
     tool::print_seen(name, &seen);
     if tool.unresolved > 0 {
         eprintln!(
-            "memperf {name}: {} faults at addresses no recorded mapping holds (shown nowhere)",
+            "memperf {name}: {} faults at addresses no recorded mapping holds, not shown (memory \
+             mremap moved in a recording without its tracepoints, such as perf's, or mapped \
+             while records were lost)",
             tool.unresolved
         );
     }

@@ -126,17 +126,22 @@ pub(crate) fn record<H: Live>(run: Run<'_>, tool: &mut H) -> Result<Recorded> {
     let cfg = run.cfg;
     open::check_period(cfg)?;
     let facts = SystemFacts::read();
-    let (events, tracefs) = match run.events {
+    let (mut events, mut tracefs) = match run.events {
         Some(e) => e,
         None => open::resolve_events_in(&cfg.events, &cfg.target)?,
     };
+    let remap_note = cfg
+        .side_band
+        .then(|| super::remap::add_events(&mut events, &mut tracefs, &cfg.target))
+        .flatten();
     driver::check_attach(&cfg.target)?;
     let out_file = run.write.then(|| prepare_output(&cfg.output)).transpose()?;
     let write_failed = format!("failed to write `{}`", cfg.output.display());
     let signals = SignalState::install()?;
     let gated = driver::spawn_gated(cfg.command.as_deref(), cfg.command_stdout)?;
     let child_pid = gated.as_ref().map(|g| g.pid());
-    let opened = open::open_all(cfg, events, tracefs, child_pid, &facts)?;
+    let mut opened = open::open_all(cfg, events, tracefs, child_pid, &facts)?;
+    opened.notes.extend(remap_note);
 
     let online = matches!(cfg.widest_call_graph(), CallGraph::Dwarf { .. })
         && cfg.unwind == UnwindWhen::Online;
@@ -188,6 +193,13 @@ pub(crate) fn record<H: Live>(run: Run<'_>, tool: &mut H) -> Result<Recorded> {
     let mut session = Session::new(layouts.ring.clone(), opened.ids.clone(), keep)
         .with_types(types)
         .with_max_stack(max_stack)
+        .with_remaps(
+            &opened
+                .events
+                .iter()
+                .map(|e| e.spec.name.clone())
+                .collect::<Vec<_>>(),
+        )
         .with_exclude_pid(exclude_self.then(std::process::id))
         .with_exclude_until_exec(
             child_pid

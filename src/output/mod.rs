@@ -422,6 +422,9 @@ pub fn write_by(
                 "{n:>12} {:>7.2}% {bytes:>12}  {label}",
                 100.0 * n as f64 / total as f64
             )?;
+            if label == crate::aggregate::NO_MAPPING {
+                writeln!(out, "# {}", crate::aggregate::no_mapping_note(n))?;
+            }
         }
         writeln!(out)?;
     }

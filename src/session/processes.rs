@@ -284,6 +284,20 @@ impl Processes {
         }
     }
 
+    /// mremap moved a mapping (see `ProcessMaps::remap`): false when the table keeps
+    /// mappings and none was known at the old address.
+    pub(super) fn remap(
+        &mut self,
+        pid: u32,
+        old: (u64, u64),
+        new: (u64, u64),
+        keep_old: bool,
+    ) -> bool {
+        self.maps
+            .as_mut()
+            .is_none_or(|m| m.remap(pid, old, new, keep_old))
+    }
+
     fn comm_record(&mut self, pid: u32, tid: u32, name: &[u8], exec: bool) {
         if exec {
             if let Some(m) = &mut self.maps {

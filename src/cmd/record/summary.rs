@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use crate::cli::{CallGraph, RecordConfig, Target};
-use crate::session::{ReadDelay, Session};
+use crate::session::{ReadDelay, RemapStats, Session};
 use crate::unwind::UnwindStats;
 
 use crate::live::drain::{self, DrainStats};
@@ -142,6 +142,16 @@ pub fn summary_lines(info: &EndInfo<'_>) -> Vec<String> {
     lines.extend(held_lines(info.session));
     for note in info.notes {
         lines.push(format!("  note: {note}"));
+    }
+    let remaps: Option<RemapStats> = info.session.remap_stats();
+    if let Some(r) = remaps
+        && r.applied + r.failed + r.unfollowed > 0
+    {
+        lines.push(format!(
+            "  mremap: {} moves recorded for the mappings they moved ({} calls failed, {} not \
+             followed: enter or exit unseen, or no mapping known at the old address)",
+            r.applied, r.failed, r.unfollowed
+        ));
     }
     if st.lost > 0 || st.lost_samples > 0 {
         let pages = info.pages.map_or_else(String::new, |p| {
