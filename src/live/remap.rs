@@ -35,6 +35,16 @@ pub(crate) fn add_events(
     if !faults || present {
         return None;
     }
+    // System-wide, their cost beside every process's faults is not measured yet
+    // (tests/foreign_ids.rs lost records with them on a loaded machine, and once without
+    // them too): left out there until it is.
+    if *target == Target::SystemWide {
+        return Some(
+            "mremap moves are not followed system-wide: faults in memory mremap moved (a large \
+             realloc) are filed under [no mapping recorded]"
+                .to_string(),
+        );
+    }
     let list = format!("{},{}", TRACEPOINTS[0].0, TRACEPOINTS[1].0);
     let resolved = events::parse_event_list(&list)
         .map_err(anyhow::Error::from)
