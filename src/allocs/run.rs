@@ -185,7 +185,7 @@ pub(crate) fn now_ns(now: Option<u64>, session: &Session) -> u64 {
 /// The end-of-run summary on stderr: what was traced, what the table held, what was lost.
 pub(crate) fn summary(sink: &LeakSink, lost: u64, corrupt_bytes: u64) {
     let s = &sink.table.stats;
-    eprintln!(
+    crate::output::wrap::eprint(&format!(
         "memperf: traced {} allocations and {} frees ({} frees of blocks allocated before \
          tracing began); {} outstanding at the end; the table held at most {} entries (about \
          {} KiB now)",
@@ -195,7 +195,7 @@ pub(crate) fn summary(sink: &LeakSink, lost: u64, corrupt_bytes: u64) {
         sink.table.len(),
         s.peak_entries,
         sink.table.memory_bytes() / 1024,
-    );
+    ));
     if sink.results_from_stack > 0 {
         eprintln!(
             "memperf: {} posix_memalign results read from the stack copied at the return",

@@ -13,6 +13,7 @@ use super::driver::{self, Driver, Flow, OnSignal, Round, SignalState, StopReason
 use super::keep::KeptBinaries;
 use super::open::{self, Opened, ResolvedEvent};
 use super::priority::{self, Raised};
+use super::remap;
 use super::synth;
 use super::writer::RecordWriter;
 use crate::cli::{CallGraph, Consume, RecordConfig, Target, UnwindWhen};
@@ -126,13 +127,13 @@ pub(crate) fn record<H: Live>(run: Run<'_>, tool: &mut H) -> Result<Recorded> {
     let cfg = run.cfg;
     open::check_period(cfg)?;
     let facts = SystemFacts::read();
-    let (mut events, mut tracefs) = match run.events {
+    let (mut events, tracefs) = match run.events {
         Some(e) => e,
         None => open::resolve_events_in(&cfg.events, &cfg.target)?,
     };
     let remap_note = cfg
         .side_band
-        .then(|| super::remap::add_events(&mut events, &mut tracefs, &cfg.target))
+        .then(|| remap::add_events(&mut events, &cfg.target))
         .flatten();
     driver::check_attach(&cfg.target)?;
     let out_file = run.write.then(|| prepare_output(&cfg.output)).transpose()?;
@@ -169,7 +170,9 @@ pub(crate) fn record<H: Live>(run: Run<'_>, tool: &mut H) -> Result<Recorded> {
     let mut tee = Tee { writer, tool };
     let keep = Keep {
         unwind: online.then_some(UnwindMode::Dwarf),
-        maps: run.keep_processes.then(ProcessMaps::default),
+        // A move mremap made is told by the mapping that held its old address.
+        maps: (run.keep_processes || opened.events.iter().any(|e| remap::is_added(&e.spec.name)))
+            .then(ProcessMaps::default),
         comms: run.keep_processes,
         dsos: writing,
     };
@@ -339,7 +342,10 @@ pub(crate) fn record<H: Live>(run: Run<'_>, tool: &mut H) -> Result<Recorded> {
         reason: done.reason,
         exit: done.exit,
         drain: done.drain,
-        names: opened.events.iter().map(|e| e.spec.name.clone()).collect(),
+        names: remap::names_shown(&opened.events)
+            .into_iter()
+            .map(str::to_string)
+            .collect(),
         notes: std::mem::take(&mut opened.notes),
         elapsed,
         lost,
@@ -466,6 +472,10 @@ fn describe_events(opened: &Opened, online: bool) -> Result<(Layouts, Vec<EventD
         let out_attr = open::output_attr(&attr, online);
         layouts.ring.push(ParseInfo::from_attr(&attr));
         layouts.out.push(ParseInfo::from_attr(&out_attr));
+        // The session makes MMAP2 records of what these tell: they stay out of the file.
+        if remap::is_added(&ev.spec.name) {
+            continue;
+        }
         descs.push(EventDesc {
             attr: out_attr,
             name: ev.spec.name.clone(),
@@ -518,7 +528,11 @@ fn build_features(
     let mut f = Features::from_system(cfg.cmdline.clone());
     if let Some(tfs) = &opened.tracefs {
         let mut formats = Vec::new();
-        for ev in &opened.events {
+        for ev in opened
+            .events
+            .iter()
+            .filter(|e| !remap::is_added(&e.spec.name))
+        {
             if let crate::events::EventKind::Tracepoint { system, name } = &ev.spec.kind
                 && let Ok(format) = tfs.format(system, name)
             {

@@ -770,8 +770,8 @@ impl Session {
         {
             return Ok(());
         }
-        if let remaps::Remap::SideBand = self.remap(ev, &sample) {
-            return self.remap_side_band(bytes, handler);
+        if self.remap(ev, &sample, handler)? {
+            return Ok(());
         }
         if let Some(n) = self.stats.samples.get_mut(ev) {
             *n += 1;

@@ -11,18 +11,18 @@ use crate::live::open::Opened;
 
 /// Printed once events are live; tests and scripts wait for it.
 pub fn print_start(cfg: &RecordConfig, opened: &Opened, child: Option<i32>) {
-    let names: Vec<&str> = opened.events.iter().map(|e| e.spec.name.as_str()).collect();
+    let names = crate::live::remap::names_shown(&opened.events);
     let what = match &cfg.target {
         Target::SystemWide => format!("all processes on {} CPU(s)", cfg.cpus.len()),
         Target::Pids(p) => format!("pid {}", join(p)),
         Target::Tids(t) => format!("tid {}", join(t)),
         Target::Command => format!("command pid {}", child.unwrap_or(0)),
     };
-    eprintln!(
+    crate::output::wrap::eprint(&format!(
         "memperf: recording {} on {what} into {} (Ctrl-C to stop)",
         names.join(","),
         cfg.output.display()
-    );
+    ));
 }
 
 fn join(ids: &[u32]) -> String {
@@ -148,8 +148,9 @@ pub fn summary_lines(info: &EndInfo<'_>) -> Vec<String> {
         && r.applied + r.failed + r.unfollowed > 0
     {
         lines.push(format!(
-            "  mremap: {} moves recorded for the mappings they moved ({} calls failed, {} not \
-             followed: enter or exit unseen, or no mapping known at the old address)",
+            "  mremap: {} moves written as MMAP2 records of the mappings at their new place ({} \
+             calls failed, {} not followed: enter or exit unseen, or no mapping known at the \
+             old address)",
             r.applied, r.failed, r.unfollowed
         ));
     }
@@ -176,7 +177,7 @@ pub fn summary_lines(info: &EndInfo<'_>) -> Vec<String> {
 /// Prints the summary on stderr.
 pub fn print_end(info: &EndInfo<'_>) {
     for line in summary_lines(info) {
-        eprintln!("{line}");
+        crate::output::wrap::eprint(&line);
     }
 }
 
