@@ -146,6 +146,7 @@ pub(crate) fn trace(
         write: write.is_some(),
         events: Some(events),
         keep_processes: true,
+        follow_remaps: false,
         tick: schedule.tick,
         on_signal: OnSignal::ForwardAndStop,
     };

@@ -157,6 +157,7 @@ pub fn record(cfg: MemRecordConfig) -> Result<i32> {
         write: true,
         events: Some((events, tracefs)),
         keep_processes: false,
+        follow_remaps: false,
         tick: None,
         on_signal: OnSignal::Forward,
     };
