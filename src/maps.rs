@@ -50,6 +50,30 @@ struct Mapping {
     end: u64,
     pgoff: u64,
     module: u32,
+    /// Its [`MapAttrs`], interned (in the padding of the struct: no extra bytes).
+    attrs: u32,
+}
+
+/// What an MMAP2 record says of a mapping besides its range, file offset and path: kept so
+/// that a mapping mremap moved is described again at its new place as it was
+/// (`session::remaps`). Zero where the record did not say (an MMAP record, a build-id MMAP2).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct MapAttrs {
+    pub prot: u32,
+    pub flags: u32,
+    pub maj: u32,
+    pub min: u32,
+    pub ino: u64,
+    pub ino_generation: u64,
+}
+
+/// The mapping that holds an address, as [`ProcessMaps::mapping_at`] finds it.
+#[derive(Debug, Clone, Copy)]
+pub struct MappedAt<'a> {
+    pub module: &'a ModuleInfo,
+    /// The file offset of the address.
+    pub pgoff: u64,
+    pub attrs: MapAttrs,
 }
 
 /// Interned modules and every process's mappings.
@@ -69,6 +93,9 @@ pub struct ProcessMaps {
     /// for JIT frames, which a system-wide recording has in every process it knows no
     /// mapping of, so not by a search of every module.
     dumps: FxHashMap<u32, u32>,
+    /// The distinct [`MapAttrs`] of the mappings (few: one per file and protection).
+    attrs: Vec<MapAttrs>,
+    attr_ids: FxHashMap<MapAttrs, u32>,
 }
 
 impl ProcessMaps {
@@ -134,6 +161,24 @@ impl ProcessMaps {
         path: &[u8],
         build_id: Option<&[u8]>,
     ) {
+        self.map_with(
+            pid,
+            (start, len, pgoff),
+            path,
+            build_id,
+            MapAttrs::default(),
+        );
+    }
+
+    /// [`map`](Self::map), keeping what else the record said of the mapping.
+    pub fn map_with(
+        &mut self,
+        pid: u32,
+        (start, len, pgoff): (u64, u64, u64),
+        path: &[u8],
+        build_id: Option<&[u8]>,
+        attrs: MapAttrs,
+    ) {
         if len == 0 {
             return;
         }
@@ -144,7 +189,42 @@ impl ProcessMaps {
             .entry(pid)
             .or_default()
             .observe(module, kind, path, start, end);
+        let attrs = self.intern_attrs(attrs);
+        self.place(pid, start, end, pgoff, module, attrs);
+    }
+
+    fn intern_attrs(&mut self, attrs: MapAttrs) -> u32 {
+        if let Some(&id) = self.attr_ids.get(&attrs) {
+            return id;
+        }
+        let id = self.attrs.len() as u32;
+        self.attrs.push(attrs);
+        self.attr_ids.insert(attrs, id);
+        id
+    }
+
+    /// `[start, end)` of `pid` now holds `module` from `pgoff`, over whatever it overlapped.
+    fn place(&mut self, pid: u32, start: u64, end: u64, pgoff: u64, module: u32, attrs: u32) {
+        self.unmap(pid, start, end);
         let maps = self.by_pid.entry(pid).or_default();
+        let at = maps.partition_point(|m| m.start < start);
+        maps.insert(
+            at,
+            Mapping {
+                start,
+                end,
+                pgoff,
+                module,
+                attrs,
+            },
+        );
+    }
+
+    /// `[start, end)` of `pid` holds nothing any more: what overlapped it is cut around it.
+    fn unmap(&mut self, pid: u32, start: u64, end: u64) {
+        let Some(maps) = self.by_pid.get_mut(&pid) else {
+            return;
+        };
         let mut kept = Vec::with_capacity(maps.len() + 2);
         for m in maps.drain(..) {
             if m.end <= start || m.start >= end {
@@ -163,16 +243,6 @@ impl ProcessMaps {
                 });
             }
         }
-        let at = kept.partition_point(|m| m.start < start);
-        kept.insert(
-            at,
-            Mapping {
-                start,
-                end,
-                pgoff,
-                module,
-            },
-        );
         kept.sort_by_key(|m| m.start);
         *maps = kept;
     }
@@ -240,6 +310,19 @@ impl ProcessMaps {
         let maps = self.by_pid.get(&pid)?;
         let m = maps.get(maps.partition_point(|m| m.start <= addr))?;
         Some((m.module, m.start))
+    }
+
+    /// The mapping of `pid` that holds `addr`: its module, the file offset of `addr` and
+    /// what else its record said.
+    pub fn mapping_at(&self, pid: u32, addr: u64) -> Option<MappedAt<'_>> {
+        let maps = self.by_pid.get(&pid)?;
+        let i = maps.partition_point(|m| m.start <= addr);
+        let m = maps.get(i.checked_sub(1)?)?;
+        (addr < m.end).then(|| MappedAt {
+            module: self.module(m.module),
+            pgoff: (addr - m.start).saturating_add(m.pgoff),
+            attrs: self.attrs[m.attrs as usize],
+        })
     }
 
     /// The module and file offset of `addr` in `pid`.
@@ -387,6 +470,32 @@ mod tests {
         assert_eq!(p.lookup(1, 0x1800), Some((0, u64::MAX)));
         p.map(1, 0x2000, 0x1000, 0, b"/lib/b.so", None);
         assert_eq!(p.lookup(1, 0x3010), Some((0, u64::MAX)));
+    }
+
+    #[test]
+    fn a_mapping_keeps_what_its_record_said_of_it_where_it_is_split() {
+        let mut m = ProcessMaps::default();
+        let attrs = MapAttrs {
+            prot: 3,
+            flags: 2,
+            maj: 8,
+            min: 1,
+            ino: 42,
+            ino_generation: 7,
+        };
+        m.map_with(1, (0x1000, 0x4000, 0x10), b"/lib/a.so", None, attrs);
+        m.map(1, 0x2000, 0x1000, 0, b"//anon", None);
+        let at = m.mapping_at(1, 0x3800).unwrap();
+        assert_eq!(
+            (at.module.path.as_slice(), at.pgoff, at.attrs),
+            (&b"/lib/a.so"[..], 0x10 + 0x2800, attrs)
+        );
+        let anon = m.mapping_at(1, 0x2000).unwrap();
+        assert_eq!(
+            (anon.module.path.as_slice(), anon.attrs),
+            (&b"//anon"[..], MapAttrs::default())
+        );
+        assert!(m.mapping_at(1, 0x5000).is_none() && m.mapping_at(2, 0x1000).is_none());
     }
 
     #[test]

@@ -509,3 +509,166 @@ fn folded_and_svg_on_standard_output_keep_the_banner_and_the_programs_lines_out(
         "{svg}"
     );
 }
+
+/// The fixture's `moved START-END pages N` line: the mapping mremap moved and the pages it
+/// touched there.
+fn moved_mapping(out: &str) -> (String, u64) {
+    let line = out
+        .lines()
+        .find_map(|l| l.strip_prefix("moved "))
+        .unwrap_or_else(|| panic!("no `moved` line in {out}"));
+    let mut words = line.split_whitespace();
+    let range = words.next().unwrap().to_string();
+    let pages = words.nth(1).unwrap().parse().unwrap();
+    (range, pages)
+}
+
+/// How many of the samples `perf script` reads in `data` have their address in `range`
+/// (`0xSTART-0xEND`) and in a mapping perf names `dso`.
+fn perf_addrs_in(data: &std::path::Path, range: &str, dso: &str) -> (u64, String) {
+    let hex = |s: &str| u64::from_str_radix(s.trim_start_matches("0x"), 16).unwrap();
+    let (start, end) = range.split_once('-').unwrap();
+    let (start, end) = (hex(start), hex(end));
+    let o = Command::new("perf")
+        .args(["script", "-F", "addr,dso", "-i"])
+        .arg(data)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&o.stdout).into_owned();
+    let n = text
+        .lines()
+        .filter_map(|l| l.trim().split_once(' '))
+        .filter(|(a, d)| {
+            let a = u64::from_str_radix(a, 16).unwrap_or(0);
+            (start..end).contains(&a) && d.trim() == format!("({dso})")
+        })
+        .count() as u64;
+    (
+        n,
+        format!(
+            "{}{}",
+            text.lines().take(5).collect::<Vec<_>>().join("\n"),
+            stderr(&o)
+        ),
+    )
+}
+
+/// mremap moves a mapping without an MMAP2 record: the recorder follows the move through
+/// mremap's tracepoints and writes the MMAP2 record of the mapping at its new place, so
+/// each fault in the moved memory is filed under its anonymous mapping there, by `report
+/// --by mapping`, by perf's own `perf script`, by `ffaults` live and `ffaults -i`, exactly
+/// as many as the fixture touched pages (on main `report` filed them under `[unmapped]`,
+/// perf under `[unknown]`, and ffaults showed them nowhere).
+#[test]
+fn faults_in_memory_mremap_moved_are_filed_under_its_mapping() {
+    if !require_perf("mremap") || !require_perf_tool("mremap") {
+        return;
+    }
+    let prog = fixture("mremapfaults", Variant::NoFp);
+    let dir = scratch();
+    let data = dir.path().join("mremap.data");
+    let o = record(&data, &["-e", "page-faults"], &prog, &[]);
+    let (range, pages) = moved_mapping(&String::from_utf8_lossy(&o.stdout));
+    assert_eq!(pages, 16384);
+    let (by, _) = run_tool(&["report", "-i", data.to_str().unwrap(), "--by", "mapping"]);
+    let row = by
+        .lines()
+        .find(|l| l.ends_with(&format!("//anon {range}")))
+        .unwrap_or_else(|| panic!("no row of //anon {range}:\n{by}"));
+    let n: u64 = row.split_whitespace().next().unwrap().parse().unwrap();
+    assert_eq!(n, pages, "{by}");
+    assert!(!by.contains("[no mapping recorded]"), "{by}");
+    // No report lists the mremap events memperf added; the file holds none of them.
+    assert!(!by.contains("mremap_e"), "{by}");
+    assert!(!stderr(&o).contains("mremap_e"), "{}", stderr(&o));
+    let (perf_n, perf_out) = perf_addrs_in(&data, &range, "//anon");
+    assert_eq!(perf_n, pages, "{perf_out}");
+
+    let ff = dir.path().join("ff.data");
+    let _turn = recording_turn();
+    let (live, err) = run_tool(&[
+        "ffaults",
+        "-m",
+        TEST_RING_PAGES,
+        "-w",
+        ff.to_str().unwrap(),
+        "--",
+        prog.to_str().unwrap(),
+    ]);
+    let anon = map_rows(&live)
+        .iter()
+        .find(|r| r.0 == "//anon")
+        .map_or(0, |r| r.1);
+    // The moved pages, and the few anonymous pages the loader and libc touch.
+    assert!((pages..pages + 64).contains(&anon), "{live}\n{err}");
+    assert!(!err.contains("no recorded mapping"), "{err}");
+    let (replayed, err) = run_tool(&["ffaults", "-i", ff.to_str().unwrap()]);
+    assert_eq!(map_rows(&replayed), map_rows(&live), "{err}");
+    assert!(!err.contains("no recorded mapping"), "{err}");
+}
+
+/// A recording killed (SIGKILL) after the fixture's faults: the mremap events stay out of
+/// the file, so perf reads it up to its last checkpoint (it could not read a killed file
+/// that held tracepoints, whose formats are written at the end), and attributes every
+/// fault in the moved memory to it, as `memperf report` does.
+#[test]
+fn a_killed_recording_of_memory_mremap_moved_reads_in_perf_with_its_mapping() {
+    use std::io::BufRead;
+    if !require_perf("killed mremap") || !require_perf_tool("killed mremap") {
+        return;
+    }
+    let prog = fixture("mremapfaults", Variant::NoFp);
+    let dir = scratch();
+    let data = dir.path().join("killed.data");
+    let _turn = recording_turn();
+    let mut rec = memperf()
+        .args([
+            "record",
+            "-q",
+            "-m",
+            TEST_RING_PAGES,
+            "-e",
+            "page-faults",
+            "-o",
+        ])
+        .arg(&data)
+        .arg("--")
+        .arg(&prog)
+        .arg("hold")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut out = std::io::BufReader::new(rec.stdout.take().unwrap());
+    let mut text = String::new();
+    while !text.contains("held pid") {
+        assert!(out.read_line(&mut text).unwrap() > 0, "{text}");
+    }
+    let (range, pages) = moved_mapping(&text);
+    let held: u32 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("held pid "))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    // Past a checkpoint (once a second) after the faults were drained.
+    std::thread::sleep(std::time::Duration::from_millis(2500));
+    rec.kill().unwrap();
+    let status = rec.wait().unwrap();
+    let _ = Command::new("kill").arg(held.to_string()).status();
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&status),
+        Some(libc::SIGKILL)
+    );
+
+    let (by, _) = run_tool(&["report", "-i", data.to_str().unwrap(), "--by", "mapping"]);
+    let row = by
+        .lines()
+        .find(|l| l.ends_with(&format!("//anon {range}")))
+        .unwrap_or_else(|| panic!("no row of //anon {range}:\n{by}"));
+    let n: u64 = row.split_whitespace().next().unwrap().parse().unwrap();
+    assert_eq!(n, pages, "{by}");
+    let (perf_n, perf_out) = perf_addrs_in(&data, &range, "//anon");
+    assert_eq!(perf_n, pages, "{perf_out}");
+}

@@ -1494,7 +1494,8 @@ fn every_output_says_what_was_lost_and_truncated_while_recording() {
         &["--by", "mapping"],
         &["--timeline", "1s"],
     ] {
-        let text = report_ok(&[args, &["-i", path]].concat());
+        // The header's lines wrapped at 80 columns, joined again.
+        let text = report_ok(&[args, &["-i", path]].concat()).replace("\n#   ", " ");
         assert!(text.contains(&losses), "{args:?}: {losses}\n{text}");
     }
     // Folded stacks and script output have no header: one note on standard error.

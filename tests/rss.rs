@@ -369,8 +369,9 @@ fn rss_writes_a_recording_that_rss_i_and_mem_report_by_allocation_replay_to_the_
     );
     assert!(err.contains(&format!("wrote `{f}`")), "{err}");
     // The live join's totals: pages faulted into allocations, faults outside them.
-    let head = out
-        .lines()
+    // Wrapped at 80 columns: its lines joined again.
+    let head = unwrapped(&out)
+        .into_iter()
         .find(|l| l.starts_with("Resident memory by allocation stack:"))
         .unwrap();
     let num = |before: &str| -> u64 {

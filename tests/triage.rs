@@ -92,8 +92,8 @@ fn rss_growth_of_the_target_names_it_and_rss_as_next_step() {
     assert!(fx.wait().unwrap().success());
 
     let want = format!("RSS of PID {pid} (grow-nofp) grew ");
-    let found = out
-        .lines()
+    let found = unwrapped(&out)
+        .into_iter()
         .find(|l| l.contains(&want))
         .unwrap_or_else(|| panic!("no RSS growth finding for {pid}:\n{out}"));
     // Which allocation stacks hold the new pages is the first question about growth.
@@ -184,12 +184,15 @@ fn oom_kill_in_a_memory_cgroup_names_the_victim_and_oomkill() {
         "OOM kill of PID {pid} (hog-nofp): memory cgroup {} at its limit",
         cg.path
     );
-    let found = out
-        .lines()
+    let found = unwrapped(&out)
+        .into_iter()
         .find(|l| l.contains(&want))
         .unwrap_or_else(|| panic!("no `{want}` in:\n{out}"));
     assert!(found.ends_with("→ memperf oomkill"), "{found}");
-    let errors = out.lines().find(|l| l.starts_with("errors")).unwrap();
+    let errors = unwrapped(&out)
+        .into_iter()
+        .find(|l| l.starts_with("errors"))
+        .unwrap();
     assert!(errors.contains("in the kernel log"), "{errors}");
     assert!(!errors.contains(" 0 in the kernel log"), "{errors}");
 }

@@ -6,6 +6,18 @@ use crate::session::Processes;
 
 use super::{comm_of, maps_of};
 
+/// The label of a sample whose address lies in no mapping the records describe.
+pub const NO_MAPPING: &str = "[no mapping recorded]";
+
+/// Why `n` samples are filed under [`NO_MAPPING`], for the line under the table.
+pub fn no_mapping_note(n: u64) -> String {
+    format!(
+        "{n} samples under {NO_MAPPING}: their address lies in no mapping the recording's \
+         MMAP records describe (memory mremap moved in a recording without memperf's \
+         mremap events, such as perf's, or mapped while records were lost)"
+    )
+}
+
 /// What `--by` files a sample under.
 pub(super) struct ByLabel {
     pub(super) name: String,
@@ -48,7 +60,7 @@ pub(super) fn label(
     };
     let maps = maps_of(procs);
     let Some((module, start, end)) = maps.mapping_of(pid, addr) else {
-        return plain("[unmapped]".to_string());
+        return plain(NO_MAPPING.to_string());
     };
     let m = maps.module(module);
     let path = String::from_utf8_lossy(&m.path);

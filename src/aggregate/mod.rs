@@ -21,7 +21,7 @@ use crate::session::order::{self, Slack};
 use crate::session::{Handler, Keep, Processes, SampleCtx, Session, SideBand};
 use crate::stacks::{CodeAddr, FrameTable, StackId};
 
-pub use by::ByRow;
+pub use by::{ByRow, NO_MAPPING, no_mapping_note};
 pub use chain::{StackBook, remaps};
 pub use jit::{JitTimes, ToMonotonic};
 use weigh::{BrkTracker, Target};

@@ -147,6 +147,7 @@ pub(crate) fn trace(
         write: write.is_some(),
         events: Some(events),
         keep_processes: true,
+        follow_remaps: false,
         tick: schedule.tick,
         on_signal: OnSignal::ForwardAndStop,
     };
@@ -200,7 +201,7 @@ fn loss_line(lost: u64, corrupt_bytes: u64, malformed: u64) -> Option<String> {
 /// The end-of-run summary on stderr: what was traced, what the table held, what was lost.
 pub(crate) fn summary(sink: &LeakSink, lost: u64, corrupt_bytes: u64) {
     let s = &sink.table.stats;
-    eprintln!(
+    crate::output::wrap::eprint(&format!(
         "memperf: traced {} allocations and {} frees ({} frees of blocks allocated before \
          tracing began); {} outstanding at the end; the table held at most {} entries (about \
          {} KiB now)",
@@ -210,7 +211,7 @@ pub(crate) fn summary(sink: &LeakSink, lost: u64, corrupt_bytes: u64) {
         sink.table.len(),
         s.peak_entries,
         sink.table.memory_bytes() / 1024,
-    );
+    ));
     if sink.results_from_stack > 0 {
         eprintln!(
             "memperf: {} posix_memalign results read from the stack copied at the return",

@@ -434,10 +434,12 @@ pub fn run(place: Place, args: ToolArgs) -> Result<i32> {
     let seen = tool::run(name, &cfg, &wants, &mut tool, out, &banner)?;
     tool::print_seen(name, &seen);
     if tool.unresolved > 0 {
-        eprintln!(
-            "memperf {name}: {} faults at addresses no recorded mapping holds (shown nowhere)",
+        crate::output::wrap::eprint(&format!(
+            "memperf {name}: {} faults at addresses no recorded mapping holds, not shown (memory \
+             mremap moved in a recording without memperf's mremap events, such as perf's, or \
+             mapped while records were lost)",
             tool.unresolved
-        );
+        ));
     }
     if tool.no_addr > 0 {
         eprintln!(

@@ -182,11 +182,16 @@ impl Tool for Mmapsnoop {
             }
             // mremap.
             _ => {
-                // What moved: named where it was.
-                let what = self.name_at(s.procs, pid, a[0]);
+                // What moved: named where it was, or where it is now when it moved (the
+                // session moves the mapping in its table before it hands the exit on).
                 let file = if ret < 0 {
+                    let what = self.name_at(s.procs, pid, a[0]);
                     format!("{what} [failed: {}]", errno_name(ret))
                 } else {
+                    let what = match self.name_at(s.procs, pid, a[0]) {
+                        w if w == "?" => self.name_at(s.procs, pid, ret as u64),
+                        w => w,
+                    };
                     self.forget(pid, a[0], a[1]);
                     self.forget(pid, ret as u64, a[2]);
                     let end = (ret as u64).saturating_add(a[2]);

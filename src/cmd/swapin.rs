@@ -113,10 +113,11 @@ impl Tool for Swapin {
         {
             self.interval(cx, t, procs)?;
         }
-        eprintln!(
-            "memperf swapin: {} swap-in faults; {} major faults in file mappings (page-cache reads, not counted); {} at addresses no recorded mapping holds",
+        crate::output::wrap::eprint(&format!(
+            "memperf swapin: {} swap-in faults; {} major faults in file mappings (page-cache \
+             reads, not counted); {} at addresses no recorded mapping holds",
             self.total, self.file_faults, self.unresolved
-        );
+        ));
         Ok(())
     }
 }

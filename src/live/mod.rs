@@ -9,6 +9,7 @@ pub mod open;
 pub(crate) mod priority;
 pub mod probes;
 pub mod recorder;
+pub mod remap;
 pub mod resize;
 pub mod synth;
 pub mod writer;

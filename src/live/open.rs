@@ -162,7 +162,7 @@ impl Opened {
     }
 }
 
-fn is_fault_event(spec: &EventSpec) -> bool {
+pub(crate) fn is_fault_event(spec: &EventSpec) -> bool {
     use perf_event_open_sys::bindings::{
         PERF_COUNT_SW_PAGE_FAULTS, PERF_COUNT_SW_PAGE_FAULTS_MAJ, PERF_COUNT_SW_PAGE_FAULTS_MIN,
     };

@@ -13,6 +13,7 @@ use super::driver::{self, Driver, Flow, OnSignal, Round, SignalState, StopReason
 use super::keep::KeptBinaries;
 use super::open::{self, Opened, ResolvedEvent};
 use super::priority::{self, Raised};
+use super::remap;
 use super::synth;
 use super::writer::RecordWriter;
 use crate::config::record::{CallGraph, Consume, RecordConfig, Target, UnwindWhen};
@@ -42,6 +43,10 @@ pub(crate) struct Run<'a> {
     /// Keep every process's mappings and thread names in the session (tools that name
     /// frames, files or commands).
     pub keep_processes: bool,
+    /// Follow mremap moves beside fault events (`live::remap`): `record` and the fault
+    /// tools. Not yet the allocation tables (`leak`, `rss`, `heap`), which join faults to
+    /// allocations, not to mappings: their uprobes and mremap's events together are untested.
+    pub follow_remaps: bool,
     /// How often the handler's `round` is told an interval ended.
     pub tick: Option<Duration>,
     pub on_signal: OnSignal,
@@ -126,17 +131,21 @@ pub(crate) fn record<H: Live>(run: Run<'_>, tool: &mut H) -> Result<Recorded> {
     let cfg = run.cfg;
     open::check_period(cfg)?;
     let facts = SystemFacts::read();
-    let (events, tracefs) = match run.events {
+    let (mut events, tracefs) = match run.events {
         Some(e) => e,
         None => open::resolve_events_in(&cfg.events, &cfg.target)?,
     };
+    let remap_note = (cfg.side_band && run.follow_remaps)
+        .then(|| remap::add_events(&mut events, &cfg.target))
+        .flatten();
     driver::check_attach(&cfg.target)?;
     let out_file = run.write.then(|| prepare_output(&cfg.output)).transpose()?;
     let write_failed = format!("failed to write `{}`", cfg.output.display());
     let signals = SignalState::install()?;
     let gated = driver::spawn_gated(cfg.command.as_deref(), cfg.command_stdout)?;
     let child_pid = gated.as_ref().map(|g| g.pid());
-    let opened = open::open_all(cfg, events, tracefs, child_pid, &facts)?;
+    let mut opened = open::open_all(cfg, events, tracefs, child_pid, &facts)?;
+    opened.notes.extend(remap_note);
 
     let online = matches!(cfg.widest_call_graph(), CallGraph::Dwarf { .. })
         && cfg.unwind == UnwindWhen::Online;
@@ -164,7 +173,9 @@ pub(crate) fn record<H: Live>(run: Run<'_>, tool: &mut H) -> Result<Recorded> {
     let mut tee = Tee { writer, tool };
     let keep = Keep {
         unwind: online.then_some(UnwindMode::Dwarf),
-        maps: run.keep_processes.then(ProcessMaps::default),
+        // A move mremap made is told by the mapping that held its old address.
+        maps: (run.keep_processes || opened.events.iter().any(|e| remap::is_added(&e.spec.name)))
+            .then(ProcessMaps::default),
         comms: run.keep_processes,
         dsos: writing,
     };
@@ -188,6 +199,13 @@ pub(crate) fn record<H: Live>(run: Run<'_>, tool: &mut H) -> Result<Recorded> {
     let mut session = Session::new(layouts.ring.clone(), opened.ids.clone(), keep)
         .with_types(types)
         .with_max_stack(max_stack)
+        .with_remaps(
+            &opened
+                .events
+                .iter()
+                .map(|e| e.spec.name.clone())
+                .collect::<Vec<_>>(),
+        )
         .with_exclude_pid(exclude_self.then(std::process::id))
         .with_exclude_until_exec(
             child_pid
@@ -327,7 +345,10 @@ pub(crate) fn record<H: Live>(run: Run<'_>, tool: &mut H) -> Result<Recorded> {
         reason: done.reason,
         exit: done.exit,
         drain: done.drain,
-        names: opened.events.iter().map(|e| e.spec.name.clone()).collect(),
+        names: remap::names_shown(&opened.events)
+            .into_iter()
+            .map(str::to_string)
+            .collect(),
         notes: std::mem::take(&mut opened.notes),
         elapsed,
         lost,
@@ -454,6 +475,10 @@ fn describe_events(opened: &Opened, online: bool) -> Result<(Layouts, Vec<EventD
         let out_attr = open::output_attr(&attr, online);
         layouts.ring.push(ParseInfo::from_attr(&attr));
         layouts.out.push(ParseInfo::from_attr(&out_attr));
+        // The session makes MMAP2 records of what these tell: they stay out of the file.
+        if remap::is_added(&ev.spec.name) {
+            continue;
+        }
         descs.push(EventDesc {
             attr: out_attr,
             name: ev.spec.name.clone(),
@@ -506,7 +531,11 @@ fn build_features(
     let mut f = Features::from_system(cfg.cmdline.clone());
     if let Some(tfs) = &opened.tracefs {
         let mut formats = Vec::new();
-        for ev in &opened.events {
+        for ev in opened
+            .events
+            .iter()
+            .filter(|e| !remap::is_added(&e.spec.name))
+        {
             if let crate::events::EventKind::Tracepoint { system, name } = &ev.spec.kind
                 && let Ok(format) = tfs.format(system, name)
             {

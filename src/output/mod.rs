@@ -12,7 +12,7 @@ pub mod script;
 mod shape;
 mod text;
 mod tree;
-mod wrap;
+pub mod wrap;
 
 pub use file::{check_output_path, create_output_file};
 pub use flame::{Flame, draw_flamegraph, write_flamegraph};
@@ -409,8 +409,9 @@ pub fn write_by(
             .collect();
         rows.sort_by(|a, b| b.1.samples.cmp(&a.1.samples).then_with(|| a.0.cmp(&b.0)));
         let sized = agg.sized.get(i).copied().unwrap_or(false);
-        writeln!(out, "# {name} by {key} ({total} samples) in {}", cfg.input)?;
-        writeln!(out, "# {}", header::losses(&agg.stats))?;
+        let title = format!("{name} by {key} ({total} samples) in {}", cfg.input);
+        wrap::write_comment(out, &title)?;
+        wrap::write_comment(out, &header::losses(&agg.stats))?;
         writeln!(out, "{:>12} {:>8} {:>12}  {key}", "samples", "%", "bytes")?;
         for (label, row) in rows {
             let n = row.samples;
@@ -424,6 +425,9 @@ pub fn write_by(
                 "{n:>12} {:>7.2}% {bytes:>12}  {label}",
                 100.0 * n as f64 / total as f64
             )?;
+            if label == crate::aggregate::NO_MAPPING {
+                wrap::write_comment(out, &crate::aggregate::no_mapping_note(n))?;
+            }
         }
         writeln!(out)?;
     }
@@ -442,13 +446,13 @@ pub fn write_timeline(
     let shown: Vec<usize> = (0..names.len())
         .filter(|&i| agg.stats.kept.get(i).copied().unwrap_or(0) > 0)
         .collect();
-    writeln!(
-        out,
-        "# samples per {:.3} s from the first sample, in {}",
+    let title = format!(
+        "samples per {:.3} s from the first sample, in {}",
         interval as f64 / 1e9,
         cfg.input
-    )?;
-    writeln!(out, "# {}", header::losses(&agg.stats))?;
+    );
+    wrap::write_comment(out, &title)?;
+    wrap::write_comment(out, &header::losses(&agg.stats))?;
     let mut header = format!("{:>10}", "start s");
     for &i in &shown {
         header.push_str(&format!(" {:>24}", names[i]));

@@ -1,16 +1,79 @@
-//! Header lines of text outputs wrapped to a terminal's width: `# ` then the words, the
-//! lines after the first indented (`#   `) so that a reader sees where one line goes on.
+//! Prose lines wrapped to a terminal's width, broken between words: the headers of text
+//! outputs (`# ` then the words, the lines after the first indented `#   ` so that a reader
+//! sees where one line goes on), and the summaries and notes the commands print on standard
+//! error (a line's own indentation, its continuation lines 4 columns further in). Table rows
+//! and stacks are not prose: they are printed as they are.
 
-/// The width text headers are wrapped to.
+use std::io::{self, Write};
+
+/// The width prose lines are wrapped to.
 pub const COLUMNS: usize = 80;
 
 /// `text` as `# `-prefixed lines of at most `width` characters, broken between words. A word
 /// longer than a line (a long path) is broken across lines.
 pub fn comment(text: &str, width: usize) -> Vec<String> {
-    let mut lines = Vec::new();
-    let mut line = String::from("#");
-    let mut len = 1;
-    let room = width.saturating_sub(4).max(8);
+    fill(text, "# ", "#   ", width)
+}
+
+/// `text`, a line of prose, as lines of at most `width` characters: as it is when it fits
+/// (its spacing kept), else broken between words, each continuation indented 4 columns past
+/// the line's own indentation.
+pub fn line(text: &str, width: usize) -> Vec<String> {
+    if text.chars().count() <= width {
+        return vec![text.to_string()];
+    }
+    let body = text.trim_start();
+    let indent = &text[..text.len() - body.len()];
+    fill(body, indent, &format!("{indent}    "), width)
+}
+
+/// `text`, a row whose first `at` columns are a label (kept as they are, spacing and all)
+/// and the rest prose, as lines of at most `width` characters: the prose broken between
+/// words, its continuation lines indented to column `at`.
+pub fn hanging(text: &str, at: usize, width: usize) -> Vec<String> {
+    let cut = text.char_indices().nth(at).map_or(text.len(), |(i, _)| i);
+    if text.chars().count() <= width || cut == text.len() {
+        return vec![text.to_string()];
+    }
+    let (label, prose) = text.split_at(cut);
+    fill(prose.trim_start(), label, &" ".repeat(at), width)
+}
+
+/// Writes `text` as [`hanging`] lines of [`COLUMNS`].
+pub fn write_hanging(out: &mut dyn Write, text: &str, at: usize) -> io::Result<()> {
+    for l in hanging(text, at, COLUMNS) {
+        writeln!(out, "{l}")?;
+    }
+    Ok(())
+}
+
+/// Writes `text` as [`line`]s of [`COLUMNS`].
+pub fn write_line(out: &mut dyn Write, text: &str) -> io::Result<()> {
+    for l in line(text, COLUMNS) {
+        writeln!(out, "{l}")?;
+    }
+    Ok(())
+}
+
+/// Writes `text` as [`comment`] lines of [`COLUMNS`].
+pub fn write_comment(out: &mut dyn Write, text: &str) -> io::Result<()> {
+    for l in comment(text, COLUMNS) {
+        writeln!(out, "{l}")?;
+    }
+    Ok(())
+}
+
+/// Prints `text` on standard error as [`line`]s of [`COLUMNS`].
+pub fn eprint(text: &str) {
+    for l in line(text, COLUMNS) {
+        eprintln!("{l}");
+    }
+}
+
+/// The words of `text` after `first`, a line broken before a word that would pass `width`
+/// and the next begun with `rest`; a word longer than a line is cut in pieces.
+fn fill(text: &str, first: &str, rest: &str, width: usize) -> Vec<String> {
+    let room = width.saturating_sub(rest.chars().count()).max(8);
     let words = text.split(' ').filter(|w| !w.is_empty()).flat_map(|w| {
         let chars: Vec<char> = w.chars().collect();
         chars
@@ -18,16 +81,27 @@ pub fn comment(text: &str, width: usize) -> Vec<String> {
             .map(|c| c.iter().collect::<String>())
             .collect::<Vec<_>>()
     });
+    let mut lines = Vec::new();
+    let mut line = first.to_string();
+    let mut len = first.chars().count();
+    let mut empty = true;
     for word in words {
-        let word = word.as_str();
         let n = word.chars().count();
-        if len > 4 && len + 1 + n > width {
-            lines.push(std::mem::replace(&mut line, String::from("#  ")));
-            len = 3;
+        if !empty && len + 1 + n > width {
+            lines.push(std::mem::replace(&mut line, rest.to_string()));
+            len = rest.chars().count();
+            empty = true;
         }
-        line.push(' ');
-        line.push_str(word);
-        len += 1 + n;
+        if !empty {
+            line.push(' ');
+            len += 1;
+        }
+        line.push_str(&word);
+        len += n;
+        empty = false;
+    }
+    if empty {
+        line.truncate(line.trim_end().len());
     }
     lines.push(line);
     lines
@@ -64,5 +138,41 @@ mod tests {
                 "#   next"
             ]
         );
+        assert_eq!(comment("", 80), ["#"]);
+    }
+
+    #[test]
+    fn a_prose_line_keeps_its_indentation_and_its_continuations_go_further_in() {
+        // One that fits is left as it is, its spacing too (a table's columns).
+        assert_eq!(
+            line("  page-faults     12 samples", 80),
+            ["  page-faults     12 samples"]
+        );
+        let long =
+            "  note: dwarf,auto: `page-faults` copied 8192 bytes, then 1792 from stack 2782 on";
+        let lines = line(long, 40);
+        assert!(lines.iter().all(|l| l.chars().count() <= 40), "{lines:?}");
+        assert!(lines[0].starts_with("  note:"), "{lines:?}");
+        assert!(
+            lines[1..]
+                .iter()
+                .all(|l| l.starts_with("      ") && !l.starts_with("       ")),
+            "{lines:?}"
+        );
+        let words: Vec<&str> = lines.iter().flat_map(|l| l.split_whitespace()).collect();
+        assert_eq!(words.join(" "), long.trim());
+    }
+
+    #[test]
+    fn a_labelled_row_keeps_its_label_and_hangs_its_prose_under_it() {
+        let row = "saturation   PSI        some avg10 0.03, full avg10 0.00; stalled 4 ms (some)";
+        let lines = hanging(row, 24, 50);
+        assert_eq!(lines[0], "saturation   PSI        some avg10 0.03, full");
+        assert!(
+            lines[1..].iter().all(|l| l.starts_with(&" ".repeat(24))),
+            "{lines:?}"
+        );
+        assert!(lines.iter().all(|l| l.chars().count() <= 50), "{lines:?}");
+        assert_eq!(hanging("short  row", 7, 50), ["short  row"]);
     }
 }

@@ -11,6 +11,7 @@ mod delay;
 pub mod order;
 mod processes;
 mod reap;
+mod remaps;
 mod twins;
 mod unwinds;
 
@@ -34,6 +35,7 @@ use crate::unwind::{UnwindMode, UnwindOutcome, Unwinders, UserRegs};
 
 pub use processes::{EXITED_FILES_MAX, Processes, executable};
 pub use reap::Reaper;
+pub use remaps::{ENTER as REMAP_ENTER, EXIT as REMAP_EXIT, RemapStats};
 pub use twins::SampleData;
 pub use unwinds::Unwinds;
 
@@ -255,6 +257,8 @@ pub struct Session {
     followed: Option<rustc_hash::FxHashSet<u32>>,
     /// The sample clock, while recording: times the unwinds of stacks past their copy.
     clock: Option<ClockOffset>,
+    /// The mremap events, when there are (see `remaps`).
+    remaps: Option<remaps::Remaps>,
 }
 
 /// The stack copy each event's unwinds needed: what `--call-graph dwarf,auto` sizes the
@@ -386,6 +390,7 @@ impl Session {
             twin_rounds: 0,
             followed: None,
             clock: None,
+            remaps: None,
         }
     }
 
@@ -449,6 +454,7 @@ impl Session {
         Session::new(infos, file.id_map().clone(), keep)
             .with_types(types)
             .with_recovered_marks(&file.features.recovered_marks)
+            .with_remaps(&file.event_names())
     }
 
     /// Leaves out (and counts) the samples of process `pid`.
@@ -762,6 +768,9 @@ impl Session {
         let generation = self.generation_of(PERF_RECORD_SAMPLE, body);
         if self.twin_rounds > 0 && self.ring.is_some() && self.sample_twin(ev, generation, &sample)
         {
+            return Ok(());
+        }
+        if self.remap(ev, &sample, handler)? {
             return Ok(());
         }
         if let Some(n) = self.stats.samples.get_mut(ev) {

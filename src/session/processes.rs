@@ -5,7 +5,7 @@
 use perf_event_open_sys::bindings as b;
 use rustc_hash::{FxHashMap, FxHashSet};
 
-use crate::maps::ProcessMaps;
+use crate::maps::{MapAttrs, ProcessMaps};
 use crate::records::Record;
 use crate::unwind::{MappingEvent, Unwinders};
 
@@ -173,16 +173,19 @@ impl Processes {
                 pgoff,
                 filename,
                 ..
-            } => self.mmap(MappingEvent {
-                pid,
-                start: addr,
-                len,
-                pgoff,
-                exec: executable(misc, None),
-                path: filename,
-                dev_ino: None,
-                build_id: None,
-            }),
+            } => self.mmap(
+                MappingEvent {
+                    pid,
+                    start: addr,
+                    len,
+                    pgoff,
+                    exec: executable(misc, None),
+                    path: filename,
+                    dev_ino: None,
+                    build_id: None,
+                },
+                MapAttrs::default(),
+            ),
             Record::Mmap2 {
                 pid,
                 addr,
@@ -191,20 +194,32 @@ impl Processes {
                 maj,
                 min,
                 ino,
+                ino_generation,
                 build_id,
                 prot,
+                flags,
                 filename,
                 ..
-            } => self.mmap(MappingEvent {
-                pid,
-                start: addr,
-                len,
-                pgoff,
-                exec: executable(misc, Some(prot)),
-                path: filename,
-                dev_ino: build_id.is_none().then_some((maj, min, ino)),
-                build_id,
-            }),
+            } => self.mmap(
+                MappingEvent {
+                    pid,
+                    start: addr,
+                    len,
+                    pgoff,
+                    exec: executable(misc, Some(prot)),
+                    path: filename,
+                    dev_ino: build_id.is_none().then_some((maj, min, ino)),
+                    build_id,
+                },
+                MapAttrs {
+                    prot,
+                    flags,
+                    maj,
+                    min,
+                    ino,
+                    ino_generation,
+                },
+            ),
             Record::Comm {
                 pid,
                 tid,
@@ -264,7 +279,7 @@ impl Processes {
         }
     }
 
-    fn mmap(&mut self, ev: MappingEvent<'_>) {
+    fn mmap(&mut self, ev: MappingEvent<'_>, attrs: MapAttrs) {
         // The kernel's own mapping ([kernel.kallsyms]_text) has pid -1: kernel frames are
         // named through kallsyms.
         if ev.pid == u32::MAX {
@@ -277,7 +292,13 @@ impl Processes {
             d.exec_maps.insert((ev.pid, ev.path.to_vec()));
         }
         if let Some(m) = &mut self.maps {
-            m.map(ev.pid, ev.start, ev.len, ev.pgoff, ev.path, ev.build_id);
+            m.map_with(
+                ev.pid,
+                (ev.start, ev.len, ev.pgoff),
+                ev.path,
+                ev.build_id,
+                attrs,
+            );
         }
         if let Some(u) = &mut self.unwinders {
             u.handle_mmap(&ev);

@@ -590,6 +590,7 @@ fn live<T: Tool>(
         write: cfg.write.is_some(),
         events: Some((events, tfs.or(tracefs))),
         keep_processes: true,
+        follow_remaps: true,
         tick: None,
         on_signal: OnSignal::ForwardAndStop,
     };

@@ -143,8 +143,18 @@ pub fn run_memperf(args: &[&str]) -> Output {
     memperf().args(args).output().expect("run memperf")
 }
 
+/// memperf's standard error, its wrapped prose lines joined again (see [`unwrapped`]).
 pub fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
+    joined(&String::from_utf8_lossy(&o.stderr))
+}
+
+/// `text` with its wrapped prose lines joined again (see [`unwrapped`]).
+pub fn joined(text: &str) -> String {
+    let mut s = unwrapped(text).join("\n");
+    if text.ends_with('\n') {
+        s.push('\n');
+    }
+    s
 }
 
 /// One recording at a time per test binary: on a 2-CPU machine, parallel tests that each
@@ -492,4 +502,29 @@ pub fn release_held(mut work: Child) {
 pub fn mkfifo(path: &Path) {
     let status = Command::new("mkfifo").arg(path).status().unwrap();
     assert!(status.success(), "mkfifo {}", path.display());
+}
+
+/// The lines of `text` with each prose line that memperf wrapped to 80 columns joined again
+/// (`output::wrap`): a line indented 4 columns past the first line of its block (a
+/// summary's sub-items go 2 further in), or hanging under a row's label (12 columns or more
+/// in), goes on the line before it, one space between.
+pub fn unwrapped(text: &str) -> Vec<String> {
+    let indent = |l: &str| l.len() - l.trim_start().len();
+    let mut out: Vec<String> = Vec::new();
+    let mut block = 0;
+    for l in text.lines() {
+        let i = indent(l);
+        let goes_on = i == block + 4 || (i >= 12 && i > block);
+        match out.last_mut() {
+            Some(last) if goes_on && !l.trim().is_empty() => {
+                last.push(' ');
+                last.push_str(l.trim_start());
+            }
+            _ => {
+                block = i;
+                out.push(l.to_string());
+            }
+        }
+    }
+    out
 }

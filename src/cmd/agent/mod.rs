@@ -68,6 +68,7 @@ pub fn run(cfg: AgentConfig) -> Result<i32> {
         write: false,
         events: Some((events, tracefs)),
         keep_processes: true,
+        follow_remaps: false,
         tick: Some(cfg.interval),
         on_signal: if cfg.record.command.is_some() {
             OnSignal::Forward

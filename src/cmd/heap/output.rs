@@ -15,10 +15,13 @@ use crate::allocs::table::{AllocStack, Space};
 use crate::cli::heap::{HeapConfig, HeapMetric};
 use crate::config::report::{Input, ReportConfig, ReportOutput};
 use crate::maps::ProcessMaps;
-use crate::output::{self, Resolved, human_bytes};
+use crate::output::{self, Resolved, human_bytes, wrap};
 use crate::session::Processes;
 
 use super::retained::Retained;
+
+/// The width of the summary's labels (`  temporary  `): a long line goes on under its text.
+const LABEL: usize = 13;
 
 /// The aggregate's events: each a count column and a bytes column.
 const ALLOC: usize = 0;
@@ -155,25 +158,25 @@ pub(super) fn write_text(
         h.leaked_bytes(),
         h.leaked_allocs()
     )?;
-    writeln!(
-        w,
+    let temporary = format!(
         "  temporary  {} of {} allocations ({:.1}%) freed with no other allocator call \
-         between (heaptrack);\n             {} freed with at most {} other allocations of \
-         their thread between (memray)",
+         between (heaptrack); {} freed with at most {} other allocations of their thread \
+         between (memray)",
         h.temporary,
         h.allocs,
         percent(h.temporary, h.allocs),
         h.temporary_within,
         cfg.temporary_threshold,
-    )?;
+    );
+    wrap::write_hanging(w, &temporary, LABEL)?;
     write_retained(w, s.retained, t0)?;
     if s.lost > 0 || s.dropped > 0 {
-        writeln!(
-            w,
+        let incomplete = format!(
             "  INCOMPLETE {} events lost, {} allocations not kept (--max-entries): the figures \
              above may be over- or understated",
             s.lost, s.dropped
-        )?;
+        );
+        wrap::write_hanging(w, &incomplete, LABEL)?;
     }
     let tables: [(&str, HeapMetric); 4] = [
         ("PEAK CONSUMERS (live bytes at the peak)", HeapMetric::Peak),
@@ -209,11 +212,10 @@ fn write_retained(w: &mut dyn Write, r: Option<Retained>, t0: u64) -> Result<()>
         return Ok(());
     };
     let bytes = |p: u64| human_bytes(p * r.page_size);
-    writeln!(
-        w,
+    let retained = format!(
         "  retained   of the heap's {} resident pages ({}) at {:.3} s, {} ({}) hold live \
-         allocations and {} ({}, {:.1}%) hold none:\n             free memory the allocator \
-         keeps (malloc_trim would return most of it), not a leak",
+         allocations and {} ({}, {:.1}%) hold none: free memory the allocator keeps \
+         (malloc_trim would return most of it), not a leak",
         r.resident_pages,
         bytes(r.resident_pages),
         r.time.saturating_sub(t0) as f64 / 1e9,
@@ -222,7 +224,8 @@ fn write_retained(w: &mut dyn Write, r: Option<Retained>, t0: u64) -> Result<()>
         r.retained_pages,
         bytes(r.retained_pages),
         percent(r.retained_pages, r.resident_pages),
-    )?;
+    );
+    wrap::write_hanging(w, &retained, LABEL)?;
     Ok(())
 }
 

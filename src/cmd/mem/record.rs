@@ -108,7 +108,7 @@ impl Live for Announce {
         child: Option<i32>,
         _: Option<crate::perfdata::ClockData>,
     ) -> Result<()> {
-        let names: Vec<&str> = opened.events.iter().map(|e| e.spec.name.as_str()).collect();
+        let names = crate::live::remap::names_shown(&opened.events);
         let whose = child.map_or(String::new(), |c| format!(" of pid {c}"));
         eprintln!(
             "memperf: recording {}{whose} into `{}`",
@@ -157,6 +157,7 @@ pub fn record(cfg: MemRecordConfig) -> Result<i32> {
         write: true,
         events: Some((events, tracefs)),
         keep_processes: false,
+        follow_remaps: false,
         tick: None,
         on_signal: OnSignal::Forward,
     };

@@ -45,6 +45,7 @@ pub fn run(cfg: RecordConfig) -> Result<i32> {
         write: true,
         events: None,
         keep_processes: false,
+        follow_remaps: true,
         tick: None,
         on_signal: OnSignal::Forward,
     };

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use crate::config::record::{CallGraph, RecordConfig, Target};
-use crate::session::{ReadDelay, Session};
+use crate::session::{ReadDelay, RemapStats, Session};
 use crate::unwind::UnwindStats;
 
 use crate::live::drain::{self, DrainStats};
@@ -11,18 +11,18 @@ use crate::live::open::Opened;
 
 /// Printed once events are live; tests and scripts wait for it.
 pub fn print_start(cfg: &RecordConfig, opened: &Opened, child: Option<i32>) {
-    let names: Vec<&str> = opened.events.iter().map(|e| e.spec.name.as_str()).collect();
+    let names = crate::live::remap::names_shown(&opened.events);
     let what = match &cfg.target {
         Target::SystemWide => format!("all processes on {} CPU(s)", cfg.cpus.len()),
         Target::Pids(p) => format!("pid {}", join(p)),
         Target::Tids(t) => format!("tid {}", join(t)),
         Target::Command => format!("command pid {}", child.unwrap_or(0)),
     };
-    eprintln!(
+    crate::output::wrap::eprint(&format!(
         "memperf: recording {} on {what} into {} (Ctrl-C to stop)",
         names.join(","),
         cfg.output.display()
-    );
+    ));
 }
 
 fn join(ids: &[u32]) -> String {
@@ -143,6 +143,17 @@ pub fn summary_lines(info: &EndInfo<'_>) -> Vec<String> {
     for note in info.notes {
         lines.push(format!("  note: {note}"));
     }
+    let remaps: Option<RemapStats> = info.session.remap_stats();
+    if let Some(r) = remaps
+        && r.applied + r.failed + r.unfollowed > 0
+    {
+        lines.push(format!(
+            "  mremap: {} moves written as MMAP2 records of the mappings at their new place ({} \
+             calls failed, {} not followed: enter or exit unseen, or no mapping known at the \
+             old address)",
+            r.applied, r.failed, r.unfollowed
+        ));
+    }
     if st.lost > 0 || st.lost_samples > 0 {
         let pages = info.pages.map_or_else(String::new, |p| {
             let mib = (p * crate::sys::page_size()) as f64 / (1 << 20) as f64;
@@ -166,7 +177,7 @@ pub fn summary_lines(info: &EndInfo<'_>) -> Vec<String> {
 /// Prints the summary on stderr.
 pub fn print_end(info: &EndInfo<'_>) {
     for line in summary_lines(info) {
-        eprintln!("{line}");
+        crate::output::wrap::eprint(&line);
     }
 }
 

@@ -31,7 +31,9 @@ pub fn run(cfg: RssConfig) -> Result<i32> {
             Some(d) => format!("for {} s", d.as_secs()),
             None => "until it exits".to_string(),
         };
-        eprintln!("Tracing allocations and page faults of pid {pid} {until}, Ctrl+C to end early.");
+        crate::output::wrap::eprint(&format!(
+            "Tracing allocations and page faults of pid {pid} {until}, Ctrl+C to end early."
+        ));
         Ok(())
     };
     let mut on_tick = |_: &Session, _: &LeakSink, _: u64| Ok(Flow::Continue);
@@ -98,7 +100,7 @@ pub fn run(cfg: RssConfig) -> Result<i32> {
 /// What the join counted, on stderr: how complete the attribution is.
 fn summary(r: &crate::allocs::resident::Resident, sink: &LeakSink) {
     let s = &r.stats;
-    eprintln!(
+    crate::output::wrap::eprint(&format!(
         "memperf: {} page faults: {} new pages of live allocations, {} repeated on a page \
          already counted, {} outside every allocation ({} in no known mapping), {} without an \
          address; the join held at most {} live allocations ({} at the end, about {} KiB)",
@@ -111,7 +113,7 @@ fn summary(r: &crate::allocs::resident::Resident, sink: &LeakSink) {
         s.peak_live,
         r.live_len(),
         r.memory_bytes() / 1024,
-    );
+    ));
     if sink.table.stats.dropped_full > 0 {
         eprintln!(
             "memperf: {} allocations were not tracked (--max-entries): their faults were \

@@ -158,15 +158,15 @@ pub(super) fn write_text(
 ) -> Result<()> {
     let s = &r.stats;
     let kib = |pages: u64| pages * b.page_size / 1024;
-    writeln!(
-        w,
+    let title = format!(
         "Resident memory by allocation stack: {} page faults, {} pages ({} KiB) faulted into \
          allocations, {} faults outside them",
         s.faults,
         s.in_allocs,
         kib(s.in_allocs),
         s.in_mappings
-    )?;
+    );
+    crate::output::wrap::write_line(w, &title)?;
     let mut ids: Vec<FrameId> = Vec::new();
     let many = b.comms.len() > 1;
     for row in b.rows.iter().take(cfg.top) {

@@ -394,6 +394,7 @@ fn run_once(cfg: &StatConfig, layout: &Layout, out: &mut Box<dyn Write>) -> Resu
         write: false,
         events: Some((sampled, tracefs)),
         keep_processes: false,
+        follow_remaps: false,
         tick: cfg.interval,
         on_signal: OnSignal::Forward,
     };

@@ -8,6 +8,7 @@ use serde_json::{Value, json};
 
 use super::Report;
 use super::findings::RSS_GROWTH_MIN;
+use crate::output::wrap;
 use crate::procfs::CgroupVersion;
 
 /// Bytes as KiB, MiB or GiB, signed.
@@ -163,6 +164,17 @@ fn signed(n: i64) -> String {
     }
 }
 
+/// A finding and the command to run next: on one line when it fits, else the finding
+/// wrapped and the command whole on a line of its own (it is copied as it is).
+fn write_finding(out: &mut dyn Write, text: &str, next: &str) -> io::Result<()> {
+    let line = format!("  {text} → {next}");
+    if line.chars().count() <= wrap::COLUMNS {
+        return writeln!(out, "{line}");
+    }
+    wrap::write_line(out, &format!("  {text}"))?;
+    writeln!(out, "      → {next}")
+}
+
 /// The text report.
 pub(super) fn text(r: &Report) -> io::Result<()> {
     let mut out = io::BufWriter::new(io::stdout().lock());
@@ -175,7 +187,7 @@ pub(super) fn text(r: &Report) -> io::Result<()> {
     writeln!(out)?;
     writeln!(out, "{:<12} {:<10} VALUE", "USE", "RESOURCE")?;
     for (kind, res, value) in use_rows(r) {
-        writeln!(out, "{kind:<12} {res:<10} {value}")?;
+        wrap::write_hanging(&mut out, &format!("{kind:<12} {res:<10} {value}"), 24)?;
     }
     writeln!(out)?;
     let title = if r.pid.is_some() {
@@ -223,8 +235,7 @@ pub(super) fn text(r: &Report) -> io::Result<()> {
             let usage = cg.usage.map_or("?".to_string(), |u| bytes(u as i64));
             let deltas: Vec<String> = c.deltas.iter().map(|(k, d)| format!("{k} +{d}")).collect();
             let target = if c.target { " [target]" } else { "" };
-            writeln!(
-                out,
+            let line = format!(
                 "  {} ({}){target}: usage {usage}, {limit}; {}",
                 cg.path,
                 version(cg.version),
@@ -233,29 +244,30 @@ pub(super) fn text(r: &Report) -> io::Result<()> {
                 } else {
                     deltas.join(", ")
                 }
-            )?;
+            );
+            wrap::write_line(&mut out, &line)?;
         }
     }
     writeln!(out)?;
     if r.findings.is_empty() {
-        writeln!(
-            out,
+        let line = format!(
             "No memory problem found in {} s: nothing reclaimed, swapped or OOM-killed, no memory \
              cgroup at its limit, no pressure stalls, no process grew by {} or more.",
             secs(r.elapsed),
             bytes(RSS_GROWTH_MIN)
-        )?;
+        );
+        wrap::write_line(&mut out, &line)?;
     } else {
         writeln!(out, "FINDINGS")?;
         for f in &r.findings {
-            writeln!(out, "  {} → {}", f.text, f.next)?;
+            write_finding(&mut out, &f.text, &f.next)?;
         }
     }
     if !r.notes.is_empty() {
         writeln!(out)?;
         writeln!(out, "NOTES")?;
         for n in &r.notes {
-            writeln!(out, "  {n}")?;
+            wrap::write_line(&mut out, &format!("  {n}"))?;
         }
     }
     out.flush()
