@@ -399,6 +399,21 @@ impl HeapTracker {
         &self.timeline
     }
 
+    /// Every stack's figures as they stand now, with what it had at the peak brought up to
+    /// date in the copy (for a report while tracing goes on).
+    pub fn stacks_now(&self) -> impl Iterator<Item = (Space, AllocStack, StackHeap)> + '_ {
+        let peaks = self.peaks;
+        self.stacks.iter().map(move |(&(sp, st), h)| {
+            let mut h = *h;
+            if h.seen < peaks {
+                h.peak_allocs = h.live_allocs;
+                h.peak_bytes = h.live_bytes;
+                h.seen = peaks;
+            }
+            (sp, st, h)
+        })
+    }
+
     /// Every stack's figures, with what it had at the peak brought up to date.
     pub fn stacks(&mut self) -> impl Iterator<Item = (Space, AllocStack, &StackHeap)> {
         let peaks = self.peaks;
@@ -443,6 +458,19 @@ mod tests {
         assert_eq!((a.peak_allocs, a.peak_bytes, a.live_bytes), (3, 300, 500));
         assert_eq!((b.peak_allocs, b.peak_bytes, b.live_bytes), (2, 2000, 0));
         assert_eq!(t.live_bytes, 500);
+    }
+
+    #[test]
+    fn the_figures_now_are_the_figures_a_final_report_would_give() {
+        let mut t = HeapTracker::new(1);
+        t.alloc((1, 1), 7, 10, A, 1);
+        t.alloc((1, 2), 7, 20, B, 2);
+        t.free((1, 2), 7, 20, B, 3);
+        t.alloc((1, 3), 7, 5, A, 4);
+        let now: Vec<_> = t.stacks_now().map(|(_, s, h)| (s, h)).collect();
+        let a = now.iter().find(|(s, _)| *s == A).unwrap().1;
+        assert_eq!((a.peak_bytes, a.live_bytes), (10, 15));
+        assert_eq!(a, of(&mut t, A));
     }
 
     #[test]
