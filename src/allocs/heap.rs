@@ -63,11 +63,26 @@ impl StackHeap {
     }
 }
 
-/// One point of the timeline: live heap bytes after the events up to `time`.
+/// One step of the timeline: the highest live heap bytes of the step (`live`, reached at
+/// `time`) and what was live after its last event (`last`, at `last_time`), so that a drop
+/// within the step is drawn too.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Point {
     pub time: u64,
     pub live: u64,
+    pub last_time: u64,
+    pub last: u64,
+}
+
+impl Point {
+    fn at(time: u64, live: u64) -> Point {
+        Point {
+            time,
+            live,
+            last_time: time,
+            last: live,
+        }
+    }
 }
 
 /// The most timeline points kept; past it, neighbours are merged (keeping each pair's
@@ -314,7 +329,10 @@ impl HeapTracker {
         }
         self.last_alloc.remove(&space);
         self.pieces.retain(|&(s, _, _), _| s != space);
-        if time != 0 {
+        // An exit is stamped with the last allocator call's time, not its own: a point
+        // there would draw the process's leak as gone from that call on, though it held it
+        // until it exited. The running sum drops now; the timeline shows it at the next call.
+        if time != 0 && !leaked {
             self.note(time);
         }
     }
@@ -361,18 +379,16 @@ impl HeapTracker {
         let slot = time.saturating_sub(first) / self.step;
         match self.timeline.last_mut() {
             Some(p) if p.time.saturating_sub(first) / self.step == slot => {
-                // The slot keeps its highest point, at the time it was reached.
+                // The slot keeps its highest point, at the time it was reached, and its
+                // last.
                 if self.live_bytes > p.live {
-                    *p = Point {
-                        time,
-                        live: self.live_bytes,
-                    };
+                    p.time = time;
+                    p.live = self.live_bytes;
                 }
+                p.last_time = time;
+                p.last = self.live_bytes;
             }
-            _ => self.timeline.push(Point {
-                time,
-                live: self.live_bytes,
-            }),
+            _ => self.timeline.push(Point::at(time, self.live_bytes)),
         }
         if self.timeline.len() > MAX_POINTS {
             self.merge_points();
@@ -386,17 +402,37 @@ impl HeapTracker {
             .timeline
             .chunks(2)
             .filter_map(|c| {
-                c.iter()
-                    .copied()
-                    .reduce(|a, b| if b.live > a.live { b } else { a })
+                c.iter().copied().reduce(|a, b| {
+                    let top = if b.live > a.live { b } else { a };
+                    Point {
+                        last_time: b.last_time,
+                        last: b.last,
+                        ..top
+                    }
+                })
             })
             .collect();
         self.timeline = merged;
     }
 
-    /// The live bytes over time (the highest point of each step), oldest first.
+    /// The live bytes over time (the highest point of each step, and its last), oldest
+    /// first.
+    #[cfg(test)]
     pub fn timeline(&self) -> &[Point] {
         &self.timeline
+    }
+
+    /// The timeline as (time, live bytes) changes, oldest first: each step's highest point,
+    /// then its last where that differs. Between two changes the value holds (a step plot).
+    pub fn changes(&self) -> Vec<(u64, u64)> {
+        let mut out = Vec::with_capacity(self.timeline.len() * 2);
+        for p in &self.timeline {
+            out.push((p.time, p.live));
+            if p.last_time > p.time && p.last != p.live {
+                out.push((p.last_time, p.last));
+            }
+        }
+        out
     }
 
     /// Every stack's figures as they stand now, with what it had at the peak brought up to
@@ -539,6 +575,22 @@ mod tests {
     }
 
     #[test]
+    fn a_drop_within_a_step_is_kept_as_the_steps_last_value() {
+        // 1 ms steps: 100 live, then within one step up to 300 and down to 50.
+        let mut t = HeapTracker::new(1);
+        let ms = 1_000_000;
+        t.alloc((1, 1), 7, 100, A, 0);
+        t.alloc((1, 2), 7, 200, A, 5 * ms);
+        t.free((1, 2), 7, 200, A, 5 * ms + 10);
+        t.free((1, 1), 7, 100, A, 5 * ms + 20);
+        t.alloc((1, 3), 7, 50, A, 5 * ms + 30);
+        assert_eq!(
+            t.changes(),
+            vec![(0, 100), (5 * ms, 300), (5 * ms + 30, 50)]
+        );
+    }
+
+    #[test]
     fn sizes_fall_in_power_of_two_buckets() {
         assert_eq!(bucket(0), 0);
         assert_eq!(bucket(1), 1);
@@ -566,6 +618,8 @@ mod tests {
             }
         }
         assert!(t.timeline().len() <= MAX_POINTS);
+        // Every step ends at what was live after its last event: the 10 B of block 1234.
+        assert_eq!(t.changes().last().map(|c| c.1), Some(10));
         let top = t.timeline().iter().max_by_key(|p| p.live).unwrap();
         assert_eq!(top.live, t.peak_bytes);
         assert_eq!(top.time, t.peak_time);
