@@ -89,6 +89,13 @@ impl Point {
 /// higher point, so the peak is never smoothed away).
 const MAX_POINTS: usize = 20_000;
 
+/// One thread's window of recent allocations.
+#[derive(Debug, Default)]
+struct Window {
+    next: u64,
+    slots: std::collections::BTreeMap<u64, Option<Block>>,
+}
+
 /// A block's owner, for the per-thread temporary window.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 struct Block {
@@ -117,8 +124,14 @@ pub struct HeapTracker {
     /// The mappings cut into more than one piece (by a munmap inside them), by process,
     /// mapping time and stack: how many pieces are left. The last piece's unmap is the free.
     pieces: FxHashMap<(Space, u64, AllocStack), u64>,
-    /// Per thread, its last `within + 1` allocations, oldest first.
-    recent: FxHashMap<u32, std::collections::VecDeque<Block>>,
+    /// Per thread, its last `within + 1` allocations not freed by it since, by sequence
+    /// number (memray's window); `None` for one another thread freed, which still takes
+    /// its place.
+    recent: FxHashMap<u32, Window>,
+    /// Where each block in a window is (thread, sequence number): a free finds its own
+    /// allocation at once, whatever the threshold (a scan of the window made a threshold of
+    /// millions quadratic).
+    in_window: FxHashMap<Block, (u32, u64)>,
     pub histogram: [(u64, u64); BUCKETS],
     pub allocs: u64,
     pub alloc_bytes: u64,
@@ -149,6 +162,7 @@ impl HeapTracker {
             last_alloc: FxHashMap::default(),
             pieces: FxHashMap::default(),
             recent: FxHashMap::default(),
+            in_window: FxHashMap::default(),
             histogram: [(0, 0); BUCKETS],
             allocs: 0,
             alloc_bytes: 0,
@@ -195,11 +209,7 @@ impl HeapTracker {
         h.0 += 1;
         h.1 = h.1.saturating_add(size);
         self.last_alloc.insert(b.0, (stack, size));
-        let recent = self.recent.entry(tid).or_default();
-        recent.push_back(block);
-        if recent.len() > self.within.saturating_add(1) {
-            recent.pop_front();
-        }
+        self.window_alloc(tid, block);
         if self.live_bytes > self.peak_bytes {
             self.peak_bytes = self.live_bytes;
             self.peak_time = time;
@@ -215,11 +225,7 @@ impl HeapTracker {
             addr: b.1,
         };
         let temporary = self.last_alloc.remove(&b.0) == Some((stack, size));
-        let within = self
-            .recent
-            .get_mut(&tid)
-            .and_then(|r| r.iter().position(|x| *x == block).map(|i| r.remove(i)))
-            .is_some();
+        let within = self.window_free(tid, block);
         let s = self.stack(b.0, stack);
         s.frees += 1;
         s.live_allocs = s.live_allocs.saturating_sub(1);
@@ -369,7 +375,50 @@ impl HeapTracker {
 
     /// A thread exited: its window of recent allocations goes with it.
     pub fn thread_exit(&mut self, tid: u32) {
-        self.recent.remove(&tid);
+        if let Some(w) = self.recent.remove(&tid) {
+            for b in w.slots.values().flatten() {
+                self.in_window.remove(b);
+            }
+        }
+    }
+
+    /// `block` joins its thread's window; past `within + 1`, the oldest leaves it.
+    fn window_alloc(&mut self, tid: u32, block: Block) {
+        let w = self.recent.entry(tid).or_default();
+        let seq = w.next;
+        w.next += 1;
+        w.slots.insert(seq, Some(block));
+        if w.slots.len() > self.within.saturating_add(1)
+            && let Some((_, Some(old))) = w.slots.pop_first()
+        {
+            self.in_window.remove(&old);
+        }
+        // The address was still in a window (its free was lost): that place is stale.
+        if let Some((t, s)) = self.in_window.insert(block, (tid, seq))
+            && let Some(slot) = self.recent.get_mut(&t).and_then(|w| w.slots.get_mut(&s))
+        {
+            *slot = None;
+        }
+    }
+
+    /// `block` was freed by `tid`: whether it was in that thread's window (memray's
+    /// temporary). Freed by another thread, it leaves no block in its own thread's window
+    /// but keeps its place there.
+    fn window_free(&mut self, tid: u32, block: Block) -> bool {
+        let Some((t, seq)) = self.in_window.remove(&block) else {
+            return false;
+        };
+        let Some(w) = self.recent.get_mut(&t) else {
+            return false;
+        };
+        if t == tid {
+            w.slots.remove(&seq).is_some()
+        } else {
+            if let Some(slot) = w.slots.get_mut(&seq) {
+                *slot = None;
+            }
+            false
+        }
     }
 
     /// Keeps the timeline: one point per step of sample time, the highest of the step.
@@ -588,6 +637,34 @@ mod tests {
             t.changes(),
             vec![(0, 100), (5 * ms, 300), (5 * ms + 30, 50)]
         );
+    }
+
+    #[test]
+    fn the_window_under_a_huge_threshold_finds_each_free_at_once() {
+        // 200000 live blocks of one thread freed newest first under an unbounded window:
+        // each free is found in its window (memray: all temporary) without a scan of it
+        // (which made this 2e10 comparisons).
+        let mut t = HeapTracker::new(usize::MAX);
+        let n = 200_000u64;
+        for i in 0..n {
+            t.alloc((1, i), 7, 8, A, i);
+        }
+        for i in (0..n).rev() {
+            t.free((1, i), 7, 8, A, n + i);
+        }
+        assert_eq!(t.temporary_within, n);
+        assert!(t.in_window.is_empty() && t.recent[&7].slots.is_empty());
+        // Threshold 1, another thread's free keeps its place: a; b freed by 9; c; free(a)
+        // by 7: b and c came between, both still in 7's window, a left it.
+        let mut t = HeapTracker::new(1);
+        t.alloc((1, 1), 7, 8, A, 1);
+        t.alloc((1, 2), 7, 8, A, 2);
+        t.free((1, 2), 9, 8, A, 3);
+        t.alloc((1, 3), 7, 8, A, 4);
+        t.free((1, 1), 7, 8, A, 5);
+        assert_eq!(t.temporary_within, 0);
+        t.thread_exit(7);
+        assert!(t.in_window.is_empty());
     }
 
     #[test]
