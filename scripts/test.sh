@@ -20,6 +20,9 @@ dpkg -s libc6-dbg >/dev/null 2>&1 || need+=(libc6-dbg)
 echo '#include <sys/sdt.h>' | cc -E - >/dev/null 2>&1 || need+=(systemtap-sdt-dev)
 # heaptrack, the anchor memperf heap's figures are checked against (tests/heap.rs).
 command -v heaptrack_print >/dev/null 2>&1 || need+=(heaptrack)
+# chromium, to render memperf heap's timeline SVG headless and read its pixels
+# (tests/heap_timeline.rs).
+command -v chromium >/dev/null 2>&1 || need+=(chromium)
 if [ ${#need[@]} -gt 0 ]; then
     if [ "$(id -u)" = 0 ]; then
         echo "test.sh: installing ${need[*]}"

@@ -301,3 +301,107 @@ fn a_process_that_exited_holds_nothing_at_a_later_peak() {
         "{out}"
     );
 }
+
+/// The states `fixtures/heapsteps.c` passes through, call by call: (peak, live bytes, live
+/// blocks) after each of its allocator calls, in order (its header's table).
+fn heapsteps_states() -> Vec<(u64, u64, u64)> {
+    let calls = std::iter::repeat_n(100_000i64, 10)
+        .chain(std::iter::repeat_n(100_000, 30))
+        .chain(std::iter::repeat_n(-100_000, 30))
+        .chain(std::iter::repeat_n(-100_000, 5));
+    let (mut peak, mut live, mut blocks) = (0u64, 0u64, 0u64);
+    let mut states = vec![(0, 0, 0)];
+    for c in calls {
+        live = live.checked_add_signed(c).unwrap();
+        blocks = if c > 0 { blocks + 1 } else { blocks - 1 };
+        peak = peak.max(live);
+        states.push((peak, live, blocks));
+    }
+    states
+}
+
+/// A report's (peak, live bytes, live blocks): its `peak` and `leaked` lines.
+fn report_state(report: &str) -> (u64, u64, u64) {
+    let leaked = summary_line(report, "leaked");
+    let blocks = leaked
+        .split(" in ")
+        .nth(1)
+        .and_then(|r| r.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no block count in {leaked}"));
+    (
+        bytes_of(summary_line(report, "peak")),
+        bytes_of(leaked),
+        blocks,
+    )
+}
+
+#[test]
+fn interval_reports_follow_the_programs_own_state() {
+    // Three phases held 1.5 s each, reports every 0.3 s: every report is a state the fixture
+    // passed through (never one it did not), later reports never go back, and each phase's
+    // state, which the fixture prints from its own sums, is reported while it holds.
+    if !require_perf("heap interval reports") {
+        return;
+    }
+    let program = fixture("heapsteps", Variant::NoFp);
+    let _turn = recording_turn();
+    let o = memperf()
+        .args(["heap", "--interval", "0.3", "-m", "1024", "--"])
+        .arg(&program)
+        .arg("1500")
+        .output()
+        .unwrap();
+    let (out, err) = (String::from_utf8_lossy(&o.stdout), stderr(&o));
+    assert!(o.status.success(), "memperf heap: {err}");
+    let mut reports: Vec<&str> = out.split("\n[").collect();
+    let last = reports.pop().unwrap();
+    assert!(last.contains("] Heap at the end:"), "{out}");
+    assert!(
+        reports.len() >= 6,
+        "{} interval reports:\n{out}",
+        reports.len()
+    );
+    let states = heapsteps_states();
+    let mut at = 0;
+    let mut seen = Vec::new();
+    for r in &reports {
+        assert!(r.contains("] Heap so far:"), "{r}");
+        let s = report_state(r);
+        let i = states[at..]
+            .iter()
+            .position(|x| *x == s)
+            .unwrap_or_else(|| {
+                panic!(
+                    "{s:?} is no state the fixture had since {:?}:\n{out}",
+                    states[at]
+                )
+            });
+        at += i;
+        seen.push(s);
+    }
+    for phase in err.lines().filter_map(|l| l.strip_prefix("phase ")) {
+        let n: Vec<u64> = phase.split(' ').filter_map(|w| w.parse().ok()).collect();
+        assert!(
+            seen.contains(&(n[0], n[1], n[2])),
+            "phase {phase} in no report:\n{out}"
+        );
+    }
+    assert_eq!(
+        err.lines().filter(|l| l.starts_with("phase ")).count(),
+        3,
+        "{err}"
+    );
+    assert_eq!(report_state(last), (4_000_000, 500_000, 5), "{last}");
+    // COUNT ends the run after that many reports, the last of them the final one (leak's).
+    let o = memperf()
+        .args(["heap", "-m", "1024", "0.3", "2", "--"])
+        .arg(&program)
+        .arg("1500")
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "memperf heap: {}", stderr(&o));
+    assert_eq!(out.matches("] Heap so far:").count(), 2, "{out}");
+    assert!(!out.contains("Heap at the end"), "{out}");
+}

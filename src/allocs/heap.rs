@@ -63,16 +63,38 @@ impl StackHeap {
     }
 }
 
-/// One point of the timeline: live heap bytes after the events up to `time`.
+/// One step of the timeline: the highest live heap bytes of the step (`live`, reached at
+/// `time`) and what was live after its last event (`last`, at `last_time`), so that a drop
+/// within the step is drawn too.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Point {
     pub time: u64,
     pub live: u64,
+    pub last_time: u64,
+    pub last: u64,
+}
+
+impl Point {
+    fn at(time: u64, live: u64) -> Point {
+        Point {
+            time,
+            live,
+            last_time: time,
+            last: live,
+        }
+    }
 }
 
 /// The most timeline points kept; past it, neighbours are merged (keeping each pair's
 /// higher point, so the peak is never smoothed away).
 const MAX_POINTS: usize = 20_000;
+
+/// One thread's window of recent allocations.
+#[derive(Debug, Default)]
+struct Window {
+    next: u64,
+    slots: std::collections::BTreeMap<u64, Option<Block>>,
+}
 
 /// A block's owner, for the per-thread temporary window.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -102,8 +124,14 @@ pub struct HeapTracker {
     /// The mappings cut into more than one piece (by a munmap inside them), by process,
     /// mapping time and stack: how many pieces are left. The last piece's unmap is the free.
     pieces: FxHashMap<(Space, u64, AllocStack), u64>,
-    /// Per thread, its last `within + 1` allocations, oldest first.
-    recent: FxHashMap<u32, std::collections::VecDeque<Block>>,
+    /// Per thread, its last `within + 1` allocations not freed by it since, by sequence
+    /// number (memray's window); `None` for one another thread freed, which still takes
+    /// its place.
+    recent: FxHashMap<u32, Window>,
+    /// Where each block in a window is (thread, sequence number): a free finds its own
+    /// allocation at once, whatever the threshold (a scan of the window made a threshold of
+    /// millions quadratic).
+    in_window: FxHashMap<Block, (u32, u64)>,
     pub histogram: [(u64, u64); BUCKETS],
     pub allocs: u64,
     pub alloc_bytes: u64,
@@ -134,6 +162,7 @@ impl HeapTracker {
             last_alloc: FxHashMap::default(),
             pieces: FxHashMap::default(),
             recent: FxHashMap::default(),
+            in_window: FxHashMap::default(),
             histogram: [(0, 0); BUCKETS],
             allocs: 0,
             alloc_bytes: 0,
@@ -180,11 +209,7 @@ impl HeapTracker {
         h.0 += 1;
         h.1 = h.1.saturating_add(size);
         self.last_alloc.insert(b.0, (stack, size));
-        let recent = self.recent.entry(tid).or_default();
-        recent.push_back(block);
-        if recent.len() > self.within.saturating_add(1) {
-            recent.pop_front();
-        }
+        self.window_alloc(tid, block);
         if self.live_bytes > self.peak_bytes {
             self.peak_bytes = self.live_bytes;
             self.peak_time = time;
@@ -200,11 +225,7 @@ impl HeapTracker {
             addr: b.1,
         };
         let temporary = self.last_alloc.remove(&b.0) == Some((stack, size));
-        let within = self
-            .recent
-            .get_mut(&tid)
-            .and_then(|r| r.iter().position(|x| *x == block).map(|i| r.remove(i)))
-            .is_some();
+        let within = self.window_free(tid, block);
         let s = self.stack(b.0, stack);
         s.frees += 1;
         s.live_allocs = s.live_allocs.saturating_sub(1);
@@ -314,7 +335,10 @@ impl HeapTracker {
         }
         self.last_alloc.remove(&space);
         self.pieces.retain(|&(s, _, _), _| s != space);
-        if time != 0 {
+        // An exit is stamped with the last allocator call's time, not its own: a point
+        // there would draw the process's leak as gone from that call on, though it held it
+        // until it exited. The running sum drops now; the timeline shows it at the next call.
+        if time != 0 && !leaked {
             self.note(time);
         }
     }
@@ -351,7 +375,50 @@ impl HeapTracker {
 
     /// A thread exited: its window of recent allocations goes with it.
     pub fn thread_exit(&mut self, tid: u32) {
-        self.recent.remove(&tid);
+        if let Some(w) = self.recent.remove(&tid) {
+            for b in w.slots.values().flatten() {
+                self.in_window.remove(b);
+            }
+        }
+    }
+
+    /// `block` joins its thread's window; past `within + 1`, the oldest leaves it.
+    fn window_alloc(&mut self, tid: u32, block: Block) {
+        let w = self.recent.entry(tid).or_default();
+        let seq = w.next;
+        w.next += 1;
+        w.slots.insert(seq, Some(block));
+        if w.slots.len() > self.within.saturating_add(1)
+            && let Some((_, Some(old))) = w.slots.pop_first()
+        {
+            self.in_window.remove(&old);
+        }
+        // The address was still in a window (its free was lost): that place is stale.
+        if let Some((t, s)) = self.in_window.insert(block, (tid, seq))
+            && let Some(slot) = self.recent.get_mut(&t).and_then(|w| w.slots.get_mut(&s))
+        {
+            *slot = None;
+        }
+    }
+
+    /// `block` was freed by `tid`: whether it was in that thread's window (memray's
+    /// temporary). Freed by another thread, it leaves no block in its own thread's window
+    /// but keeps its place there.
+    fn window_free(&mut self, tid: u32, block: Block) -> bool {
+        let Some((t, seq)) = self.in_window.remove(&block) else {
+            return false;
+        };
+        let Some(w) = self.recent.get_mut(&t) else {
+            return false;
+        };
+        if t == tid {
+            w.slots.remove(&seq).is_some()
+        } else {
+            if let Some(slot) = w.slots.get_mut(&seq) {
+                *slot = None;
+            }
+            false
+        }
     }
 
     /// Keeps the timeline: one point per step of sample time, the highest of the step.
@@ -361,18 +428,16 @@ impl HeapTracker {
         let slot = time.saturating_sub(first) / self.step;
         match self.timeline.last_mut() {
             Some(p) if p.time.saturating_sub(first) / self.step == slot => {
-                // The slot keeps its highest point, at the time it was reached.
+                // The slot keeps its highest point, at the time it was reached, and its
+                // last.
                 if self.live_bytes > p.live {
-                    *p = Point {
-                        time,
-                        live: self.live_bytes,
-                    };
+                    p.time = time;
+                    p.live = self.live_bytes;
                 }
+                p.last_time = time;
+                p.last = self.live_bytes;
             }
-            _ => self.timeline.push(Point {
-                time,
-                live: self.live_bytes,
-            }),
+            _ => self.timeline.push(Point::at(time, self.live_bytes)),
         }
         if self.timeline.len() > MAX_POINTS {
             self.merge_points();
@@ -386,17 +451,52 @@ impl HeapTracker {
             .timeline
             .chunks(2)
             .filter_map(|c| {
-                c.iter()
-                    .copied()
-                    .reduce(|a, b| if b.live > a.live { b } else { a })
+                c.iter().copied().reduce(|a, b| {
+                    let top = if b.live > a.live { b } else { a };
+                    Point {
+                        last_time: b.last_time,
+                        last: b.last,
+                        ..top
+                    }
+                })
             })
             .collect();
         self.timeline = merged;
     }
 
-    /// The live bytes over time (the highest point of each step), oldest first.
+    /// The live bytes over time (the highest point of each step, and its last), oldest
+    /// first.
+    #[cfg(test)]
     pub fn timeline(&self) -> &[Point] {
         &self.timeline
+    }
+
+    /// The timeline as (time, live bytes) changes, oldest first: each step's highest point,
+    /// then its last where that differs. Between two changes the value holds (a step plot).
+    pub fn changes(&self) -> Vec<(u64, u64)> {
+        let mut out = Vec::with_capacity(self.timeline.len() * 2);
+        for p in &self.timeline {
+            out.push((p.time, p.live));
+            if p.last_time > p.time && p.last != p.live {
+                out.push((p.last_time, p.last));
+            }
+        }
+        out
+    }
+
+    /// Every stack's figures as they stand now, with what it had at the peak brought up to
+    /// date in the copy (for a report while tracing goes on).
+    pub fn stacks_now(&self) -> impl Iterator<Item = (Space, AllocStack, StackHeap)> + '_ {
+        let peaks = self.peaks;
+        self.stacks.iter().map(move |(&(sp, st), h)| {
+            let mut h = *h;
+            if h.seen < peaks {
+                h.peak_allocs = h.live_allocs;
+                h.peak_bytes = h.live_bytes;
+                h.seen = peaks;
+            }
+            (sp, st, h)
+        })
     }
 
     /// Every stack's figures, with what it had at the peak brought up to date.
@@ -443,6 +543,19 @@ mod tests {
         assert_eq!((a.peak_allocs, a.peak_bytes, a.live_bytes), (3, 300, 500));
         assert_eq!((b.peak_allocs, b.peak_bytes, b.live_bytes), (2, 2000, 0));
         assert_eq!(t.live_bytes, 500);
+    }
+
+    #[test]
+    fn the_figures_now_are_the_figures_a_final_report_would_give() {
+        let mut t = HeapTracker::new(1);
+        t.alloc((1, 1), 7, 10, A, 1);
+        t.alloc((1, 2), 7, 20, B, 2);
+        t.free((1, 2), 7, 20, B, 3);
+        t.alloc((1, 3), 7, 5, A, 4);
+        let now: Vec<_> = t.stacks_now().map(|(_, s, h)| (s, h)).collect();
+        let a = now.iter().find(|(s, _)| *s == A).unwrap().1;
+        assert_eq!((a.peak_bytes, a.live_bytes), (10, 15));
+        assert_eq!(a, of(&mut t, A));
     }
 
     #[test]
@@ -511,6 +624,50 @@ mod tests {
     }
 
     #[test]
+    fn a_drop_within_a_step_is_kept_as_the_steps_last_value() {
+        // 1 ms steps: 100 live, then within one step up to 300 and down to 50.
+        let mut t = HeapTracker::new(1);
+        let ms = 1_000_000;
+        t.alloc((1, 1), 7, 100, A, 0);
+        t.alloc((1, 2), 7, 200, A, 5 * ms);
+        t.free((1, 2), 7, 200, A, 5 * ms + 10);
+        t.free((1, 1), 7, 100, A, 5 * ms + 20);
+        t.alloc((1, 3), 7, 50, A, 5 * ms + 30);
+        assert_eq!(
+            t.changes(),
+            vec![(0, 100), (5 * ms, 300), (5 * ms + 30, 50)]
+        );
+    }
+
+    #[test]
+    fn the_window_under_a_huge_threshold_finds_each_free_at_once() {
+        // 200000 live blocks of one thread freed newest first under an unbounded window:
+        // each free is found in its window (memray: all temporary) without a scan of it
+        // (which made this 2e10 comparisons).
+        let mut t = HeapTracker::new(usize::MAX);
+        let n = 200_000u64;
+        for i in 0..n {
+            t.alloc((1, i), 7, 8, A, i);
+        }
+        for i in (0..n).rev() {
+            t.free((1, i), 7, 8, A, n + i);
+        }
+        assert_eq!(t.temporary_within, n);
+        assert!(t.in_window.is_empty() && t.recent[&7].slots.is_empty());
+        // Threshold 1, another thread's free keeps its place: a; b freed by 9; c; free(a)
+        // by 7: b and c came between, both still in 7's window, a left it.
+        let mut t = HeapTracker::new(1);
+        t.alloc((1, 1), 7, 8, A, 1);
+        t.alloc((1, 2), 7, 8, A, 2);
+        t.free((1, 2), 9, 8, A, 3);
+        t.alloc((1, 3), 7, 8, A, 4);
+        t.free((1, 1), 7, 8, A, 5);
+        assert_eq!(t.temporary_within, 0);
+        t.thread_exit(7);
+        assert!(t.in_window.is_empty());
+    }
+
+    #[test]
     fn sizes_fall_in_power_of_two_buckets() {
         assert_eq!(bucket(0), 0);
         assert_eq!(bucket(1), 1);
@@ -538,6 +695,8 @@ mod tests {
             }
         }
         assert!(t.timeline().len() <= MAX_POINTS);
+        // Every step ends at what was live after its last event: the 10 B of block 1234.
+        assert_eq!(t.changes().last().map(|c| c.1), Some(10));
         let top = t.timeline().iter().max_by_key(|p| p.live).unwrap();
         assert_eq!(top.live, t.peak_bytes);
         assert_eq!(top.time, t.peak_time);

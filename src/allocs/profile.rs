@@ -12,7 +12,7 @@ use super::table::{AllocStack, Space};
 use crate::aggregate::{Aggregate, ReadStats, StackBook};
 use crate::maps::ProcessMaps;
 use crate::output::Resolved;
-use crate::stacks::{FrameId, FrameTable};
+use crate::stacks::{FrameId, FrameTable, StackTable};
 
 /// The (event, count, bytes) columns of each (process, stack), as the report's aggregate
 /// keeps them: one event per column.
@@ -126,10 +126,23 @@ pub(crate) fn write_stack(
     indent: &str,
     ids: &mut Vec<FrameId>,
 ) -> Result<()> {
+    write_stack_of(w, &agg.book.stacks, res, stack, indent, ids)
+}
+
+/// An allocation stack of `stacks`, leaf first, one frame a line (a report while tracing
+/// goes on reads the sink's own table).
+pub(crate) fn write_stack_of(
+    w: &mut dyn Write,
+    stacks: &StackTable,
+    res: &Resolved,
+    stack: AllocStack,
+    indent: &str,
+    ids: &mut Vec<FrameId>,
+) -> Result<()> {
     match stack {
         AllocStack::Id(s) => {
             ids.clear();
-            agg.book.stacks.frames(s, ids);
+            stacks.frames(s, ids);
             for &id in ids.iter().rev() {
                 for name in res.names.get(id as usize).into_iter().flatten().rev() {
                     writeln!(w, "{indent}{name}")?;

@@ -21,6 +21,11 @@ EXAMPLES:
         the heap's resident memory no live allocation holds (what the allocator keeps).
     memperf heap -- ./app --port 80
         Run ./app under the probes (from its first allocation) until it exits.
+    memperf heap -p 1234 5
+        Every 5 s, the analyses so far (peak, temporaries, live bytes...), then the final
+        report when tracing ends (INTERVAL [COUNT], as memperf leak takes them).
+    memperf heap --interval 0.5 -- ./app
+        The same every half second, for a command (INTERVAL before the `--`).
     memperf heap -p 1234 --peak --folded > peak.folded
         The peak's live bytes by stack, folded (comm;root;...;leaf bytes).
     memperf heap -- ./app --temporary --flamegraph temp.svg
@@ -188,6 +193,21 @@ pub struct HeapArgs {
     )]
     pub input: Option<PathBuf>,
 
+    /// Seconds between reports of the analyses so far, as `--interval` (default: one report,
+    /// when tracing ends).
+    #[arg(value_name = "INTERVAL", conflicts_with = "interval_flag")]
+    pub interval: Option<f64>,
+
+    /// Number of interval reports before tracing ends (default: until the target exits, the
+    /// duration ends or Ctrl-C).
+    #[arg(value_name = "COUNT")]
+    pub count: Option<u64>,
+
+    /// Seconds between reports of the analyses so far (the INTERVAL argument's long form;
+    /// fractions allowed).
+    #[arg(long = "interval", value_name = "SECONDS")]
+    pub interval_flag: Option<f64>,
+
     /// The command to run and trace (after `--`).
     #[arg(last = true, value_name = "COMMAND")]
     pub argv: Vec<OsString>,
@@ -216,6 +236,10 @@ pub struct HeapConfig {
     pub top: usize,
     pub write: Option<PathBuf>,
     pub input: Option<PathBuf>,
+    /// Reports of the analyses so far, this often, while tracing.
+    pub interval: Option<Duration>,
+    /// Stop after this many interval reports.
+    pub count: Option<u64>,
 }
 
 impl HeapArgs {
@@ -252,6 +276,7 @@ impl HeapArgs {
             .duration
             .map(|d| super::seconds("--duration", d))
             .transpose()?;
+        let (interval, count) = self.reports()?;
         check_top_and_entries(self.top, self.max_entries)?;
         check_ring_pages(self.mmap_pages)?;
         check_sample_rate(self.sample_rate)?;
@@ -307,7 +332,31 @@ impl HeapArgs {
             top: self.top,
             write: self.write,
             input: self.input,
+            interval,
+            count,
         })
+    }
+
+    /// INTERVAL [COUNT] (or `--interval`), as leak takes them: a positive interval, a count
+    /// of at least one, and neither for a recording (`-i`), which has no time to wait for.
+    fn reports(&self) -> Result<(Option<Duration>, Option<u64>)> {
+        let secs = self.interval.or(self.interval_flag);
+        if self.input.is_some() && (secs.is_some() || self.count.is_some()) {
+            bail!("INTERVAL and COUNT report while tracing: -i reads a recording at once");
+        }
+        if secs == Some(0.0) {
+            bail!("invalid interval 0: reports need time between them");
+        }
+        let interval = secs
+            .map(|s| super::seconds("the interval", s))
+            .transpose()?;
+        if self.count == Some(0) {
+            bail!("invalid count 0: give at least one report, or leave the count out");
+        }
+        if self.count.is_some() && interval.is_none() {
+            bail!("COUNT needs an interval: memperf heap --interval SECONDS COUNT");
+        }
+        Ok((interval, self.count))
     }
 }
 
@@ -357,5 +406,31 @@ mod tests {
         assert!(err(&["-p", "1", "--duration", "0"]).contains("--duration"));
         assert!(parse(&["-p", "1", "--", "ls"]).is_err());
         assert!(parse(&["-p", "1", "--peak", "--temporary"]).is_err());
+        assert!(err(&["-p", "1", "0"]).contains("invalid interval 0"));
+        assert!(err(&["-p", "1", "2", "0"]).contains("invalid count 0"));
+        assert!(err(&["-p", "1", "-1"]).contains("-1"));
+        assert!(err(&["-i", "f", "5"]).contains("-i reads a recording"));
+        assert!(parse(&["-p", "1", "2", "--interval", "3"]).is_err());
+    }
+
+    #[test]
+    fn interval_and_count_as_leak_takes_them() {
+        let c = parse(&["-p", "12", "5"]).unwrap();
+        assert_eq!((c.interval, c.count), (Some(Duration::from_secs(5)), None));
+        let c = parse(&["-p", "12", "2", "3"]).unwrap();
+        assert_eq!(
+            (c.interval, c.count),
+            (Some(Duration::from_secs(2)), Some(3))
+        );
+        let c = parse(&["--interval", "0.5", "--", "./app"]).unwrap();
+        assert_eq!(c.interval, Some(Duration::from_millis(500)));
+        assert_eq!(c.leak.target, LeakTarget::Command(vec!["./app".into()]));
+        let c = parse(&["1", "2", "--", "./app"]).unwrap();
+        assert_eq!(
+            (c.interval, c.count),
+            (Some(Duration::from_secs(1)), Some(2))
+        );
+        let c = parse(&["-p", "12"]).unwrap();
+        assert_eq!((c.interval, c.count), (None, None));
     }
 }

@@ -13,7 +13,7 @@ mod timeline;
 
 use std::cell::{Cell, RefCell};
 use std::io::Write;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::{Result, anyhow};
 
@@ -38,10 +38,12 @@ pub fn run(cfg: HeapConfig) -> Result<i32> {
     });
     let memory: RefCell<Vec<Memory>> = RefCell::new(Vec::new());
     let last_retained: Cell<Option<Retained>> = Cell::new(None);
+    let started = Cell::new(Instant::now());
     let mut announce = |child: Option<i32>| -> Result<()> {
         if let Some(c) = child {
             pid.set(c as u32);
         }
+        started.set(Instant::now());
         let until = match cfg.duration {
             Some(d) => format!("for {:.1} s", d.as_secs_f64()),
             None => "until it exits".to_string(),
@@ -52,7 +54,8 @@ pub fn run(cfg: HeapConfig) -> Result<i32> {
         );
         Ok(())
     };
-    let mut on_tick = |_: &Session, sink: &LeakSink, now: u64| -> Result<Flow> {
+    let mut reports = Reports::default();
+    let mut on_tick = |session: &Session, sink: &LeakSink, now: u64| -> Result<Flow> {
         let p = pid.get();
         if p != 0 {
             if let Some(m) = timeline::read_memory(p, now) {
@@ -67,11 +70,47 @@ pub fn run(cfg: HeapConfig) -> Result<i32> {
                 last_retained.set(Some(r));
             }
         }
+        let Some(interval) = cfg.interval else {
+            return Ok(Flow::Continue);
+        };
+        if !reports.due(started.get().elapsed(), interval) {
+            return Ok(Flow::Continue);
+        }
+        if !cfg.leak.data_on_stdout() {
+            let lost = session.stats().lost + session.stats().lost_samples;
+            let summary = output::Summary {
+                heap: sink
+                    .table
+                    .heap
+                    .as_ref()
+                    .ok_or_else(|| anyhow!("no heap analyses"))?,
+                retained: last_retained.get(),
+                dropped: sink.table.stats.dropped_full,
+                lost,
+                now: Some(now),
+            };
+            let mut out = std::io::stdout().lock();
+            writeln!(out, "[{}] Heap so far:", crate::cmd::leak::wall_clock())?;
+            output::write_interval(
+                &mut out,
+                &cfg,
+                &summary,
+                sink,
+                session.procs(),
+                &mut reports.namer,
+            )?;
+            writeln!(out)?;
+            out.flush()?;
+        }
+        if cfg.count.is_some_and(|c| reports.made >= c) {
+            return Ok(Flow::Stop);
+        }
         Ok(Flow::Continue)
     };
     let schedule = Schedule {
         duration: cfg.duration,
-        tick: Some(TICK),
+        // Reports more often than the memory readings need the ticks at their pace.
+        tick: Some(cfg.interval.map_or(TICK, |i| i.min(TICK))),
     };
     let mut traced = match &cfg.input {
         Some(path) => {
@@ -99,8 +138,39 @@ pub fn run(cfg: HeapConfig) -> Result<i32> {
         .ok_or_else(|| anyhow!("the run kept no heap analyses"))?;
     let memory = memory.into_inner();
     heap.last_time = heap.last_time.max(traced.now);
-    report(&cfg, &mut heap, &mut traced, &memory, last_retained.get())?;
+    // The count of reports reached: the last of them was the final one, as leak's.
+    let text = !traced.requested;
+    report(
+        &cfg,
+        &mut heap,
+        &mut traced,
+        &memory,
+        last_retained.get(),
+        text,
+    )?;
     Ok(0)
+}
+
+/// The interval reports made so far, and the names of the frames they showed.
+#[derive(Default)]
+struct Reports {
+    made: u64,
+    namer: output::Namer,
+}
+
+impl Reports {
+    /// Whether the next report is due, `elapsed` after tracing began: the n-th at n
+    /// intervals, less half a tick, so that a tick a little early does not put it off by a
+    /// whole tick.
+    fn due(&mut self, elapsed: Duration, interval: Duration) -> bool {
+        let next = interval.saturating_mul((self.made + 1).min(u32::MAX as u64) as u32);
+        let slack = interval.min(TICK) / 2;
+        if elapsed + slack < next {
+            return false;
+        }
+        self.made += 1;
+        true
+    }
 }
 
 fn report(
@@ -109,6 +179,7 @@ fn report(
     traced: &mut run::Traced,
     memory: &[Memory],
     retained: Option<Retained>,
+    text: bool,
 ) -> Result<()> {
     let dropped = traced.sink.table.stats.dropped_full;
     let maps = traced.session.take_maps().unwrap_or_default();
@@ -134,15 +205,20 @@ fn report(
     }
     let mut out = std::io::stdout().lock();
     match &cfg.output {
-        HeapOutput::Text => {
+        HeapOutput::Text if text => {
             let summary = output::Summary {
                 heap,
                 retained,
                 dropped,
                 lost: traced.lost,
+                now: None,
             };
-            output::write_text(&mut out, cfg, &summary, &built)?;
+            if cfg.interval.is_some() {
+                writeln!(out, "[{}] Heap at the end:", crate::cmd::leak::wall_clock())?;
+            }
+            output::write_text(&mut out, cfg, &summary, &built.view())?;
         }
+        HeapOutput::Text => {}
         HeapOutput::Folded => output::write_folded(&mut out, &mut built, cfg.metric)?,
         HeapOutput::Flamegraph(path) => output::write_flamegraph(path, cfg, heap, &mut built)?,
     }

@@ -9,14 +9,15 @@ use rustc_hash::FxHashMap;
 
 use crate::aggregate::{Aggregate, Weigher};
 use crate::allocs::heap::{HeapTracker, StackHeap, bucket};
-use crate::allocs::profile::{Columns, write_stack};
+use crate::allocs::profile::{Columns, write_stack_of};
 use crate::allocs::sink::LeakSink;
 use crate::allocs::table::{AllocStack, Space};
 use crate::cli::heap::{HeapConfig, HeapMetric};
 use crate::config::report::{Input, ReportConfig, ReportOutput};
 use crate::maps::ProcessMaps;
-use crate::output::{self, Resolved, human_bytes, wrap};
+use crate::output::{self, NameOptions, Resolved, Resolver, human_bytes, wrap};
 use crate::session::Processes;
+use crate::stacks::StackTable;
 
 use super::retained::Retained;
 
@@ -55,6 +56,82 @@ pub(super) struct Built {
     comms: FxHashMap<Space, String>,
 }
 
+/// What the text report reads: each stack's figures, the stacks' frames and their names,
+/// and each process's command.
+pub(super) struct View<'a> {
+    rows: &'a [Row],
+    stacks: &'a StackTable,
+    res: &'a Resolved,
+    comms: &'a FxHashMap<Space, String>,
+}
+
+impl Built {
+    pub(super) fn view(&self) -> View<'_> {
+        View {
+            rows: &self.rows,
+            stacks: &self.agg.book.stacks,
+            res: &self.res,
+            comms: &self.comms,
+        }
+    }
+}
+
+/// The report configuration the shared printers take.
+fn report_config() -> ReportConfig {
+    ReportConfig {
+        output: ReportOutput::Folded,
+        weight: crate::config::report::Weight::Bytes,
+        ..ReportConfig::plain(Input::File("memperf heap".into()))
+    }
+}
+
+fn comms_of(rows: &[Row], procs: &Processes) -> FxHashMap<Space, String> {
+    let mut comms = FxHashMap::default();
+    for w in rows {
+        comms
+            .entry(w.space)
+            .or_insert_with(|| LeakSink::comm_of(procs, w.space));
+    }
+    comms
+}
+
+/// Names the frames of reports made while tracing goes on: each frame once, as the sink
+/// interns it, so a report every few seconds names only the frames new since the last.
+pub(super) struct Namer(Resolver);
+
+impl Default for Namer {
+    fn default() -> Self {
+        Namer(Resolver::new(NameOptions::of(&report_config()), None))
+    }
+}
+
+/// The text report of the analyses so far, while tracing goes on: read from the tracker
+/// and the sink's own tables, which keep growing (nothing is taken from them).
+pub(super) fn write_interval(
+    w: &mut dyn Write,
+    cfg: &HeapConfig,
+    s: &Summary<'_>,
+    sink: &LeakSink,
+    procs: &Processes,
+    namer: &mut Namer,
+) -> Result<()> {
+    let rows: Vec<Row> = s
+        .heap
+        .stacks_now()
+        .map(|(space, stack, h)| Row { space, stack, h })
+        .collect();
+    let comms = comms_of(&rows, procs);
+    let maps = procs.maps().unwrap_or(ProcessMaps::empty());
+    let res = namer.0.catch_up(&sink.frames, maps);
+    let view = View {
+        rows: &rows,
+        stacks: &sink.stacks,
+        res,
+        comms: &comms,
+    };
+    write_text(w, cfg, s, &view)
+}
+
 pub(super) fn build(d: Data<'_>) -> Built {
     let rows: Vec<Row> = d
         .heap
@@ -65,18 +142,9 @@ pub(super) fn build(d: Data<'_>) -> Built {
             h: *h,
         })
         .collect();
-    let mut comms = FxHashMap::default();
-    for w in &rows {
-        comms
-            .entry(w.space)
-            .or_insert_with(|| LeakSink::comm_of(d.procs, w.space));
-    }
+    let comms = comms_of(&rows, d.procs);
     let agg = aggregate(&rows, &comms, d.sink, d.maps, d.lost);
-    let rcfg = ReportConfig {
-        output: ReportOutput::Folded,
-        weight: crate::config::report::Weight::Bytes,
-        ..ReportConfig::plain(Input::File("memperf heap".into()))
-    };
+    let rcfg = report_config();
     let res = output::resolve(&rcfg, &agg, None);
     Built {
         rows,
@@ -124,6 +192,8 @@ pub(super) struct Summary<'a> {
     /// Allocations the table could not keep (`--max-entries`), and events lost.
     pub dropped: u64,
     pub lost: u64,
+    /// The sample clock of a report while tracing goes on (None: the final report).
+    pub now: Option<u64>,
 }
 
 /// The text report.
@@ -131,18 +201,22 @@ pub(super) fn write_text(
     w: &mut dyn Write,
     cfg: &HeapConfig,
     s: &Summary<'_>,
-    b: &Built,
+    b: &View<'_>,
 ) -> Result<()> {
     let h = s.heap;
     let t0 = h.first_time.unwrap_or(0);
     let secs = |t: u64| t.saturating_sub(t0) as f64 / 1e9;
+    let (end, when) = match s.now {
+        Some(now) => (now.max(h.last_time), "now"),
+        None => (h.last_time, "at the end"),
+    };
     writeln!(
         w,
         "HEAP: {} allocations ({}) and {} frees in {:.3} s",
         h.allocs,
         human_bytes(h.alloc_bytes),
         h.frees,
-        secs(h.last_time)
+        secs(end)
     )?;
     writeln!(
         w,
@@ -153,7 +227,7 @@ pub(super) fn write_text(
     )?;
     writeln!(
         w,
-        "  leaked     {} ({} B) in {} allocations live at the end",
+        "  leaked     {} ({} B) in {} allocations live {when}",
         human_bytes(h.leaked_bytes()),
         h.leaked_bytes(),
         h.leaked_allocs()
@@ -194,7 +268,7 @@ pub(super) fn write_text(
         writeln!(w, "\n{title}:")?;
         for r in rows.iter().take(cfg.top) {
             writeln!(w, "  {}{}", row_line(&r.h, metric, h), who(b, r.space))?;
-            write_stack(w, &b.agg, &b.res, r.stack, "      ", &mut ids)?;
+            write_stack_of(w, b.stacks, b.res, r.stack, "      ", &mut ids)?;
         }
         if rows.len() > cfg.top {
             writeln!(w, "  ({} more stacks; raise -T)", rows.len() - cfg.top)?;
@@ -229,7 +303,7 @@ fn write_retained(w: &mut dyn Write, r: Option<Retained>, t0: u64) -> Result<()>
     Ok(())
 }
 
-fn who(b: &Built, space: Space) -> String {
+fn who(b: &View<'_>, space: Space) -> String {
     if b.comms.len() > 1 {
         format!(" [pid {space} {}]", b.comms[&space])
     } else {

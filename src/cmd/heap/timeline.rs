@@ -42,9 +42,9 @@ pub fn read_memory(pid: u32, time: u64) -> Option<Memory> {
 pub fn write_csv(path: &Path, heap: &HeapTracker, memory: &[Memory]) -> Result<()> {
     let t0 = heap.first_time.unwrap_or(0);
     let mut rows: Vec<(u64, Option<u64>, Option<Memory>)> = heap
-        .timeline()
-        .iter()
-        .map(|p| (p.time, Some(p.live), None))
+        .changes()
+        .into_iter()
+        .map(|(time, live)| (time, Some(live), None))
         .chain(memory.iter().map(|m| (m.time, None, Some(*m))))
         .collect();
     rows.sort_by_key(|r| r.0);
@@ -116,6 +116,28 @@ fn polyline(points: &[(u64, u64)], s: &Scale, color: &str, id: &str) -> String {
     )
 }
 
+/// Live heap bytes as steps: each value holds until the next change (a line straight from
+/// one to the next would draw bytes that were never live), the last until `end`.
+fn steps(changes: &[(u64, u64)], end: u64) -> Vec<(u64, u64)> {
+    let mut out = Vec::with_capacity(changes.len() * 2 + 1);
+    for &(t, v) in changes {
+        if let Some(&(_, before)) = out.last() {
+            out.push((t, before));
+        }
+        out.push((t, v));
+    }
+    if let Some(&(t, v)) = out.last()
+        && end > t
+    {
+        out.push((end, v));
+    }
+    out
+}
+
+/// The peak marker's colour: apart from the three lines', so that it stands out from the
+/// live heap's line it sits on.
+const PEAK_COLOR: &str = "#7b2cbf";
+
 /// The SVG: three lines, axes, a legend, and the peak marked where it happened.
 pub fn write_svg(path: &Path, title: &str, heap: &HeapTracker, memory: &[Memory]) -> Result<()> {
     let t0 = heap.first_time.unwrap_or(0);
@@ -147,7 +169,7 @@ pub fn write_svg(path: &Path, title: &str, heap: &HeapTracker, memory: &[Memory]
         xml_escape(title)
     );
     axes(&mut svg, &s, end);
-    let live: Vec<(u64, u64)> = heap.timeline().iter().map(|p| (p.time, p.live)).collect();
+    let live = steps(&heap.changes(), end);
     let resident: Vec<(u64, u64)> = memory.iter().map(|m| (m.time, m.resident)).collect();
     let mapped: Vec<(u64, u64)> = memory.iter().map(|m| (m.time, m.mapped)).collect();
     svg.push_str(&polyline(&mapped, &s, "#999999", "mapped"));
@@ -157,8 +179,9 @@ pub fn write_svg(path: &Path, title: &str, heap: &HeapTracker, memory: &[Memory]
     let _ = write!(
         svg,
         "<g id=\"peak\"><line x1=\"{px:.1}\" y1=\"{TOP}\" x2=\"{px:.1}\" y2=\"{:.1}\" \
-         stroke=\"#d62728\" stroke-dasharray=\"4,3\"/>\n<circle cx=\"{px:.1}\" cy=\"{py:.1}\" \
-         r=\"5\" fill=\"#d62728\"/>\n<text x=\"{:.1}\" y=\"{:.1}\" fill=\"#d62728\">peak {} at \
+         stroke=\"{PEAK_COLOR}\" stroke-dasharray=\"4,3\"/>\n<circle cx=\"{px:.1}\" \
+         cy=\"{py:.1}\" r=\"5\" fill=\"{PEAK_COLOR}\"/>\n<text x=\"{:.1}\" y=\"{:.1}\" \
+         fill=\"{PEAK_COLOR}\">peak {} at \
          {:.3} s</text></g>\n",
         HEIGHT - BOTTOM,
         (px + 8.0).min(WIDTH - 200.0),
@@ -227,4 +250,18 @@ fn xml_escape(s: &str) -> String {
         .replace('<', "&lt;")
         .replace('>', "&gt;")
         .replace('"', "&quot;")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_live_heap_is_drawn_as_steps_held_to_the_end() {
+        assert_eq!(
+            steps(&[(0, 10), (5, 30), (6, 20)], 9),
+            vec![(0, 10), (5, 10), (5, 30), (6, 30), (6, 20), (9, 20)]
+        );
+        assert_eq!(steps(&[], 9), vec![]);
+    }
 }

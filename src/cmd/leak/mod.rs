@@ -9,6 +9,8 @@
 
 mod output;
 
+pub(crate) use output::wall_clock;
+
 use std::io::Write;
 use std::path::PathBuf;
 

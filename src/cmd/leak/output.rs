@@ -341,7 +341,7 @@ fn write_completeness(w: &mut dyn Write, sink: &LeakSink, done: &Completeness) -
 }
 
 /// HH:MM:SS of local time, as memleak's header shows it.
-fn wall_clock() -> String {
+pub(crate) fn wall_clock() -> String {
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs() as i64);
