@@ -330,8 +330,8 @@ fn report_state(report: &str) -> (u64, u64, u64) {
         .and_then(|n| n.parse().ok())
         .unwrap_or_else(|| panic!("no block count in {leaked}"));
     (
-        bytes_of(summary_line(report, "peak")),
-        bytes_of(leaked),
+        bytes_of(&summary_line(report, "peak")),
+        bytes_of(&leaked),
         blocks,
     )
 }
