@@ -53,6 +53,8 @@ fn check_attributed(events: &str, counted: &[&str]) {
     assert!(perf.status.success(), "{}", stderr(&perf));
     let mut rest = String::new();
     std::io::Read::read_to_string(&mut err, &mut rest).unwrap();
+    // The summary's prose is wrapped at 80 columns: one message, one line again.
+    let rest = joined(&rest);
     assert!(rec.wait().unwrap().success(), "{rest}");
 
     assert!(rest.contains("lost 0 events"), "{rest}");

@@ -18,6 +18,17 @@ fn stat(args: &[&str]) -> String {
     err
 }
 
+/// `memperf stat ARGS`' standard error as printed: its table's layout, line by line (the
+/// shared `stderr` joins lines it takes for wrapped prose, as indented table rows are).
+fn stat_table(args: &[&str]) -> String {
+    let mut all = vec!["stat"];
+    all.extend_from_slice(args);
+    let o = run_memperf(&all);
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(o.status.success(), "memperf {all:?}: {err}");
+    err
+}
+
 /// `perf stat ARGS` in the C locale (no digit grouping), its table.
 fn perf_stat(args: &[&str]) -> String {
     let o = Command::new("perf")
@@ -232,7 +243,7 @@ fn layouts_are_perf_stats() {
     let p = prog.to_str().unwrap();
     let ev = "task-clock,page-faults,syscalls:sys_enter_mmap";
     let args = ["--no-bytes", "-e", ev, "--", p, "5", "1"];
-    let ours = stat(&args);
+    let ours = stat_table(&args);
     let theirs = perf_stat(&args[1..]);
     // Each event's line: the count ends at the same column, the name starts at the same
     // column, `#` and the line's length are the same.
@@ -255,7 +266,7 @@ fn layouts_are_perf_stats() {
     assert!(ours.contains(" seconds user\n"), "{ours}");
 
     // CSV: the same fields, the runtime and percentage filled in.
-    let ours = stat(&["-x,", "--no-bytes", "-e", ev, "--", p, "5", "1"]);
+    let ours = stat_table(&["-x,", "--no-bytes", "-e", ev, "--", p, "5", "1"]);
     let theirs = perf_stat(&["-x,", "-e", ev, "--", p, "5", "1"]);
     for name in ["task-clock", "page-faults", "syscalls:sys_enter_mmap"] {
         let (a, b) = (csv(&ours, name), csv(&theirs, name));
