@@ -5,9 +5,12 @@
 
 pub mod agent;
 pub mod diff;
+pub mod heap;
+pub mod leak;
 pub mod list;
 pub mod record;
 pub mod report;
+pub mod rss;
 pub mod slab;
 pub mod stat;
 pub mod triage;

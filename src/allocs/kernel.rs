@@ -4,7 +4,7 @@ use std::ffi::CString;
 
 use anyhow::{Context, Result, anyhow, bail};
 
-use crate::cli::leak::LeakConfig;
+use crate::config::leak::LeakConfig;
 use crate::config::record::CallGraph;
 use crate::events::{EventKind, EventSpec, Modifiers, Period};
 use crate::perfdata::tracing_data::{EventFormat, FieldFormat};

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, anyhow, bail};
 use perf_event_open_sys::bindings as b;
 
-use crate::cli::leak::{FaultOptions, LeakConfig, LeakTarget, ProbeVia};
+use crate::config::leak::{FaultOptions, LeakConfig, LeakTarget, ProbeVia};
 use crate::config::record::{CallGraph, Consume, RecordConfig, Target, UnwindWhen};
 use crate::events::{EventKind, EventSpec, Modifiers, Period};
 use crate::live::open;

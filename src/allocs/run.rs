@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use anyhow::Result;
 
-use crate::cli::leak::LeakConfig;
+use crate::config::leak::LeakConfig;
 use crate::live::driver::{self, Flow, OnSignal, Round, StopReason};
 use crate::live::open::Opened;
 use crate::live::recorder::{self, Live, Run};

@@ -6,12 +6,14 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Result, bail};
-use clap::{Args, ValueEnum};
+use clap::Args;
 
 use super::leak::{
     LeakConfig, LeakTarget, ProbeVia, check_ring_pages, check_sample_rate, check_top_and_entries,
     stack_call_graph,
 };
+
+pub use crate::config::heap::{HeapConfig, HeapMetric, HeapOutput};
 
 pub const HEAP_EXAMPLES: &str = "\
 EXAMPLES:
@@ -52,21 +54,6 @@ DEFINITIONS (heaptrack's and memray's, so the figures agree with theirs):
 PERMISSIONS:
     As memperf leak: root for tracefs uprobe_events (or the uprobe PMU with CAP_PERFMON on
     5.8+); /proc/PID/pagemap of the target (ptrace access).";
-
-/// What the folded and flame graph outputs weigh.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum HeapMetric {
-    /// Live bytes at the peak.
-    Peak,
-    /// Temporary allocations (heaptrack's rule), counted.
-    Temporary,
-    /// Bytes still live at the end.
-    Leaked,
-    /// Every allocation, counted.
-    Allocations,
-    /// Bytes allocated over the run.
-    AllocatedBytes,
-}
 
 /// Arguments of `memperf heap`.
 #[derive(Debug, Args)]
@@ -211,35 +198,6 @@ pub struct HeapArgs {
     /// The command to run and trace (after `--`).
     #[arg(last = true, value_name = "COMMAND")]
     pub argv: Vec<OsString>,
-}
-
-/// What `memperf heap` prints on standard output.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum HeapOutput {
-    Text,
-    Folded,
-    Flamegraph(PathBuf),
-}
-
-/// A validated `memperf heap` configuration: allocation tracing as leak does it, every
-/// call tracked by the heap analyses.
-#[derive(Debug, Clone)]
-pub struct HeapConfig {
-    pub leak: LeakConfig,
-    pub duration: Option<Duration>,
-    pub output: HeapOutput,
-    pub metric: HeapMetric,
-    pub pprof: Option<PathBuf>,
-    pub timeline: Option<PathBuf>,
-    pub timeline_csv: Option<PathBuf>,
-    pub temporary_threshold: usize,
-    pub top: usize,
-    pub write: Option<PathBuf>,
-    pub input: Option<PathBuf>,
-    /// Reports of the analyses so far, this often, while tracing.
-    pub interval: Option<Duration>,
-    /// Stop after this many interval reports.
-    pub count: Option<u64>,
 }
 
 impl HeapArgs {

@@ -2,7 +2,6 @@
 
 use std::ffi::OsString;
 use std::path::PathBuf;
-use std::time::Duration;
 
 use anyhow::{Result, bail};
 use clap::Args;
@@ -12,6 +11,8 @@ use super::leak::{
     check_top_and_entries, command_argv, stack_call_graph,
 };
 use crate::sys::CommandStdout;
+
+pub use crate::config::rss::{RssConfig, RssOutput};
 
 pub const RSS_EXAMPLES: &str = "\
 EXAMPLES:
@@ -163,28 +164,6 @@ pub struct RssArgs {
     pub run: Vec<OsString>,
 }
 
-/// What `memperf rss` prints.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum RssOutput {
-    Text,
-    Folded,
-    Flamegraph(PathBuf),
-}
-
-/// A validated `memperf rss` configuration: allocation tracing as leak does it, with faults.
-#[derive(Debug, Clone)]
-pub struct RssConfig {
-    pub leak: LeakConfig,
-    pub duration: Option<Duration>,
-    pub output: RssOutput,
-    pub pprof: Option<PathBuf>,
-    pub top: usize,
-    /// `-w FILE`: also write the recording.
-    pub write: Option<PathBuf>,
-    /// `-i FILE`: report on a recording instead.
-    pub input: Option<PathBuf>,
-}
-
 impl RssArgs {
     pub fn into_config(self) -> Result<RssConfig> {
         let command = command_argv(self.command.as_deref(), self.run)?;
@@ -255,6 +234,7 @@ mod tests {
     use super::*;
     use crate::cli::{Cli, Command};
     use clap::Parser;
+    use std::time::Duration;
 
     fn parse(args: &[&str]) -> Result<RssConfig> {
         let mut argv = vec!["memperf", "rss"];

@@ -5,6 +5,8 @@
 use clap::ValueEnum;
 use clap::builder::PossibleValue;
 
+use crate::config::heap::HeapMetric;
+use crate::config::leak::{LeakSort, ProbeVia};
 use crate::config::record::{Consume, UnwindWhen};
 use crate::config::report::{ByKey, ScriptField, TreeOrder, Weight};
 use crate::config::slab::SlabSort;
@@ -79,4 +81,24 @@ value_enum!(SlabSort {
     Name => "name",
     Count => "count",
     Size => "size",
+});
+
+value_enum!(ProbeVia {
+    Auto => "auto": "tracefs uprobe_events where it is writable, else the uprobe PMU",
+    Tracefs => "tracefs":
+        "tracefs uprobe_events (3.5+): one kernel consumer per probe, shared by every event",
+    Pmu => "pmu": "The uprobe PMU (4.17+): a consumer per opened event, for hosts without tracefs",
+});
+
+value_enum!(LeakSort {
+    Size => "size",
+    Count => "count",
+});
+
+value_enum!(HeapMetric {
+    Peak => "peak": "Live bytes at the peak",
+    Temporary => "temporary": "Temporary allocations (heaptrack's rule), counted",
+    Leaked => "leaked": "Bytes still live at the end",
+    Allocations => "allocations": "Every allocation, counted",
+    AllocatedBytes => "allocated-bytes": "Bytes allocated over the run",
 });

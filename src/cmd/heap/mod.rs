@@ -19,8 +19,8 @@ use anyhow::{Result, anyhow};
 
 use crate::allocs::run::{self, Schedule};
 use crate::allocs::sink::LeakSink;
-use crate::cli::heap::{HeapConfig, HeapOutput};
-use crate::cli::leak::LeakTarget;
+use crate::config::heap::{HeapConfig, HeapOutput};
+use crate::config::leak::LeakTarget;
 use crate::live::driver::Flow;
 use crate::session::Session;
 

@@ -12,7 +12,7 @@ use crate::allocs::heap::{HeapTracker, StackHeap, bucket};
 use crate::allocs::profile::{Columns, write_stack_of};
 use crate::allocs::sink::LeakSink;
 use crate::allocs::table::{AllocStack, Space};
-use crate::cli::heap::{HeapConfig, HeapMetric};
+use crate::config::heap::{HeapConfig, HeapMetric};
 use crate::config::report::{Input, ReportConfig, ReportOutput};
 use crate::maps::ProcessMaps;
 use crate::output::{self, NameOptions, Resolved, Resolver, human_bytes, wrap};

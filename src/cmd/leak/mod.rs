@@ -18,7 +18,7 @@ use anyhow::Result;
 
 use crate::allocs::run::{self, Schedule};
 use crate::allocs::sink::LeakSink;
-use crate::cli::leak::{LeakConfig, LeakTarget};
+use crate::config::leak::{LeakConfig, LeakTarget};
 use crate::config::record::Target;
 use crate::live::driver::Flow;
 use crate::maps::ProcessMaps;

@@ -6,7 +6,7 @@ use anyhow::Result;
 use rustc_hash::FxHashMap;
 
 use crate::aggregate::{Aggregate, FrameKey, ReadStats, StackBook};
-use crate::cli::leak::{LeakConfig, LeakSort};
+use crate::config::leak::{LeakConfig, LeakSort};
 use crate::maps::{ModuleKind, ProcessMaps};
 use crate::session::Processes;
 use crate::stacks::FrameId;

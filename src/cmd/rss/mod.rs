@@ -14,8 +14,8 @@ use anyhow::{Result, anyhow};
 
 use crate::allocs::run::{self, Schedule};
 use crate::allocs::sink::LeakSink;
-use crate::cli::leak::LeakTarget;
-use crate::cli::rss::{RssConfig, RssOutput};
+use crate::config::leak::LeakTarget;
+use crate::config::rss::{RssConfig, RssOutput};
 use crate::live::driver::Flow;
 use crate::session::Session;
 

@@ -12,8 +12,8 @@ use crate::allocs::profile::{Columns, write_stack};
 use crate::allocs::resident::{self, Resident, StackTotals};
 use crate::allocs::sink::LeakSink;
 use crate::allocs::table::{AllocStack, Space};
-use crate::cli::rss::RssConfig;
 use crate::config::report::{Input, ReportConfig, ReportOutput};
+use crate::config::rss::RssConfig;
 use crate::maps::ProcessMaps;
 use crate::output::{self, Resolved};
 use crate::session::Processes;
@@ -286,13 +286,13 @@ pub(super) fn write_flamegraph(path: &Path, cfg: &RssConfig, b: &mut Built) -> R
             .input
             .as_ref()
             .map_or(String::new(), |p| p.display().to_string()),
-        crate::cli::leak::LeakTarget::Pid(p) => format!("pid {p}"),
-        crate::cli::leak::LeakTarget::Command(argv) => argv
+        crate::config::leak::LeakTarget::Pid(p) => format!("pid {p}"),
+        crate::config::leak::LeakTarget::Command(argv) => argv
             .iter()
             .map(|a| a.to_string_lossy())
             .collect::<Vec<_>>()
             .join(" "),
-        crate::cli::leak::LeakTarget::System => "the system".to_string(),
+        crate::config::leak::LeakTarget::System => "the system".to_string(),
     };
     let flame = output::Flame {
         output: path,
