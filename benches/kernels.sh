@@ -103,9 +103,9 @@ kernel_image() {
     "$src/scripts/kconfig/merge_config.sh" -m -O "$build" "$build/.config" $(fragments "$1") >/dev/null
     make -s -C "$src" O="$build" ARCH=x86_64 olddefconfig
     check_config "$1" "$build/.config"
-    log "building the kernel for $1 (key $key; nice 19, -j2)"
+    log "building the kernel for $1 (key $key; nice ${MEMPERF_KERNELS_NICE:-19}, -j2)"
     local t0=$SECONDS
-    nice -n 19 make -s -C "$src" O="$build" ARCH=x86_64 -j2 bzImage >"$dir/build.log" 2>&1 ||
+    nice -n "${MEMPERF_KERNELS_NICE:-19}" make -s -C "$src" O="$build" ARCH=x86_64 -j2 bzImage >"$dir/build.log" 2>&1 ||
         { tail -20 "$dir/build.log" >&2 && exit 1; }
     cp "$build/arch/x86/boot/bzImage" "$dir/bzImage.tmp"
     cp "$build/.config" "$dir/config"

@@ -15,7 +15,7 @@ use crate::events::{EventKind, EventSpec, Modifiers, Period};
 use crate::live::open;
 use crate::sys;
 use crate::sys::tracefs::Tracefs;
-use crate::sys::uprobe::{PmuPath, ProbeDef, UprobeGroup, UprobePmu};
+use crate::sys::uprobe::{PmuPath, ProbeDef, UprobeAbsence, UprobeGroup, UprobePmu};
 
 use super::sink::{self, LeakEvent, Role};
 use super::table::{self, Table};
@@ -274,10 +274,9 @@ pub(crate) fn plan_user(
              tracing begins are not traced (the kernel cannot inherit these events)"
         );
         Some(UprobePmu::read().ok_or_else(|| {
-            anyhow!(
-                "cannot place uprobes: tracefs uprobe_events is not writable (it needs root and \
-                 CONFIG_UPROBE_EVENTS) and this kernel has no uprobe PMU (4.17+)"
-            )
+            let root = crate::sys::effective_uid() == 0;
+            let why = UprobeAbsence::classify(root, tracefs.as_ref()).explain();
+            anyhow!("cannot place uprobes: {why}")
         })?)
     } else {
         None

@@ -36,6 +36,59 @@ pub enum UprobeError {
     },
 }
 
+/// What memperf found when it looked for a way to place uprobes, for the sentence that says
+/// why it cannot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UprobeAbsence {
+    /// Not root: `uprobe_events` needs root, and the kernel offers no uprobe PMU either.
+    NotRoot,
+    /// Root, tracefs there, but no `uprobe_events` in it and no uprobe PMU: the kernel was
+    /// built without `CONFIG_UPROBE_EVENTS` (which brings both).
+    NotBuiltIn,
+    /// Root, no tracefs at all (built without tracing, `CONFIG_FTRACE`, which
+    /// `CONFIG_UPROBE_EVENTS` needs) and no uprobe PMU.
+    NoTracing,
+    /// Root, `uprobe_events` there but not writable, and no uprobe PMU.
+    NotWritable,
+}
+
+impl UprobeAbsence {
+    /// Classifies, from whether we are root, whether tracefs was found, and whether it has
+    /// an `uprobe_events` file.
+    pub fn classify(root: bool, tracefs: Option<&Tracefs>) -> UprobeAbsence {
+        match (root, tracefs) {
+            (false, _) => UprobeAbsence::NotRoot,
+            (true, None) => UprobeAbsence::NoTracing,
+            (true, Some(t)) if !t.root().join("uprobe_events").exists() => {
+                UprobeAbsence::NotBuiltIn
+            }
+            (true, Some(_)) => UprobeAbsence::NotWritable,
+        }
+    }
+
+    /// One sentence, naming the configuration option a kernel needs.
+    pub fn explain(self) -> &'static str {
+        match self {
+            UprobeAbsence::NotRoot => {
+                "writing tracefs uprobe_events needs root, and this kernel has no uprobe PMU \
+                 (Linux 4.17+ built with CONFIG_UPROBE_EVENTS) for other users"
+            }
+            UprobeAbsence::NotBuiltIn => {
+                "this kernel was built without CONFIG_UPROBE_EVENTS: tracefs has no \
+                 uprobe_events and there is no uprobe PMU"
+            }
+            UprobeAbsence::NoTracing => {
+                "this kernel has neither tracefs nor a uprobe PMU: it was built without \
+                 CONFIG_UPROBE_EVENTS (which needs CONFIG_FTRACE)"
+            }
+            UprobeAbsence::NotWritable => {
+                "tracefs uprobe_events is not writable, and this kernel has no uprobe PMU \
+                 (Linux 4.17+ built with CONFIG_UPROBE_EVENTS)"
+            }
+        }
+    }
+}
+
 /// One probe definition: `p:` (entry) or `r:` (return) at `path:0xoffset`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProbeDef {
@@ -269,6 +322,39 @@ impl PmuPath {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_kernel_without_uprobes_is_named_by_its_config_option() {
+        let dir =
+            std::env::temp_dir().join(format!("memperf-uprobe-absence-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let t = Tracefs::at(dir.clone());
+        // Root, tracefs without uprobe_events: built without CONFIG_UPROBE_EVENTS.
+        let built_without = UprobeAbsence::classify(true, Some(&t));
+        assert_eq!(built_without, UprobeAbsence::NotBuiltIn);
+        assert!(
+            built_without
+                .explain()
+                .contains("built without CONFIG_UPROBE_EVENTS")
+        );
+        // Root, no tracefs: the option is named, and the tracing it needs.
+        let no_tracing = UprobeAbsence::classify(true, None);
+        assert!(no_tracing.explain().contains("CONFIG_UPROBE_EVENTS"));
+        assert!(no_tracing.explain().contains("CONFIG_FTRACE"));
+        // The file there but refused: not "built without".
+        fs::write(dir.join("uprobe_events"), "").unwrap();
+        assert_eq!(
+            UprobeAbsence::classify(true, Some(&t)),
+            UprobeAbsence::NotWritable
+        );
+        // Not root: root is the first thing to say.
+        let user = UprobeAbsence::classify(false, Some(&t));
+        assert!(
+            user.explain()
+                .starts_with("writing tracefs uprobe_events needs root")
+        );
+        fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn probe_lines_follow_the_uprobe_events_syntax() {
