@@ -1,9 +1,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 //! `memperf agent --otlp` against a real OpenTelemetry Collector (built by
 //! `tests/otelcol/build.sh` from the collector's Go modules, with its OTLP receiver and file
-//! exporter): the profiles the collector decoded and wrote out carry the fixture's stacks
-//! with exact counts and bytes, the labels and the sample types; a collector stopped in the
-//! middle of a run and started again loses no window.
+//! exporter), over HTTP and over gRPC: the profiles the collector decoded and wrote out
+//! carry the fixture's stacks with exact counts and bytes, the labels and the sample types;
+//! a collector stopped in the middle of a run and started again loses no window.
 
 mod common;
 
@@ -54,8 +54,31 @@ struct Collector {
     child: Child,
 }
 
+/// How the agent reaches the collector: the receiver's protocol and the URL's scheme.
+#[derive(Clone, Copy, Debug)]
+enum Protocol {
+    Http,
+    Grpc,
+}
+
+impl Protocol {
+    fn url(self, port: u16) -> String {
+        match self {
+            Protocol::Http => format!("http://127.0.0.1:{port}"),
+            Protocol::Grpc => format!("grpc://127.0.0.1:{port}"),
+        }
+    }
+
+    fn receiver(self) -> &'static str {
+        match self {
+            Protocol::Http => "http",
+            Protocol::Grpc => "grpc",
+        }
+    }
+}
+
 impl Collector {
-    fn start(bin: &Path, dir: &Path, port: u16, out: &Path) -> Collector {
+    fn start(bin: &Path, dir: &Path, proto: Protocol, port: u16, out: &Path) -> Collector {
         let config = dir.join(format!(
             "config-{}.yaml",
             out.file_stem().unwrap().to_string_lossy()
@@ -63,10 +86,11 @@ impl Collector {
         std::fs::write(
             &config,
             format!(
-                "receivers:\n  otlp:\n    protocols:\n      http:\n        endpoint: 127.0.0.1:{port}\n\
+                "receivers:\n  otlp:\n    protocols:\n      {}:\n        endpoint: 127.0.0.1:{port}\n\
                  exporters:\n  file:\n    path: {}\n    format: json\n\
                  service:\n  telemetry:\n    metrics:\n      level: none\n\
                  \x20 pipelines:\n    profiles:\n      receivers: [otlp]\n      exporters: [file]\n",
+                proto.receiver(),
                 out.display()
             ),
         )
@@ -221,6 +245,15 @@ fn page_faults(seen: &Seen) -> (i64, i64) {
 
 #[test]
 fn the_collector_receives_the_fixtures_exact_stacks_labels_and_sample_types() {
+    exact_stacks_labels_and_sample_types(Protocol::Http);
+}
+
+#[test]
+fn over_grpc_the_collector_receives_the_fixtures_exact_stacks_labels_and_sample_types() {
+    exact_stacks_labels_and_sample_types(Protocol::Grpc);
+}
+
+fn exact_stacks_labels_and_sample_types(proto: Protocol) {
     if !require_perf("memperf agent --otlp") {
         return;
     }
@@ -230,11 +263,11 @@ fn the_collector_receives_the_fixtures_exact_stacks_labels_and_sample_types() {
     let dir = scratch();
     let port = free_port();
     let out = dir.path().join("profiles.json");
-    let collector = Collector::start(&bin, dir.path(), port, &out);
+    let collector = Collector::start(&bin, dir.path(), proto, port, &out);
     let pages = 3000;
     let o = memperf()
         .args(["agent", "--interval", "0.3", "--otlp"])
-        .arg(format!("http://127.0.0.1:{port}"))
+        .arg(proto.url(port))
         .arg("--")
         .arg(fixture("pagefault", Variant::Fp))
         .arg(pages.to_string())
@@ -261,10 +294,34 @@ fn the_collector_receives_the_fixtures_exact_stacks_labels_and_sample_types() {
     }
     assert!(seen.sample_keys.contains("process.pid"), "{seen:?}");
     assert!(seen.comms.contains("pagefault-fp"), "{seen:?}");
+    // The backend is named by its URL, and no attempt failed or was refused.
+    let url = format!("OTLP {}", proto.url(port));
+    let lines: Vec<&str> = err
+        .lines()
+        .filter(|l| l.contains("failed attempts"))
+        .collect();
+    assert!(!lines.is_empty(), "{err}");
+    for l in lines {
+        assert!(l.contains(&url), "{l}");
+        assert!(
+            l.contains(" 0 failed attempts, 0 dropped, 0 refused"),
+            "{l}"
+        );
+    }
+    assert!(!err.contains("not delivered"), "{err}");
 }
 
 #[test]
 fn a_collector_restarted_mid_run_loses_no_window() {
+    restarted_mid_run(Protocol::Http);
+}
+
+#[test]
+fn over_grpc_a_collector_restarted_mid_run_loses_no_window() {
+    restarted_mid_run(Protocol::Grpc);
+}
+
+fn restarted_mid_run(proto: Protocol) {
     if !require_perf("memperf agent --otlp") {
         return;
     }
@@ -276,7 +333,7 @@ fn a_collector_restarted_mid_run_loses_no_window() {
     let first = dir.path().join("first.json");
     let second = dir.path().join("second.json");
     let spool = dir.path().join("spool");
-    let collector = Collector::start(&bin, dir.path(), port, &first);
+    let collector = Collector::start(&bin, dir.path(), proto, port, &first);
     let (rounds, pages) = (8, 250);
     let script = format!(
         "for i in $(seq {rounds}); do {} {pages}; sleep 0.4; done",
@@ -286,7 +343,7 @@ fn a_collector_restarted_mid_run_loses_no_window() {
         .args(["agent", "--interval", "0.4", "--spool"])
         .arg(&spool)
         .arg("--otlp")
-        .arg(format!("http://127.0.0.1:{port}"))
+        .arg(proto.url(port))
         .args(["--", "sh", "-c", &script])
         .stderr(Stdio::piped())
         .spawn()
@@ -295,7 +352,7 @@ fn a_collector_restarted_mid_run_loses_no_window() {
     collector.stop();
     // Windows end while no collector listens: they wait in the spool.
     std::thread::sleep(Duration::from_millis(1500));
-    let collector = Collector::start(&bin, dir.path(), port, &second);
+    let collector = Collector::start(&bin, dir.path(), proto, port, &second);
     let o = agent.wait_with_output().unwrap();
     let err = stderr(&o);
     assert!(o.status.success(), "{err}");

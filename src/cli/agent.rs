@@ -92,8 +92,9 @@ pub struct AgentArgs {
     pub output: Option<PathBuf>,
 
     /// Push each window's profiles to an OpenTelemetry Collector (or any OTLP profiles
-    /// receiver) over HTTP: `http://HOST:4318` posts protobuf to `/v1development/profiles`.
-    /// Repeatable.
+    /// receiver): `http://HOST:4318` posts protobuf to `/v1development/profiles` (or the
+    /// URL's path); `grpc://HOST[:4317]` calls ProfilesService/Export over gRPC (cleartext
+    /// HTTP/2). Repeatable.
     #[arg(long = "otlp", value_name = "URL")]
     pub otlp: Vec<String>,
 
@@ -143,8 +144,12 @@ impl AgentArgs {
             bail!("memperf agent needs somewhere to send its profiles: --output DIR or --otlp URL");
         }
         for url in &self.otlp {
-            crate::ship::http::Endpoint::parse(url, "/")
-                .map_err(|e| anyhow::anyhow!("--otlp: {e:#}"))?;
+            let parsed = if crate::ship::grpc::is_grpc(url) {
+                crate::ship::grpc::endpoint(url, 4317, false)
+            } else {
+                crate::ship::http::Endpoint::parse(url, "/")
+            };
+            parsed.map_err(|e| anyhow::anyhow!("--otlp: {e:#}"))?;
         }
         let headers = auth_headers(
             self.bearer_token.or_else(|| env("MEMPERF_BEARER_TOKEN")),

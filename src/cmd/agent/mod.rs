@@ -28,6 +28,7 @@ use groups::Groups;
 use profiles::{Cut, HostLabels, WindowTimes};
 use sink::{DirSink, Encoder, OtlpEncoder, Sink, Window};
 
+use crate::ship::grpc;
 use crate::ship::http::Endpoint;
 use crate::ship::{Backend, Shipper};
 
@@ -117,19 +118,39 @@ fn remotes(cfg: &AgentConfig, host: &HostLabels) -> Result<Remotes> {
     let mut encoders: Vec<Box<dyn Encoder>> = Vec::new();
     let mut backends = Vec::new();
     for (i, url) in cfg.otlp.iter().enumerate() {
-        let ep = Endpoint::parse(url, sink::OTLP_PATH)?;
+        let over_grpc = grpc::is_grpc(url);
+        let (ep, name, path, content_type) = if over_grpc {
+            let ep = grpc::endpoint(url, sink::OTLP_GRPC_PORT, false)?;
+            let name = format!("OTLP {}", grpc::url(&ep));
+            (
+                ep,
+                name,
+                sink::OTLP_GRPC_METHOD.to_string(),
+                "application/grpc",
+            )
+        } else {
+            let ep = Endpoint::parse(url, sink::OTLP_PATH)?;
+            let (name, path) = (format!("OTLP {}", ep.url()), ep.path.clone());
+            (ep, name, path, "application/x-protobuf")
+        };
         encoders.push(Box::new(OtlpEncoder {
             host: host.clone(),
-            path: ep.path.clone(),
+            path,
+            content_type,
         }));
         let spool = cfg.spool.as_ref().map(|d| d.join(format!("otlp-{i}")));
-        backends.push(Backend::new(
-            format!("OTLP {}", ep.url()),
+        let backend = Backend::new(
+            name,
             ep,
             cfg.headers.clone(),
             spool.as_deref(),
             cfg.spool_bytes,
-        )?);
+        )?;
+        backends.push(if over_grpc {
+            backend.over_grpc()
+        } else {
+            backend
+        });
     }
     Ok((encoders, backends))
 }
