@@ -17,6 +17,8 @@ EXAMPLES:
         minute (go tool pprof reads them).
     memperf agent -e page-faults,syscalls:sys_enter_mmap --output /var/lib/memperf
         Faults and mmap bytes, every 60 s, until stopped (SIGINT or SIGTERM).
+    memperf agent --otlp grpc://collector:4317 --parca grpc://parca:7070
+        Each window to an OpenTelemetry Collector (OTLP over gRPC) and to Parca.
     memperf agent --comm nginx,redis-server --output out/
         Only these commands' samples.
     memperf agent --output out/ -- ./app
@@ -98,6 +100,12 @@ pub struct AgentArgs {
     #[arg(long = "otlp", value_name = "URL")]
     pub otlp: Vec<String>,
 
+    /// Push each window's profiles to a Parca server (or Polar Signals) with
+    /// ProfileStoreService/WriteRaw over gRPC (cleartext HTTP/2): `grpc://HOST[:7070]` or
+    /// `http://HOST[:7070]`. Repeatable.
+    #[arg(long = "parca", value_name = "URL")]
+    pub parca: Vec<String>,
+
     /// Where each backend's requests wait while it cannot take them (a directory per
     /// backend inside, kept across restarts: they are sent, oldest first, when it is back).
     /// Without it they wait in memory and what is left at exit is lost (and said).
@@ -140,8 +148,11 @@ pub struct AgentArgs {
 impl AgentArgs {
     pub fn into_config(self) -> Result<AgentConfig> {
         let interval = super::seconds("--interval", self.interval)?;
-        if self.output.is_none() && self.otlp.is_empty() {
-            bail!("memperf agent needs somewhere to send its profiles: --output DIR or --otlp URL");
+        if self.output.is_none() && self.otlp.is_empty() && self.parca.is_empty() {
+            bail!(
+                "memperf agent needs somewhere to send its profiles: --output DIR, --otlp URL \
+                 or --parca URL"
+            );
         }
         for url in &self.otlp {
             let parsed = if crate::ship::grpc::is_grpc(url) {
@@ -150,6 +161,10 @@ impl AgentArgs {
                 crate::ship::http::Endpoint::parse(url, "/")
             };
             parsed.map_err(|e| anyhow::anyhow!("--otlp: {e:#}"))?;
+        }
+        for url in &self.parca {
+            crate::ship::grpc::endpoint(url, 7070, true)
+                .map_err(|e| anyhow::anyhow!("--parca: {e:#}"))?;
         }
         let headers = auth_headers(
             self.bearer_token.or_else(|| env("MEMPERF_BEARER_TOKEN")),
@@ -188,6 +203,7 @@ impl AgentArgs {
             interval,
             output: self.output,
             otlp: self.otlp,
+            parca: self.parca,
             spool: self.spool,
             spool_bytes: self.spool_max_mb.saturating_mul(1 << 20),
             headers,

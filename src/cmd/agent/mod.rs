@@ -3,6 +3,7 @@
 //! process group (`profiles`) and handed to each sink (`sink`).
 
 mod groups;
+mod parca;
 mod profiles;
 mod sink;
 
@@ -151,6 +152,20 @@ fn remotes(cfg: &AgentConfig, host: &HostLabels) -> Result<Remotes> {
         } else {
             backend
         });
+    }
+    for (i, url) in cfg.parca.iter().enumerate() {
+        let ep = grpc::endpoint(url, parca::PARCA_PORT, true)?;
+        encoders.push(Box::new(parca::ParcaEncoder { host: host.clone() }));
+        let spool = cfg.spool.as_ref().map(|d| d.join(format!("parca-{i}")));
+        let name = format!("Parca {}", grpc::url(&ep));
+        let backend = Backend::new(
+            name,
+            ep,
+            cfg.headers.clone(),
+            spool.as_deref(),
+            cfg.spool_bytes,
+        )?;
+        backends.push(backend.over_grpc());
     }
     Ok((encoders, backends))
 }
