@@ -17,6 +17,10 @@ command -v node >/dev/null 2>&1 || need+=(nodejs)
 # npm, to install the Parca test server's packages (tests/parca/build.sh); Debian packages
 # it apart from nodejs.
 command -v npm >/dev/null 2>&1 || need+=(npm)
+# openssl, to make the CA and certificate the agent's TLS tests use (tests/agent_otlp.rs),
+# and the system's CA certificates, which the agent trusts without --ca-file.
+command -v openssl >/dev/null 2>&1 || need+=(openssl)
+[ -s /etc/ssl/certs/ca-certificates.crt ] || need+=(ca-certificates)
 # Another package's debug files can create /usr/lib/debug/.build-id: ask dpkg for glibc's.
 dpkg -s libc6-dbg >/dev/null 2>&1 || need+=(libc6-dbg)
 # <sys/sdt.h>, for the USDT probes of fixtures/probes.c.

@@ -1,9 +1,11 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 //! `memperf agent --otlp` against a real OpenTelemetry Collector (built by
 //! `tests/otelcol/build.sh` from the collector's Go modules, with its OTLP receiver and file
-//! exporter), over HTTP and over gRPC: the profiles the collector decoded and wrote out
-//! carry the fixture's stacks with exact counts and bytes, the labels and the sample types;
-//! a collector stopped in the middle of a run and started again loses no window.
+//! exporter), over HTTP and over gRPC, each in the clear and over TLS (a certificate made by
+//! `openssl` at test time): the profiles the collector decoded and wrote out carry the
+//! fixture's stacks with exact counts and bytes, the labels and the sample types; a
+//! collector stopped in the middle of a run and started again loses no window; a server
+//! whose certificate no trusted CA signed is refused.
 
 mod common;
 
@@ -59,22 +61,106 @@ struct Collector {
 enum Protocol {
     Http,
     Grpc,
+    Https,
+    Grpcs,
 }
 
 impl Protocol {
     fn url(self, port: u16) -> String {
-        match self {
-            Protocol::Http => format!("http://127.0.0.1:{port}"),
-            Protocol::Grpc => format!("grpc://127.0.0.1:{port}"),
-        }
+        let scheme = match self {
+            Protocol::Http => "http",
+            Protocol::Grpc => "grpc",
+            Protocol::Https => "https",
+            Protocol::Grpcs => "grpcs",
+        };
+        format!("{scheme}://127.0.0.1:{port}")
     }
 
     fn receiver(self) -> &'static str {
         match self {
-            Protocol::Http => "http",
-            Protocol::Grpc => "grpc",
+            Protocol::Http | Protocol::Https => "http",
+            Protocol::Grpc | Protocol::Grpcs => "grpc",
         }
     }
+
+    fn tls(self) -> bool {
+        matches!(self, Protocol::Https | Protocol::Grpcs)
+    }
+
+    /// The agent's options for this protocol: over TLS, the test's CA.
+    fn agent_args(self, dir: &Path) -> Vec<String> {
+        if self.tls() {
+            vec![
+                "--ca-file".to_string(),
+                dir.join("ca.pem").display().to_string(),
+            ]
+        } else {
+            Vec::new()
+        }
+    }
+}
+
+/// A CA (`ca.pem`) and a certificate it signed for 127.0.0.1 (`server.pem`, `server.key`)
+/// in `dir`, made with the openssl command.
+fn certificates(dir: &Path) {
+    if dir.join("server.pem").exists() {
+        return;
+    }
+    let openssl = |args: &[&str]| {
+        let o = Command::new("openssl")
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "openssl {args:?}: {}", stderr(&o));
+    };
+    let ec = [
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:P-256",
+        "-nodes",
+    ];
+    openssl(
+        &[
+            &["req", "-x509"][..],
+            &ec,
+            &["-keyout", "ca.key", "-out", "ca.pem", "-days", "1"],
+            &["-subj", "/CN=memperf test CA"],
+        ]
+        .concat(),
+    );
+    openssl(
+        &[
+            &["req"][..],
+            &ec,
+            &["-keyout", "server.key", "-out", "server.csr"],
+            &["-subj", "/CN=127.0.0.1"],
+        ]
+        .concat(),
+    );
+    std::fs::write(
+        dir.join("server.ext"),
+        "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\n",
+    )
+    .unwrap();
+    openssl(&[
+        "x509",
+        "-req",
+        "-in",
+        "server.csr",
+        "-CA",
+        "ca.pem",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-out",
+        "server.pem",
+        "-days",
+        "1",
+        "-extfile",
+        "server.ext",
+    ]);
 }
 
 impl Collector {
@@ -83,10 +169,20 @@ impl Collector {
             "config-{}.yaml",
             out.file_stem().unwrap().to_string_lossy()
         ));
+        let tls = if proto.tls() {
+            certificates(dir);
+            format!(
+                "        tls:\n          cert_file: {}\n          key_file: {}\n",
+                dir.join("server.pem").display(),
+                dir.join("server.key").display()
+            )
+        } else {
+            String::new()
+        };
         std::fs::write(
             &config,
             format!(
-                "receivers:\n  otlp:\n    protocols:\n      {}:\n        endpoint: 127.0.0.1:{port}\n\
+                "receivers:\n  otlp:\n    protocols:\n      {}:\n        endpoint: 127.0.0.1:{port}\n{tls}\
                  exporters:\n  file:\n    path: {}\n    format: json\n\
                  service:\n  telemetry:\n    metrics:\n      level: none\n\
                  \x20 pipelines:\n    profiles:\n      receivers: [otlp]\n      exporters: [file]\n",
@@ -253,6 +349,48 @@ fn over_grpc_the_collector_receives_the_fixtures_exact_stacks_labels_and_sample_
     exact_stacks_labels_and_sample_types(Protocol::Grpc);
 }
 
+#[test]
+fn over_https_the_collector_receives_the_fixtures_exact_stacks() {
+    exact_stacks_labels_and_sample_types(Protocol::Https);
+}
+
+#[test]
+fn over_grpc_and_tls_the_collector_receives_the_fixtures_exact_stacks() {
+    exact_stacks_labels_and_sample_types(Protocol::Grpcs);
+}
+
+/// Without the test's CA the agent trusts the system's only, and sends nothing to a server
+/// whose certificate the test's CA signed: each attempt fails, and the exit says why.
+#[test]
+fn a_server_no_trusted_ca_vouches_for_is_sent_nothing() {
+    if !require_perf("memperf agent --otlp") {
+        return;
+    }
+    let Some(bin) = collector_binary() else {
+        return;
+    };
+    let dir = scratch();
+    let port = free_port();
+    let out = dir.path().join("profiles.json");
+    let collector = Collector::start(&bin, dir.path(), Protocol::Grpcs, port, &out);
+    let o = memperf()
+        .args(["agent", "--interval", "0.3", "--otlp"])
+        .arg(Protocol::Grpcs.url(port))
+        .arg("--")
+        .arg(fixture("pagefault", Variant::Fp))
+        .arg("100")
+        .output()
+        .unwrap();
+    let err = stderr(&o);
+    collector.stop();
+    assert!(o.status.success(), "{err}");
+    assert!(
+        err.contains("1 not delivered at exit") && err.contains("UnknownIssuer"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read_to_string(&out).unwrap_or_default(), "");
+}
+
 fn exact_stacks_labels_and_sample_types(proto: Protocol) {
     if !require_perf("memperf agent --otlp") {
         return;
@@ -268,6 +406,7 @@ fn exact_stacks_labels_and_sample_types(proto: Protocol) {
     let o = memperf()
         .args(["agent", "--interval", "0.3", "--otlp"])
         .arg(proto.url(port))
+        .args(proto.agent_args(dir.path()))
         .arg("--")
         .arg(fixture("pagefault", Variant::Fp))
         .arg(pages.to_string())

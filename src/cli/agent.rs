@@ -96,13 +96,13 @@ pub struct AgentArgs {
     /// Push each window's profiles to an OpenTelemetry Collector (or any OTLP profiles
     /// receiver): `http://HOST:4318` posts protobuf to `/v1development/profiles` (or the
     /// URL's path); `grpc://HOST[:4317]` calls ProfilesService/Export over gRPC (cleartext
-    /// HTTP/2). Repeatable.
+    /// HTTP/2); `https://` and `grpcs://` do the same over TLS. Repeatable.
     #[arg(long = "otlp", value_name = "URL")]
     pub otlp: Vec<String>,
 
     /// Push each window's profiles to a Parca server (or Polar Signals) with
-    /// ProfileStoreService/WriteRaw over gRPC (cleartext HTTP/2): `grpc://HOST[:7070]` or
-    /// `http://HOST[:7070]`. Repeatable.
+    /// ProfileStoreService/WriteRaw over gRPC: `grpc://HOST[:7070]` or `http://HOST[:7070]`
+    /// (cleartext HTTP/2), `grpcs://` or `https://` (TLS). Repeatable.
     #[arg(long = "parca", value_name = "URL")]
     pub parca: Vec<String>,
 
@@ -116,6 +116,11 @@ pub struct AgentArgs {
     /// dropped, and counted.
     #[arg(long = "spool-max-mb", value_name = "MIB", default_value_t = 256)]
     pub spool_max_mb: u64,
+
+    /// Check `https://` and `grpcs://` backends' certificates against the CA certificates of
+    /// this PEM file only (else against the system's).
+    #[arg(long = "ca-file", value_name = "PEM")]
+    pub ca_file: Option<PathBuf>,
 
     /// Send `Authorization: Bearer TOKEN` to every backend (else $MEMPERF_BEARER_TOKEN).
     #[arg(long = "bearer-token", value_name = "TOKEN")]
@@ -205,6 +210,7 @@ impl AgentArgs {
             otlp: self.otlp,
             parca: self.parca,
             spool: self.spool,
+            ca_file: self.ca_file,
             spool_bytes: self.spool_max_mb.saturating_mul(1 << 20),
             headers,
             comms: (!self.comms.is_empty()).then_some(self.comms),

@@ -1,5 +1,6 @@
-//! gRPC unary calls over HTTP/2 cleartext (h2c with prior knowledge, as gRPC servers take
-//! it on a plain port): `h2` on a current-thread `tokio` runtime that exists only in the
+//! gRPC unary calls over HTTP/2, cleartext (h2c with prior knowledge, as gRPC servers take
+//! it on a plain port) or over TLS (`ship::tls`, `h2` offered by ALPN): `h2` on a
+//! current-thread `tokio` runtime that exists only in the
 //! shipping thread and runs only while a call is under way, so the recorder never meets
 //! async code. One connection is kept between calls; a kept one that fails before the
 //! server answered (it closed it while idle) is replaced once, at once.
@@ -14,24 +15,26 @@ use h2::client::SendRequest;
 use http::{HeaderMap, HeaderName, HeaderValue};
 
 use super::http::Endpoint;
+use super::tls::Tls;
 
-/// Whether `url` names a gRPC endpoint (`grpc://HOST[:PORT]`).
+/// Whether `url` names a gRPC endpoint (`grpc://HOST[:PORT]`, `grpcs://` over TLS).
 pub fn is_grpc(url: &str) -> bool {
-    url.starts_with("grpc://")
+    url.starts_with("grpc://") || url.starts_with("grpcs://")
 }
 
-/// The host and port of `grpc://HOST[:PORT]` (`default_port` if none); `http://` too when
-/// `http_is_grpc` (a backend that speaks gRPC only, whose users give it an http URL).
-/// A path is refused: a gRPC method's path is the service's, not the URL's.
+/// The host and port of `grpc://HOST[:PORT]` or, over TLS, `grpcs://` (`default_port` if
+/// none); `http://` and `https://` too when `http_is_grpc` (a backend that speaks gRPC only,
+/// whose users give it an http URL). A path is refused: a gRPC method's path is the
+/// service's, not the URL's.
 pub fn endpoint(url: &str, default_port: u16, http_is_grpc: bool) -> Result<Endpoint> {
-    let rest = match url.split_once("://") {
-        Some(("grpc", rest)) => rest,
-        Some(("http", rest)) if http_is_grpc => rest,
-        Some(("https" | "grpcs", _)) => bail!(
-            "`{url}`: this memperf speaks gRPC over cleartext HTTP/2 only (no TLS yet); put a \
-             TLS-terminating proxy or the server's local plain port in front"
-        ),
-        Some((scheme, _)) => bail!("`{url}`: unsupported scheme `{scheme}` (use grpc://)"),
+    let (rest, tls) = match url.split_once("://") {
+        Some(("grpc", rest)) => (rest, false),
+        Some(("grpcs", rest)) => (rest, true),
+        Some(("http", rest)) if http_is_grpc => (rest, false),
+        Some(("https", rest)) if http_is_grpc => (rest, true),
+        Some((scheme, _)) => {
+            bail!("`{url}`: unsupported scheme `{scheme}` (use grpc:// or grpcs://)")
+        }
         None => bail!("`{url}` is no URL: give grpc://HOST:PORT"),
     };
     let authority = rest.strip_suffix('/').unwrap_or(rest);
@@ -45,14 +48,15 @@ pub fn endpoint(url: &str, default_port: u16, http_is_grpc: bool) -> Result<Endp
     } else {
         format!("http://{authority}:{default_port}")
     };
-    Endpoint::parse(&with_port, "/").map_err(|e| {
+    let ep = Endpoint::parse(&with_port, "/").map_err(|e| {
         anyhow::anyhow!(
             "{}",
             e.to_string()
                 .replace(&with_port, url)
                 .replace("http://", "grpc://")
         )
-    })
+    })?;
+    Ok(Endpoint { tls, ..ep })
 }
 
 /// `host:port`, an IPv6 address in brackets.
@@ -64,9 +68,10 @@ fn authority(host: &str, port: u16) -> String {
     }
 }
 
-/// `grpc://host:port`, for messages.
+/// `grpc[s]://host:port`, for messages.
 pub fn url(ep: &Endpoint) -> String {
-    format!("grpc://{}", authority(&ep.host, ep.port))
+    let scheme = if ep.tls { "grpcs" } else { "grpc" };
+    format!("{scheme}://{}", authority(&ep.host, ep.port))
 }
 
 /// How a call ended, when the server answered.
@@ -118,6 +123,8 @@ pub fn code_name(code: u32) -> &'static str {
 pub struct Channel {
     host: String,
     port: u16,
+    /// TLS's configuration, for a `grpcs` endpoint.
+    tls: Option<Tls>,
     runtime: Option<tokio::runtime::Runtime>,
     conn: Option<SendRequest<Bytes>>,
 }
@@ -141,18 +148,21 @@ impl Fail {
 const MAX_RESPONSE: usize = 64 << 10;
 
 impl Channel {
-    pub fn new(ep: &Endpoint) -> Channel {
+    /// A channel to `ep`, over TLS with `tls` (which a `grpcs` endpoint needs).
+    pub fn new(ep: &Endpoint, tls: Option<Tls>) -> Channel {
         Channel {
             host: ep.host.clone(),
             port: ep.port,
+            tls: if ep.tls { tls } else { None },
             runtime: None,
             conn: None,
         }
     }
 
-    /// `grpc://host:port`, for messages.
+    /// `grpc[s]://host:port`, for messages.
     pub fn url(&self) -> String {
-        format!("grpc://{}", authority(&self.host, self.port))
+        let scheme = if self.tls.is_some() { "grpcs" } else { "grpc" };
+        format!("{scheme}://{}", authority(&self.host, self.port))
     }
 
     /// Calls the unary method at `path` (`/package.Service/Method`) with the encoded
@@ -178,7 +188,7 @@ impl Channel {
             return Err(io::Error::other("no runtime"));
         };
         let kept = self.conn.take();
-        let (host, port) = (self.host.clone(), self.port);
+        let (host, port, tls) = (self.host.clone(), self.port, self.tls.clone());
         let call = async move {
             if let Some(c) = kept {
                 match exchange(c, &head, body.clone()).await {
@@ -186,7 +196,7 @@ impl Channel {
                     done => return done.map_err(Fail::into_io),
                 }
             }
-            let c = connect(&host, port).await?;
+            let c = connect(&host, port, tls.as_ref()).await?;
             exchange(c, &head, body).await.map_err(Fail::into_io)
         };
         let done = rt.block_on(bounded(timeout, call));
@@ -207,7 +217,8 @@ impl Channel {
         timeout: Duration,
     ) -> io::Result<Head> {
         let authority = authority(&self.host, self.port);
-        let uri: http::Uri = format!("http://{authority}{path}")
+        let scheme = if self.tls.is_some() { "https" } else { "http" };
+        let uri: http::Uri = format!("{scheme}://{authority}{path}")
             .parse()
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, format!("{e}")))?;
         let mut map = HeaderMap::new();
@@ -283,11 +294,30 @@ fn h2_io(e: h2::Error) -> io::Error {
     }
 }
 
-/// A new HTTP/2 connection, its driver spawned on the runtime (it runs while a call does).
-async fn connect(host: &str, port: u16) -> io::Result<SendRequest<Bytes>> {
+/// A new HTTP/2 connection, over TLS with `tls`, its driver spawned on the runtime (it
+/// runs while a call does).
+async fn connect(host: &str, port: u16, tls: Option<&Tls>) -> io::Result<SendRequest<Bytes>> {
     let tcp = tokio::net::TcpStream::connect((host, port)).await?;
     tcp.set_nodelay(true)?;
-    let (send, conn) = h2::client::handshake(tcp).await.map_err(h2_io)?;
+    match tls {
+        None => handshake(tcp).await,
+        Some(tls) => {
+            let stream = tls.h2(host, tcp).await?;
+            if stream.get_ref().1.alpn_protocol() != Some(b"h2") {
+                return Err(io::Error::other(
+                    "the server did not agree to HTTP/2 (ALPN h2) over TLS: no gRPC there?",
+                ));
+            }
+            handshake(stream).await
+        }
+    }
+}
+
+async fn handshake<T>(io: T) -> io::Result<SendRequest<Bytes>>
+where
+    T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let (send, conn) = h2::client::handshake(io).await.map_err(h2_io)?;
     tokio::spawn(async move {
         let _ = conn.await;
     });
@@ -425,7 +455,13 @@ mod tests {
         let e = endpoint("grpc://[::1]", 4317, false).unwrap();
         assert_eq!((e.host.as_str(), e.port), ("::1", 4317));
         let e = endpoint("http://parca:7070", 7070, true).unwrap();
-        assert_eq!((e.host.as_str(), e.port), ("parca", 7070));
+        assert_eq!((e.host.as_str(), e.port, e.tls), ("parca", 7070, false));
+        let e = endpoint("https://parca", 7070, true).unwrap();
+        assert_eq!(
+            (e.port, e.tls, url(&e).as_str()),
+            (7070, true, "grpcs://parca:7070")
+        );
+        assert!(endpoint("grpcs://h:1", 4317, false).unwrap().tls);
         for bad in [
             "http://h:1",
             "grpc://h:1/v1/profiles",
@@ -436,8 +472,7 @@ mod tests {
         ] {
             assert!(endpoint(bad, 4317, false).is_err(), "{bad}");
         }
-        let tls = endpoint("grpcs://h", 1, false).unwrap_err().to_string();
-        assert!(tls.contains("no TLS"), "{tls}");
+        assert!(endpoint("https://h", 1, false).is_err());
         let port = endpoint("grpc://h:x", 1, false).unwrap_err().to_string();
         assert!(port.contains("grpc://h:x"), "{port}");
     }

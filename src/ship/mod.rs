@@ -6,6 +6,7 @@
 pub mod grpc;
 pub mod http;
 pub mod spool;
+pub mod tls;
 
 use std::sync::mpsc::{self, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex};
@@ -16,6 +17,7 @@ use anyhow::{Context, Result, bail};
 
 use http::Endpoint;
 use spool::Spool;
+use tls::Tls;
 
 /// One request to a backend: where on it, the body's type, the body. For a gRPC backend
 /// the path is the method's (`/package.Service/Method`) and the body its message.
@@ -74,6 +76,8 @@ pub struct Backend {
     backoff: Backoff,
     stats: Arc<Mutex<Stats>>,
     transport: Transport,
+    /// TLS's configuration, for an `https` or `grpcs` endpoint.
+    tls: Option<Tls>,
 }
 
 /// How a backend's requests travel.
@@ -114,12 +118,22 @@ impl Backend {
             backoff: Backoff::default(),
             stats,
             transport: Transport::Http,
+            tls: None,
         })
     }
 
     /// The same backend, its requests sent as gRPC calls (each request's path the method).
     pub fn over_grpc(mut self) -> Backend {
-        self.transport = Transport::Grpc(grpc::Channel::new(&self.endpoint));
+        self.transport = Transport::Grpc(grpc::Channel::new(&self.endpoint, self.tls.clone()));
+        self
+    }
+
+    /// The same backend, over TLS with `tls` if its endpoint says TLS.
+    pub fn with_tls(mut self, tls: Tls) -> Backend {
+        self.tls = Some(tls);
+        if let Transport::Grpc(_) = self.transport {
+            return self.over_grpc();
+        }
         self
     }
 
@@ -193,7 +207,7 @@ impl Backend {
         };
         let mut headers = self.headers.clone();
         headers.push(("Content-Type".to_string(), req.content_type.clone()));
-        match http::post(&ep, &headers, &req.body, timeout) {
+        match http::post(&ep, self.tls.as_ref(), &headers, &req.body, timeout) {
             Ok(r) if r.is_success() => Outcome::Taken,
             Ok(r) => by_http_status(&ep.url(), r.status, &r.summary()),
             Err(e) => Outcome::Retry(format!("{}: {e}", ep.url())),

@@ -10,7 +10,7 @@ mod sink;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use anyhow::Result;
+use anyhow::{Result, bail};
 
 use crate::aggregate::live::{LiveEvent, Windowed};
 use crate::config::agent::AgentConfig;
@@ -31,6 +31,7 @@ use sink::{DirSink, Encoder, OtlpEncoder, Sink, Window};
 
 use crate::ship::grpc;
 use crate::ship::http::Endpoint;
+use crate::ship::tls::Tls;
 use crate::ship::{Backend, Shipper};
 
 /// Runs the agent until its duration ends, its command exits or it is stopped.
@@ -167,7 +168,32 @@ fn remotes(cfg: &AgentConfig, host: &HostLabels) -> Result<Remotes> {
         )?;
         backends.push(backend.over_grpc());
     }
-    Ok((encoders, backends))
+    Ok((encoders, with_tls(cfg, backends)?))
+}
+
+/// TLS for the backends whose URL asks for it (`https`, `grpcs`), trusting `--ca-file`'s
+/// certificates or the system's.
+fn with_tls(cfg: &AgentConfig, backends: Vec<Backend>) -> Result<Vec<Backend>> {
+    if !backends.iter().any(|b| b.endpoint.tls) {
+        if let Some(ca) = &cfg.ca_file {
+            bail!(
+                "--ca-file `{}` is given, but no backend's URL is https:// or grpcs://",
+                ca.display()
+            );
+        }
+        return Ok(backends);
+    }
+    let tls = Tls::new(cfg.ca_file.as_deref())?;
+    Ok(backends
+        .into_iter()
+        .map(|b| {
+            if b.endpoint.tls {
+                b.with_tls(tls.clone())
+            } else {
+                b
+            }
+        })
+        .collect())
 }
 
 /// The report configuration the aggregation and the pprof encoder take: every stack, by
