@@ -14,6 +14,13 @@ command -v python3 >/dev/null 2>&1 || need+=(python3)
 # Node, for the --perf-basic-prof test (tests/names.rs). CPython 3.12+ (-X perf) is not a
 # Debian 12 package: that test finds python3.12 on PATH or under ~/.pyenv, else skips.
 command -v node >/dev/null 2>&1 || need+=(nodejs)
+# npm, to install the Parca test server's packages (tests/parca/build.sh); Debian packages
+# it apart from nodejs.
+command -v npm >/dev/null 2>&1 || need+=(npm)
+# openssl, to make the CA and certificate the agent's TLS tests use (tests/agent_otlp.rs),
+# and the system's CA certificates, which the agent trusts without --ca-file.
+command -v openssl >/dev/null 2>&1 || need+=(openssl)
+[ -s /etc/ssl/certs/ca-certificates.crt ] || need+=(ca-certificates)
 # Another package's debug files can create /usr/lib/debug/.build-id: ask dpkg for glibc's.
 dpkg -s libc6-dbg >/dev/null 2>&1 || need+=(libc6-dbg)
 # <sys/sdt.h>, for the USDT probes of fixtures/probes.c.
@@ -44,6 +51,13 @@ fi
 # from its Go modules once (3-4 minutes on 2 cores), then cached under ~/.cache/memperf.
 if command -v go >/dev/null 2>&1; then
     echo "test.sh: OpenTelemetry Collector at $(tests/otelcol/build.sh)"
+fi
+
+# The Parca ProfileStoreService memperf agent's tests push to (tests/agent_parca.rs): Parca's
+# generated code from npm (@parca/client) with grpc-js, installed once (about 10 s) under
+# ~/.cache/memperf.
+if command -v npm >/dev/null 2>&1; then
+    echo "test.sh: Parca test server at $(tests/parca/build.sh)"
 fi
 
 cargo fmt --check

@@ -1,9 +1,11 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 //! `memperf agent --otlp` against a real OpenTelemetry Collector (built by
 //! `tests/otelcol/build.sh` from the collector's Go modules, with its OTLP receiver and file
-//! exporter): the profiles the collector decoded and wrote out carry the fixture's stacks
-//! with exact counts and bytes, the labels and the sample types; a collector stopped in the
-//! middle of a run and started again loses no window.
+//! exporter), over HTTP and over gRPC, each in the clear and over TLS (a certificate made by
+//! `openssl` at test time): the profiles the collector decoded and wrote out carry the
+//! fixture's stacks with exact counts and bytes, the labels and the sample types; a
+//! collector stopped in the middle of a run and started again loses no window; a server
+//! whose certificate no trusted CA signed is refused.
 
 mod common;
 
@@ -54,19 +56,137 @@ struct Collector {
     child: Child,
 }
 
+/// How the agent reaches the collector: the receiver's protocol and the URL's scheme.
+#[derive(Clone, Copy, Debug)]
+enum Protocol {
+    Http,
+    Grpc,
+    Https,
+    Grpcs,
+}
+
+impl Protocol {
+    fn url(self, port: u16) -> String {
+        let scheme = match self {
+            Protocol::Http => "http",
+            Protocol::Grpc => "grpc",
+            Protocol::Https => "https",
+            Protocol::Grpcs => "grpcs",
+        };
+        format!("{scheme}://127.0.0.1:{port}")
+    }
+
+    fn receiver(self) -> &'static str {
+        match self {
+            Protocol::Http | Protocol::Https => "http",
+            Protocol::Grpc | Protocol::Grpcs => "grpc",
+        }
+    }
+
+    fn tls(self) -> bool {
+        matches!(self, Protocol::Https | Protocol::Grpcs)
+    }
+
+    /// The agent's options for this protocol: over TLS, the test's CA.
+    fn agent_args(self, dir: &Path) -> Vec<String> {
+        if self.tls() {
+            vec![
+                "--ca-file".to_string(),
+                dir.join("ca.pem").display().to_string(),
+            ]
+        } else {
+            Vec::new()
+        }
+    }
+}
+
+/// A CA (`ca.pem`) and a certificate it signed for 127.0.0.1 (`server.pem`, `server.key`)
+/// in `dir`, made with the openssl command.
+fn certificates(dir: &Path) {
+    if dir.join("server.pem").exists() {
+        return;
+    }
+    let openssl = |args: &[&str]| {
+        let o = Command::new("openssl")
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "openssl {args:?}: {}", stderr(&o));
+    };
+    let ec = [
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:P-256",
+        "-nodes",
+    ];
+    openssl(
+        &[
+            &["req", "-x509"][..],
+            &ec,
+            &["-keyout", "ca.key", "-out", "ca.pem", "-days", "1"],
+            &["-subj", "/CN=memperf test CA"],
+        ]
+        .concat(),
+    );
+    openssl(
+        &[
+            &["req"][..],
+            &ec,
+            &["-keyout", "server.key", "-out", "server.csr"],
+            &["-subj", "/CN=127.0.0.1"],
+        ]
+        .concat(),
+    );
+    std::fs::write(
+        dir.join("server.ext"),
+        "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\n",
+    )
+    .unwrap();
+    openssl(&[
+        "x509",
+        "-req",
+        "-in",
+        "server.csr",
+        "-CA",
+        "ca.pem",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-out",
+        "server.pem",
+        "-days",
+        "1",
+        "-extfile",
+        "server.ext",
+    ]);
+}
+
 impl Collector {
-    fn start(bin: &Path, dir: &Path, port: u16, out: &Path) -> Collector {
+    fn start(bin: &Path, dir: &Path, proto: Protocol, port: u16, out: &Path) -> Collector {
         let config = dir.join(format!(
             "config-{}.yaml",
             out.file_stem().unwrap().to_string_lossy()
         ));
+        let tls = if proto.tls() {
+            certificates(dir);
+            format!(
+                "        tls:\n          cert_file: {}\n          key_file: {}\n",
+                dir.join("server.pem").display(),
+                dir.join("server.key").display()
+            )
+        } else {
+            String::new()
+        };
         std::fs::write(
             &config,
             format!(
-                "receivers:\n  otlp:\n    protocols:\n      http:\n        endpoint: 127.0.0.1:{port}\n\
+                "receivers:\n  otlp:\n    protocols:\n      {}:\n        endpoint: 127.0.0.1:{port}\n{tls}\
                  exporters:\n  file:\n    path: {}\n    format: json\n\
                  service:\n  telemetry:\n    metrics:\n      level: none\n\
                  \x20 pipelines:\n    profiles:\n      receivers: [otlp]\n      exporters: [file]\n",
+                proto.receiver(),
                 out.display()
             ),
         )
@@ -221,6 +341,28 @@ fn page_faults(seen: &Seen) -> (i64, i64) {
 
 #[test]
 fn the_collector_receives_the_fixtures_exact_stacks_labels_and_sample_types() {
+    exact_stacks_labels_and_sample_types(Protocol::Http);
+}
+
+#[test]
+fn over_grpc_the_collector_receives_the_fixtures_exact_stacks_labels_and_sample_types() {
+    exact_stacks_labels_and_sample_types(Protocol::Grpc);
+}
+
+#[test]
+fn over_https_the_collector_receives_the_fixtures_exact_stacks() {
+    exact_stacks_labels_and_sample_types(Protocol::Https);
+}
+
+#[test]
+fn over_grpc_and_tls_the_collector_receives_the_fixtures_exact_stacks() {
+    exact_stacks_labels_and_sample_types(Protocol::Grpcs);
+}
+
+/// Without the test's CA the agent trusts the system's only, and sends nothing to a server
+/// whose certificate the test's CA signed: each attempt fails, and the exit says why.
+#[test]
+fn a_server_no_trusted_ca_vouches_for_is_sent_nothing() {
     if !require_perf("memperf agent --otlp") {
         return;
     }
@@ -230,11 +372,41 @@ fn the_collector_receives_the_fixtures_exact_stacks_labels_and_sample_types() {
     let dir = scratch();
     let port = free_port();
     let out = dir.path().join("profiles.json");
-    let collector = Collector::start(&bin, dir.path(), port, &out);
+    let collector = Collector::start(&bin, dir.path(), Protocol::Grpcs, port, &out);
+    let o = memperf()
+        .args(["agent", "--interval", "0.3", "--otlp"])
+        .arg(Protocol::Grpcs.url(port))
+        .arg("--")
+        .arg(fixture("pagefault", Variant::Fp))
+        .arg("100")
+        .output()
+        .unwrap();
+    let err = stderr(&o);
+    collector.stop();
+    assert!(o.status.success(), "{err}");
+    assert!(
+        err.contains("1 not delivered at exit") && err.contains("UnknownIssuer"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read_to_string(&out).unwrap_or_default(), "");
+}
+
+fn exact_stacks_labels_and_sample_types(proto: Protocol) {
+    if !require_perf("memperf agent --otlp") {
+        return;
+    }
+    let Some(bin) = collector_binary() else {
+        return;
+    };
+    let dir = scratch();
+    let port = free_port();
+    let out = dir.path().join("profiles.json");
+    let collector = Collector::start(&bin, dir.path(), proto, port, &out);
     let pages = 3000;
     let o = memperf()
         .args(["agent", "--interval", "0.3", "--otlp"])
-        .arg(format!("http://127.0.0.1:{port}"))
+        .arg(proto.url(port))
+        .args(proto.agent_args(dir.path()))
         .arg("--")
         .arg(fixture("pagefault", Variant::Fp))
         .arg(pages.to_string())
@@ -261,10 +433,34 @@ fn the_collector_receives_the_fixtures_exact_stacks_labels_and_sample_types() {
     }
     assert!(seen.sample_keys.contains("process.pid"), "{seen:?}");
     assert!(seen.comms.contains("pagefault-fp"), "{seen:?}");
+    // The backend is named by its URL, and no attempt failed or was refused.
+    let url = format!("OTLP {}", proto.url(port));
+    let lines: Vec<&str> = err
+        .lines()
+        .filter(|l| l.contains("failed attempts"))
+        .collect();
+    assert!(!lines.is_empty(), "{err}");
+    for l in lines {
+        assert!(l.contains(&url), "{l}");
+        assert!(
+            l.contains(" 0 failed attempts, 0 dropped, 0 refused"),
+            "{l}"
+        );
+    }
+    assert!(!err.contains("not delivered"), "{err}");
 }
 
 #[test]
 fn a_collector_restarted_mid_run_loses_no_window() {
+    restarted_mid_run(Protocol::Http);
+}
+
+#[test]
+fn over_grpc_a_collector_restarted_mid_run_loses_no_window() {
+    restarted_mid_run(Protocol::Grpc);
+}
+
+fn restarted_mid_run(proto: Protocol) {
     if !require_perf("memperf agent --otlp") {
         return;
     }
@@ -276,7 +472,7 @@ fn a_collector_restarted_mid_run_loses_no_window() {
     let first = dir.path().join("first.json");
     let second = dir.path().join("second.json");
     let spool = dir.path().join("spool");
-    let collector = Collector::start(&bin, dir.path(), port, &first);
+    let collector = Collector::start(&bin, dir.path(), proto, port, &first);
     let (rounds, pages) = (8, 250);
     let script = format!(
         "for i in $(seq {rounds}); do {} {pages}; sleep 0.4; done",
@@ -286,7 +482,7 @@ fn a_collector_restarted_mid_run_loses_no_window() {
         .args(["agent", "--interval", "0.4", "--spool"])
         .arg(&spool)
         .arg("--otlp")
-        .arg(format!("http://127.0.0.1:{port}"))
+        .arg(proto.url(port))
         .args(["--", "sh", "-c", &script])
         .stderr(Stdio::piped())
         .spawn()
@@ -295,7 +491,7 @@ fn a_collector_restarted_mid_run_loses_no_window() {
     collector.stop();
     // Windows end while no collector listens: they wait in the spool.
     std::thread::sleep(Duration::from_millis(1500));
-    let collector = Collector::start(&bin, dir.path(), port, &second);
+    let collector = Collector::start(&bin, dir.path(), proto, port, &second);
     let o = agent.wait_with_output().unwrap();
     let err = stderr(&o);
     assert!(o.status.success(), "{err}");

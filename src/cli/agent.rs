@@ -17,6 +17,8 @@ EXAMPLES:
         minute (go tool pprof reads them).
     memperf agent -e page-faults,syscalls:sys_enter_mmap --output /var/lib/memperf
         Faults and mmap bytes, every 60 s, until stopped (SIGINT or SIGTERM).
+    memperf agent --otlp grpc://collector:4317 --parca grpc://parca:7070
+        Each window to an OpenTelemetry Collector (OTLP over gRPC) and to Parca.
     memperf agent --comm nginx,redis-server --output out/
         Only these commands' samples.
     memperf agent --output out/ -- ./app
@@ -92,10 +94,17 @@ pub struct AgentArgs {
     pub output: Option<PathBuf>,
 
     /// Push each window's profiles to an OpenTelemetry Collector (or any OTLP profiles
-    /// receiver) over HTTP: `http://HOST:4318` posts protobuf to `/v1development/profiles`.
-    /// Repeatable.
+    /// receiver): `http://HOST:4318` posts protobuf to `/v1development/profiles` (or the
+    /// URL's path); `grpc://HOST[:4317]` calls ProfilesService/Export over gRPC (cleartext
+    /// HTTP/2); `https://` and `grpcs://` do the same over TLS. Repeatable.
     #[arg(long = "otlp", value_name = "URL")]
     pub otlp: Vec<String>,
+
+    /// Push each window's profiles to a Parca server (or Polar Signals) with
+    /// ProfileStoreService/WriteRaw over gRPC: `grpc://HOST[:7070]` or `http://HOST[:7070]`
+    /// (cleartext HTTP/2), `grpcs://` or `https://` (TLS). Repeatable.
+    #[arg(long = "parca", value_name = "URL")]
+    pub parca: Vec<String>,
 
     /// Where each backend's requests wait while it cannot take them (a directory per
     /// backend inside, kept across restarts: they are sent, oldest first, when it is back).
@@ -107,6 +116,11 @@ pub struct AgentArgs {
     /// dropped, and counted.
     #[arg(long = "spool-max-mb", value_name = "MIB", default_value_t = 256)]
     pub spool_max_mb: u64,
+
+    /// Check `https://` and `grpcs://` backends' certificates against the CA certificates of
+    /// this PEM file only (else against the system's).
+    #[arg(long = "ca-file", value_name = "PEM")]
+    pub ca_file: Option<PathBuf>,
 
     /// Send `Authorization: Bearer TOKEN` to every backend (else $MEMPERF_BEARER_TOKEN).
     #[arg(long = "bearer-token", value_name = "TOKEN")]
@@ -139,12 +153,23 @@ pub struct AgentArgs {
 impl AgentArgs {
     pub fn into_config(self) -> Result<AgentConfig> {
         let interval = super::seconds("--interval", self.interval)?;
-        if self.output.is_none() && self.otlp.is_empty() {
-            bail!("memperf agent needs somewhere to send its profiles: --output DIR or --otlp URL");
+        if self.output.is_none() && self.otlp.is_empty() && self.parca.is_empty() {
+            bail!(
+                "memperf agent needs somewhere to send its profiles: --output DIR, --otlp URL \
+                 or --parca URL"
+            );
         }
         for url in &self.otlp {
-            crate::ship::http::Endpoint::parse(url, "/")
-                .map_err(|e| anyhow::anyhow!("--otlp: {e:#}"))?;
+            let parsed = if crate::ship::grpc::is_grpc(url) {
+                crate::ship::grpc::endpoint(url, 4317, false)
+            } else {
+                crate::ship::http::Endpoint::parse(url, "/")
+            };
+            parsed.map_err(|e| anyhow::anyhow!("--otlp: {e:#}"))?;
+        }
+        for url in &self.parca {
+            crate::ship::grpc::endpoint(url, 7070, true)
+                .map_err(|e| anyhow::anyhow!("--parca: {e:#}"))?;
         }
         let headers = auth_headers(
             self.bearer_token.or_else(|| env("MEMPERF_BEARER_TOKEN")),
@@ -183,7 +208,9 @@ impl AgentArgs {
             interval,
             output: self.output,
             otlp: self.otlp,
+            parca: self.parca,
             spool: self.spool,
+            ca_file: self.ca_file,
             spool_bytes: self.spool_max_mb.saturating_mul(1 << 20),
             headers,
             comms: (!self.comms.is_empty()).then_some(self.comms),

@@ -14,7 +14,11 @@ pub struct AgentConfig {
     pub output: Option<PathBuf>,
     /// OTLP receivers' URLs.
     pub otlp: Vec<String>,
+    /// Parca servers' URLs (gRPC).
+    pub parca: Vec<String>,
     pub spool: Option<PathBuf>,
+    /// The CA certificates TLS backends are checked against (else the system's).
+    pub ca_file: Option<PathBuf>,
     pub spool_bytes: u64,
     /// Headers every backend is sent (authorization, tenant).
     pub headers: Vec<(String, String)>,

@@ -1,6 +1,5 @@
 //! A small HTTP/1.1 client over `std::net::TcpStream`: one POST per connection, bounded in
-//! time, for pushing profiles to a backend on the loopback or the local network. (No TLS:
-//! an `https` URL is refused with a clear error.)
+//! time, for pushing profiles to a backend; over TLS (`ship::tls`) for an `https` URL.
 
 use std::io::{self, Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
@@ -8,25 +7,28 @@ use std::time::Duration;
 
 use anyhow::{Result, bail};
 
-/// Where requests go: `http://HOST[:PORT][/PATH]`.
+use super::tls::Tls;
+
+/// Where requests go: `http[s]://HOST[:PORT][/PATH]`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Endpoint {
     pub host: String,
     pub port: u16,
     /// The request path, from `/`.
     pub path: String,
+    /// Whether the connection is TLS (`https`).
+    pub tls: bool,
 }
 
 impl Endpoint {
     /// Parses `url`; a URL without a path (or `/`) gets `default_path`.
     pub fn parse(url: &str, default_path: &str) -> Result<Endpoint> {
-        let rest = match url.split_once("://") {
-            Some(("http", rest)) => rest,
-            Some(("https", _)) => bail!(
-                "`{url}`: this memperf speaks plain HTTP only; put a TLS-terminating proxy \
-                 (or the collector's own http endpoint on a local address) in front"
-            ),
-            Some((scheme, _)) => bail!("`{url}`: unsupported scheme `{scheme}` (use http://)"),
+        let (rest, tls) = match url.split_once("://") {
+            Some(("http", rest)) => (rest, false),
+            Some(("https", rest)) => (rest, true),
+            Some((scheme, _)) => {
+                bail!("`{url}`: unsupported scheme `{scheme}` (use http:// or https://)")
+            }
             None => bail!("`{url}` is no URL: give http://HOST:PORT"),
         };
         let (authority, path) = match rest.find('/') {
@@ -43,7 +45,7 @@ impl Endpoint {
                     .map_err(|_| anyhow::anyhow!("`{url}`: bad port `{p}`"))?;
                 (h, port)
             }
-            _ => (authority, 80),
+            _ => (authority, if tls { 443 } else { 80 }),
         };
         let host = host.trim_start_matches('[').trim_end_matches(']');
         if host.is_empty() {
@@ -58,12 +60,14 @@ impl Endpoint {
             host: host.to_string(),
             port,
             path,
+            tls,
         })
     }
 
-    /// `http://host:port/path`, for messages.
+    /// `http[s]://host:port/path`, for messages.
     pub fn url(&self) -> String {
-        format!("http://{}:{}{}", self.host, self.port, self.path)
+        let scheme = if self.tls { "https" } else { "http" };
+        format!("{scheme}://{}:{}{}", self.host, self.port, self.path)
     }
 }
 
@@ -94,9 +98,11 @@ impl Response {
 /// The largest response body read.
 const MAX_BODY: u64 = 64 << 10;
 
-/// POSTs `body` to `ep` with `headers`, each step bounded by `timeout`.
+/// POSTs `body` to `ep` with `headers`, each step bounded by `timeout`; over TLS (`tls`)
+/// when the endpoint is `https`.
 pub fn post(
     ep: &Endpoint,
+    tls: Option<&Tls>,
     headers: &[(String, String)],
     body: &[u8],
     timeout: Duration,
@@ -105,9 +111,25 @@ pub fn post(
         .to_socket_addrs()?
         .next()
         .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, "no address for the host"))?;
-    let mut s = TcpStream::connect_timeout(&addr, timeout)?;
+    let s = TcpStream::connect_timeout(&addr, timeout)?;
     s.set_read_timeout(Some(timeout))?;
     s.set_write_timeout(Some(timeout))?;
+    match (ep.tls, tls) {
+        (false, _) => exchange(s, ep, headers, body),
+        (true, Some(tls)) => exchange(tls.http1(&ep.host, s)?, ep, headers, body),
+        (true, None) => Err(io::Error::other(
+            "an https endpoint without a TLS configuration",
+        )),
+    }
+}
+
+/// One request and its response on a fresh connection.
+fn exchange(
+    mut s: impl Read + Write,
+    ep: &Endpoint,
+    headers: &[(String, String)],
+    body: &[u8],
+) -> io::Result<Response> {
     let mut head = format!(
         "POST {} HTTP/1.1\r\nHost: {}:{}\r\nUser-Agent: memperf/{}\r\nContent-Length: {}\r\n\
          Connection: close\r\n",
@@ -172,8 +194,12 @@ mod tests {
         ] {
             assert!(Endpoint::parse(bad, "/").is_err(), "{bad}");
         }
-        let tls = Endpoint::parse("https://h", "/").unwrap_err().to_string();
-        assert!(tls.contains("plain HTTP only"), "{tls}");
+        let e = Endpoint::parse("https://h/p", "/").unwrap();
+        assert_eq!(
+            (e.port, e.tls, e.url().as_str()),
+            (443, true, "https://h:443/p")
+        );
+        assert!(!Endpoint::parse("http://h", "/").unwrap().tls);
     }
 
     #[test]

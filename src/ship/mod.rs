@@ -1,10 +1,12 @@
 //! Shipping profiles to backends: each backend's requests queue in its `spool` (a bounded
-//! directory or memory) and a thread of their own delivers them over `http`, oldest first,
-//! retrying with backoff while a backend is down, so that the recorder's drain never waits
-//! on the network.
+//! directory or memory) and a thread of their own delivers them over `http` (or as unary
+//! `grpc` calls), oldest first, retrying with backoff while a backend is down, so that the
+//! recorder's drain never waits on the network.
 
+pub mod grpc;
 pub mod http;
 pub mod spool;
+pub mod tls;
 
 use std::sync::mpsc::{self, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex};
@@ -15,8 +17,10 @@ use anyhow::{Context, Result, bail};
 
 use http::Endpoint;
 use spool::Spool;
+use tls::Tls;
 
-/// One request to a backend: where on it, the body's type, the body.
+/// One request to a backend: where on it, the body's type, the body. For a gRPC backend
+/// the path is the method's (`/package.Service/Method`) and the body its message.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Request {
     /// The path and query, from `/`.
@@ -71,6 +75,17 @@ pub struct Backend {
     spool: Spool,
     backoff: Backoff,
     stats: Arc<Mutex<Stats>>,
+    transport: Transport,
+    /// TLS's configuration, for an `https` or `grpcs` endpoint.
+    tls: Option<Tls>,
+}
+
+/// How a backend's requests travel.
+enum Transport {
+    /// An HTTP/1.1 POST each.
+    Http,
+    /// A unary gRPC call each, on a kept HTTP/2 connection.
+    Grpc(grpc::Channel),
 }
 
 impl Backend {
@@ -102,7 +117,24 @@ impl Backend {
             spool,
             backoff: Backoff::default(),
             stats,
+            transport: Transport::Http,
+            tls: None,
         })
+    }
+
+    /// The same backend, its requests sent as gRPC calls (each request's path the method).
+    pub fn over_grpc(mut self) -> Backend {
+        self.transport = Transport::Grpc(grpc::Channel::new(&self.endpoint, self.tls.clone()));
+        self
+    }
+
+    /// The same backend, over TLS with `tls` if its endpoint says TLS.
+    pub fn with_tls(mut self, tls: Tls) -> Backend {
+        self.tls = Some(tls);
+        if let Transport::Grpc(_) = self.transport {
+            return self.over_grpc();
+        }
+        self
     }
 
     fn with_stats(&self, f: impl FnOnce(&mut Stats)) {
@@ -165,26 +197,57 @@ impl Backend {
         }
     }
 
-    fn attempt(&self, req: &Request, timeout: Duration) -> Outcome {
+    fn attempt(&mut self, req: &Request, timeout: Duration) -> Outcome {
+        if let Transport::Grpc(ch) = &mut self.transport {
+            return call(ch, &self.headers, req, timeout);
+        }
         let ep = Endpoint {
             path: req.path.clone(),
             ..self.endpoint.clone()
         };
         let mut headers = self.headers.clone();
         headers.push(("Content-Type".to_string(), req.content_type.clone()));
-        match http::post(&ep, &headers, &req.body, timeout) {
+        match http::post(&ep, self.tls.as_ref(), &headers, &req.body, timeout) {
             Ok(r) if r.is_success() => Outcome::Taken,
-            Ok(r) if (400..500).contains(&r.status) && !matches!(r.status, 408 | 429) => {
-                Outcome::Refused(format!(
-                    "{} refused a request: {} {}",
-                    ep.url(),
-                    r.status,
-                    r.summary()
-                ))
-            }
-            Ok(r) => Outcome::Retry(format!("{}: {} {}", ep.url(), r.status, r.summary())),
+            Ok(r) => by_http_status(&ep.url(), r.status, &r.summary()),
             Err(e) => Outcome::Retry(format!("{}: {e}", ep.url())),
         }
+    }
+}
+
+/// An HTTP answer's outcome: a 2xx is taken, a 4xx other than 408 and 429 refused, the
+/// rest retried.
+fn by_http_status(url: &str, status: u16, summary: &str) -> Outcome {
+    if (200..300).contains(&status) {
+        Outcome::Taken
+    } else if (400..500).contains(&status) && !matches!(status, 408 | 429) {
+        Outcome::Refused(format!("{url} refused a request: {status} {summary}"))
+    } else {
+        Outcome::Retry(format!("{url}: {status} {summary}"))
+    }
+}
+
+/// One gRPC call's outcome: status OK is taken, the retryable codes (UNAVAILABLE and the
+/// like) retried, any other code a refusal; an HTTP answer that is no gRPC one is judged
+/// as an HTTP push's.
+fn call(
+    ch: &mut grpc::Channel,
+    headers: &[(String, String)],
+    req: &Request,
+    timeout: Duration,
+) -> Outcome {
+    let url = format!("{}{}", ch.url(), req.path);
+    match ch.unary(&req.path, headers, &req.body, timeout) {
+        Ok(grpc::Answer::Ok) => Outcome::Taken,
+        Ok(grpc::Answer::Status(code, msg)) if grpc::retryable(code) => {
+            Outcome::Retry(format!("{url}: {} {msg}", grpc::code_name(code)))
+        }
+        Ok(grpc::Answer::Status(code, msg)) => Outcome::Refused(format!(
+            "{url} refused a request: {} {msg}",
+            grpc::code_name(code)
+        )),
+        Ok(grpc::Answer::Http(status, summary)) => by_http_status(&url, status, &summary),
+        Err(e) => Outcome::Retry(format!("{url}: {e}")),
     }
 }
 

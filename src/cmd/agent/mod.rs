@@ -3,13 +3,14 @@
 //! process group (`profiles`) and handed to each sink (`sink`).
 
 mod groups;
+mod parca;
 mod profiles;
 mod sink;
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use anyhow::Result;
+use anyhow::{Result, bail};
 
 use crate::aggregate::live::{LiveEvent, Windowed};
 use crate::config::agent::AgentConfig;
@@ -28,7 +29,9 @@ use groups::Groups;
 use profiles::{Cut, HostLabels, WindowTimes};
 use sink::{DirSink, Encoder, OtlpEncoder, Sink, Window};
 
+use crate::ship::grpc;
 use crate::ship::http::Endpoint;
+use crate::ship::tls::Tls;
 use crate::ship::{Backend, Shipper};
 
 /// Runs the agent until its duration ends, its command exits or it is stopped.
@@ -117,21 +120,80 @@ fn remotes(cfg: &AgentConfig, host: &HostLabels) -> Result<Remotes> {
     let mut encoders: Vec<Box<dyn Encoder>> = Vec::new();
     let mut backends = Vec::new();
     for (i, url) in cfg.otlp.iter().enumerate() {
-        let ep = Endpoint::parse(url, sink::OTLP_PATH)?;
+        let over_grpc = grpc::is_grpc(url);
+        let (ep, name, path, content_type) = if over_grpc {
+            let ep = grpc::endpoint(url, sink::OTLP_GRPC_PORT, false)?;
+            let name = format!("OTLP {}", grpc::url(&ep));
+            (
+                ep,
+                name,
+                sink::OTLP_GRPC_METHOD.to_string(),
+                "application/grpc",
+            )
+        } else {
+            let ep = Endpoint::parse(url, sink::OTLP_PATH)?;
+            let (name, path) = (format!("OTLP {}", ep.url()), ep.path.clone());
+            (ep, name, path, "application/x-protobuf")
+        };
         encoders.push(Box::new(OtlpEncoder {
             host: host.clone(),
-            path: ep.path.clone(),
+            path,
+            content_type,
         }));
         let spool = cfg.spool.as_ref().map(|d| d.join(format!("otlp-{i}")));
-        backends.push(Backend::new(
-            format!("OTLP {}", ep.url()),
+        let backend = Backend::new(
+            name,
             ep,
             cfg.headers.clone(),
             spool.as_deref(),
             cfg.spool_bytes,
-        )?);
+        )?;
+        backends.push(if over_grpc {
+            backend.over_grpc()
+        } else {
+            backend
+        });
     }
-    Ok((encoders, backends))
+    for (i, url) in cfg.parca.iter().enumerate() {
+        let ep = grpc::endpoint(url, parca::PARCA_PORT, true)?;
+        encoders.push(Box::new(parca::ParcaEncoder { host: host.clone() }));
+        let spool = cfg.spool.as_ref().map(|d| d.join(format!("parca-{i}")));
+        let name = format!("Parca {}", grpc::url(&ep));
+        let backend = Backend::new(
+            name,
+            ep,
+            cfg.headers.clone(),
+            spool.as_deref(),
+            cfg.spool_bytes,
+        )?;
+        backends.push(backend.over_grpc());
+    }
+    Ok((encoders, with_tls(cfg, backends)?))
+}
+
+/// TLS for the backends whose URL asks for it (`https`, `grpcs`), trusting `--ca-file`'s
+/// certificates or the system's.
+fn with_tls(cfg: &AgentConfig, backends: Vec<Backend>) -> Result<Vec<Backend>> {
+    if !backends.iter().any(|b| b.endpoint.tls) {
+        if let Some(ca) = &cfg.ca_file {
+            bail!(
+                "--ca-file `{}` is given, but no backend's URL is https:// or grpcs://",
+                ca.display()
+            );
+        }
+        return Ok(backends);
+    }
+    let tls = Tls::new(cfg.ca_file.as_deref())?;
+    Ok(backends
+        .into_iter()
+        .map(|b| {
+            if b.endpoint.tls {
+                b.with_tls(tls.clone())
+            } else {
+                b
+            }
+        })
+        .collect())
 }
 
 /// The report configuration the aggregation and the pprof encoder take: every stack, by

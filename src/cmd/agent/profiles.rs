@@ -223,11 +223,89 @@ fn prune(p: &mut Profile) {
     p.function.retain(|f| functions.contains(&f.id));
     let mappings: rustc_hash::FxHashSet<u64> = p.location.iter().map(|l| l.mapping_id).collect();
     p.mapping.retain(|m| mappings.contains(&m.id));
+    renumber(p);
+}
+
+/// Numbers the mappings, locations and functions left 1, 2, 3 ... in their order, as
+/// Parca's server requires of a profile (it refuses one whose ids have gaps: "location id
+/// is not sequential"), and points the samples, locations and lines at the new numbers.
+fn renumber(p: &mut Profile) {
+    fn new_ids(ids: impl Iterator<Item = u64>) -> FxHashMap<u64, u64> {
+        ids.zip(1..).collect()
+    }
+    let mappings = new_ids(p.mapping.iter().map(|m| m.id));
+    let functions = new_ids(p.function.iter().map(|f| f.id));
+    let locations = new_ids(p.location.iter().map(|l| l.id));
+    let at = |map: &FxHashMap<u64, u64>, id: u64| map.get(&id).copied().unwrap_or(0);
+    for m in &mut p.mapping {
+        m.id = at(&mappings, m.id);
+    }
+    for f in &mut p.function {
+        f.id = at(&functions, f.id);
+    }
+    for l in &mut p.location {
+        l.id = at(&locations, l.id);
+        l.mapping_id = at(&mappings, l.mapping_id);
+        for line in &mut l.line {
+            line.function_id = at(&functions, line.function_id);
+        }
+    }
+    for s in &mut p.sample {
+        for id in &mut s.location_id {
+            *id = at(&locations, *id);
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::comm_and_pid;
+    use crate::output::pprof::{Function, Line, Location, Mapping, Profile, Sample};
+
+    #[test]
+    fn what_pruning_leaves_is_numbered_from_one() {
+        let loc = |id, mapping_id, function_id| Location {
+            id,
+            mapping_id,
+            line: vec![Line {
+                function_id,
+                line: 0,
+            }],
+            ..Location::default()
+        };
+        let mut p = Profile {
+            mapping: (1..=3)
+                .map(|id| Mapping {
+                    id,
+                    ..Mapping::default()
+                })
+                .collect(),
+            function: (1..=4)
+                .map(|id| Function {
+                    id,
+                    ..Function::default()
+                })
+                .collect(),
+            location: vec![loc(1, 1, 1), loc(2, 2, 2), loc(3, 3, 3), loc(4, 3, 4)],
+            // Only the second and the last locations are reached.
+            sample: vec![Sample {
+                location_id: vec![4, 2],
+                value: vec![1],
+                ..Sample::default()
+            }],
+            ..Profile::default()
+        };
+        super::prune(&mut p);
+        let m: Vec<u64> = p.mapping.iter().map(|m| m.id).collect();
+        let f: Vec<u64> = p.function.iter().map(|f| f.id).collect();
+        let l: Vec<u64> = p.location.iter().map(|l| l.id).collect();
+        assert_eq!((m, f, l), (vec![1, 2], vec![1, 2], vec![1, 2]));
+        assert_eq!(p.sample[0].location_id, vec![2, 1]);
+        // Location 4 (now 2) was in mapping 3 (now 2) and named function 4 (now 2).
+        assert_eq!(p.location[1].mapping_id, 2);
+        assert_eq!(p.location[1].line[0].function_id, 2);
+        assert_eq!(p.location[0].mapping_id, 1);
+    }
 
     #[test]
     fn a_prefix_splits_at_its_last_dash() {

@@ -58,16 +58,27 @@ pub(crate) trait Encoder {
     fn encode(&self, w: &Window<'_>) -> Vec<Request>;
 }
 
-/// OTLP profiles over HTTP: one `ExportProfilesServiceRequest` a window, each group a
-/// resource (service, host, container, kernel), each sample's process in its attributes.
+/// OTLP profiles over HTTP or gRPC: one `ExportProfilesServiceRequest` a window, each
+/// group a resource (service, host, container, kernel), each sample's process in its
+/// attributes.
 pub(crate) struct OtlpEncoder {
     pub host: HostLabels,
-    /// The request path (`/v1development/profiles` unless the URL gave one).
+    /// The request path (`/v1development/profiles` unless the URL gave one), or the gRPC
+    /// method's (`OTLP_GRPC_METHOD`).
     pub path: String,
+    /// `application/x-protobuf` over HTTP, `application/grpc` over gRPC.
+    pub content_type: &'static str,
 }
 
 /// OTLP's path for profiles while the signal is in development.
 pub(crate) const OTLP_PATH: &str = "/v1development/profiles";
+
+/// OTLP's gRPC method for profiles while the signal is in development.
+pub(crate) const OTLP_GRPC_METHOD: &str =
+    "/opentelemetry.proto.collector.profiles.v1development.ProfilesService/Export";
+
+/// The port of OTLP over gRPC when a URL gives none.
+pub(crate) const OTLP_GRPC_PORT: u16 = 4317;
 
 /// The pprof labels each profile's resource carries instead (left out of the samples), and
 /// the sample labels given their OpenTelemetry names.
@@ -111,7 +122,7 @@ impl Encoder for OtlpEncoder {
         let req = otlp::request(&sources, &self.host.version);
         vec![Request {
             path: self.path.clone(),
-            content_type: "application/x-protobuf".to_string(),
+            content_type: self.content_type.to_string(),
             body: prost::Message::encode_to_vec(&req),
         }]
     }

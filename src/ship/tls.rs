@@ -1,0 +1,151 @@
+//! TLS for the backends (`https://`, `grpcs://`): rustls with the ring provider, the server
+//! checked against the system's CA certificates or, with `--ca-file`, against that file's
+//! only. Both transports use one configuration: HTTP/1.1 through rustls's blocking stream,
+//! gRPC through tokio-rustls, which offers `h2` by ALPN.
+
+use std::io::{self, Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::sync::Arc;
+
+use anyhow::{Context, Result, bail};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, ServerName};
+use rustls::{ClientConfig, RootCertStore};
+
+/// A client configuration: whom to trust, and the protocols offered.
+#[derive(Debug, Clone)]
+pub struct Tls {
+    config: Arc<ClientConfig>,
+}
+
+impl Tls {
+    /// Trusts the certificates of `ca_file` (PEM) if given, else the system's.
+    pub fn new(ca_file: Option<&Path>) -> Result<Tls> {
+        let roots = match ca_file {
+            Some(path) => roots_of(path)?,
+            None => system_roots()?,
+        };
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let mut config = ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .context("no TLS protocol version")?
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+        Ok(Tls {
+            config: Arc::new(config),
+        })
+    }
+
+    /// The same trust, offering only `protocol` by ALPN.
+    fn offering(&self, protocol: &[u8]) -> Arc<ClientConfig> {
+        let mut c = (*self.config).clone();
+        c.alpn_protocols = vec![protocol.to_vec()];
+        Arc::new(c)
+    }
+
+    /// A TLS session over `tcp` with `host`, for HTTP/1.1.
+    pub fn http1(&self, host: &str, tcp: TcpStream) -> io::Result<Stream> {
+        let name = server_name(host)?;
+        let conn = rustls::ClientConnection::new(self.offering(b"http/1.1"), name)
+            .map_err(io::Error::other)?;
+        Ok(Stream(rustls::StreamOwned::new(conn, tcp)))
+    }
+
+    /// A TLS session over `tcp` with `host`, offering `h2` (gRPC).
+    pub async fn h2(
+        &self,
+        host: &str,
+        tcp: tokio::net::TcpStream,
+    ) -> io::Result<tokio_rustls::client::TlsStream<tokio::net::TcpStream>> {
+        let name = server_name(host)?;
+        let connector = tokio_rustls::TlsConnector::from(self.offering(b"h2"));
+        connector.connect(name, tcp).await
+    }
+}
+
+/// A blocking TLS stream. A server that closes the connection without TLS's close_notify
+/// (after a whole `Connection: close` response) ends the stream, as a plain one would.
+pub struct Stream(rustls::StreamOwned<rustls::ClientConnection, TcpStream>);
+
+impl Read for Stream {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self.0.read(buf) {
+            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => Ok(0),
+            r => r,
+        }
+    }
+}
+
+impl Write for Stream {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.0.write(buf)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.0.flush()
+    }
+}
+
+fn server_name(host: &str) -> io::Result<ServerName<'static>> {
+    ServerName::try_from(host.to_string())
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, format!("`{host}`: {e}")))
+}
+
+/// The certificates of a PEM file.
+fn roots_of(path: &Path) -> Result<RootCertStore> {
+    let shown = path.display();
+    let mut roots = RootCertStore::empty();
+    let certs = CertificateDer::pem_file_iter(path)
+        .with_context(|| format!("failed to read the CA file `{shown}`"))?;
+    for c in certs {
+        let c = c.with_context(|| format!("`{shown}` holds a bad PEM block"))?;
+        roots
+            .add(c)
+            .with_context(|| format!("`{shown}` holds a certificate rustls cannot use"))?;
+    }
+    if roots.is_empty() {
+        bail!("`{shown}` holds no certificate (PEM, `-----BEGIN CERTIFICATE-----`)");
+    }
+    Ok(roots)
+}
+
+/// The system's CA certificates (`/etc/ssl/certs` and the like, or `$SSL_CERT_FILE`).
+fn system_roots() -> Result<RootCertStore> {
+    let found = rustls_native_certs::load_native_certs();
+    let mut roots = RootCertStore::empty();
+    for c in found.certs {
+        let _ = roots.add(c);
+    }
+    if roots.is_empty() {
+        bail!(
+            "no CA certificate found in the system's store (install ca-certificates, or give \
+             --ca-file){}",
+            found
+                .errors
+                .first()
+                .map(|e| format!(": {e}"))
+                .unwrap_or_default()
+        );
+    }
+    Ok(roots)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_ca_file_without_certificates_is_refused_clearly() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("missing.pem");
+        let e = format!("{:#}", Tls::new(Some(&missing)).unwrap_err());
+        assert!(e.contains("failed to read the CA file"), "{e}");
+        let empty = dir.path().join("empty.pem");
+        std::fs::write(&empty, "not a certificate\n").unwrap();
+        let e = format!("{:#}", Tls::new(Some(&empty)).unwrap_err());
+        assert!(e.contains("holds no certificate"), "{e}");
+    }
+}
