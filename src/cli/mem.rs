@@ -128,7 +128,7 @@ impl MemRecordArgs {
         if self.ldlat == 0 {
             bail!("--ldlat: give a latency of at least 1 cycle");
         }
-        super::leak::check_ring_pages(self.mmap_pages)?;
+        super::allocs::check_ring_pages(self.mmap_pages)?;
         let has = |t| self.types.is_empty() || self.types.contains(&t);
         let (target, command, leak_target) = if self.all_cpus {
             (Target::SystemWide, None, None)
