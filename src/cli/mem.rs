@@ -9,8 +9,9 @@ use std::ffi::OsString;
 
 use super::leak::{LeakConfig, LeakTarget};
 use super::{CallGraph, Input, Target, parse_id_list};
-use crate::cmd::mem::pmu::Types;
-use crate::cmd::mem::report::Group;
+use crate::config::mem::{Group, Types};
+
+pub use crate::config::mem::{MemRecordConfig, MemReportConfig};
 
 /// Arguments of `memperf mem`.
 #[derive(Debug, Args)]
@@ -95,26 +96,6 @@ pub struct MemReportArgs {
 pub enum MemBy {
     Mapping,
     Allocation,
-}
-
-/// `memperf mem record`, validated.
-#[derive(Debug, Clone)]
-pub struct MemRecordConfig {
-    pub types: Types,
-    pub ldlat: u32,
-    pub output: PathBuf,
-    pub target: Target,
-    pub command: Option<Vec<OsString>>,
-    pub mmap_pages: Option<usize>,
-    /// The allocation tracing recorded beside the samples (a command or one process).
-    pub allocations: Option<LeakConfig>,
-}
-
-/// `memperf mem report`, validated.
-#[derive(Debug, Clone)]
-pub struct MemReportConfig {
-    pub input: Input,
-    pub group: Group,
 }
 
 impl MemRecordArgs {
