@@ -10,6 +10,7 @@ use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};
 
 pub mod agent;
+pub mod allocs;
 pub mod diff;
 pub mod heap;
 pub mod leak;

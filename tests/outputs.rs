@@ -49,6 +49,24 @@ fn brk_and_faults(dir: &Path) -> PathBuf {
     out
 }
 
+/// What perf script counts in a recording of [`brk_and_faults`].
+struct Counted {
+    brks: u64,
+    faults: u64,
+}
+
+/// [`brk_and_faults`] in a directory of its own (kept while the caller holds it), with
+/// perf script's count of the brk calls and of the page faults.
+fn counted_brk_and_faults() -> (tempfile::TempDir, PathBuf, Counted) {
+    let dir = scratch();
+    let data = brk_and_faults(dir.path());
+    let counted = Counted {
+        brks: perf_count(&data, "syscalls:sys_enter_brk"),
+        faults: perf_count(&data, "page-faults"),
+    };
+    (dir, data, counted)
+}
+
 /// perf script's samples of `event` in `file`.
 fn perf_count(file: &Path, event: &str) -> u64 {
     perf_script(file)
@@ -111,11 +129,8 @@ fn flame_graphs_in_bytes_say_bytes_count_their_own_event_and_fit_their_width() {
     if !require_perf("flame graph subtitles") {
         return;
     }
-    let dir = scratch();
-    let data = brk_and_faults(dir.path());
+    let (_dir, data, Counted { brks, faults }) = counted_brk_and_faults();
     let path = data.to_str().unwrap();
-    let brks = perf_count(&data, "syscalls:sys_enter_brk");
-    let faults = perf_count(&data, "page-faults");
     assert!(brks >= 64 && faults > 0, "{brks} {faults}");
 
     let (svg, _) = report_ok(&[
@@ -184,11 +199,8 @@ fn all_events_draws_each_event_under_a_root_of_its_name() {
     if !require_perf("--all-events") {
         return;
     }
-    let dir = scratch();
-    let data = brk_and_faults(dir.path());
+    let (_dir, data, Counted { brks, faults }) = counted_brk_and_faults();
     let path = data.to_str().unwrap();
-    let brks = perf_count(&data, "syscalls:sys_enter_brk");
-    let faults = perf_count(&data, "page-faults");
 
     let (svg, _) = report_ok(&["-i", path, "--flamegraph", "-", "--all-events"]);
     assert_eq!(frame_weight(&svg, "page-faults", "samples"), Some(faults));

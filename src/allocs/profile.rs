@@ -12,7 +12,23 @@ use super::table::{AllocStack, Space};
 use crate::aggregate::{Aggregate, ReadStats, StackBook};
 use crate::maps::ProcessMaps;
 use crate::output::Resolved;
+use crate::session::Processes;
 use crate::stacks::{FrameId, FrameTable, StackTable};
+
+/// The command name of each process in `spaces` (`[kernel]` for kernel memory), looked up
+/// once a process: the folded prefixes and the text reports' `[pid N comm]`.
+pub(crate) fn comms_of(
+    procs: &Processes,
+    spaces: impl IntoIterator<Item = Space>,
+) -> FxHashMap<Space, String> {
+    let mut comms = FxHashMap::default();
+    for s in spaces {
+        comms
+            .entry(s)
+            .or_insert_with(|| LeakSink::comm_of(procs, s));
+    }
+    comms
+}
 
 /// The (event, count, bytes) columns of each (process, stack), as the report's aggregate
 /// keeps them: one event per column.

@@ -8,10 +8,8 @@ use std::time::Duration;
 use anyhow::{Result, bail};
 use clap::Args;
 
-use super::leak::{
-    LeakConfig, LeakTarget, ProbeVia, check_ring_pages, check_sample_rate, check_top_and_entries,
-    stack_call_graph,
-};
+use super::allocs::AllocArgs;
+use super::leak::{LeakConfig, LeakTarget, check_top_and_entries};
 
 pub use crate::config::heap::{HeapConfig, HeapMetric, HeapOutput};
 
@@ -123,42 +121,12 @@ pub struct HeapArgs {
     #[arg(short = 'T', long = "top", value_name = "N", default_value_t = 10)]
     pub top: usize,
 
-    /// The object that holds the allocator: a path, or a library name (`c` for libc, the
-    /// default; `jemalloc` for libjemalloc.so).
-    #[arg(short = 'O', long = "obj", value_name = "OBJ")]
-    pub obj: Option<String>,
-
-    /// A prefix of the allocator's symbol names (`je_` for a prefixed jemalloc).
-    #[arg(long = "symbols-prefix", value_name = "PREFIX", default_value = "")]
-    pub symbols_prefix: String,
-
-    /// How user stacks are taken: `dwarf[,BYTES]` (default) or `fp`.
-    #[arg(long = "call-graph", value_name = "MODE", default_value = "dwarf")]
-    pub call_graph: String,
+    #[command(flatten)]
+    pub alloc: AllocArgs,
 
     /// The most live allocations kept; more are counted and reported, not kept.
     #[arg(long = "max-entries", value_name = "N", default_value_t = 1_000_000)]
     pub max_entries: usize,
-
-    /// Where user probes are placed (as memperf leak).
-    #[arg(long = "probe-via", value_enum, default_value = "auto")]
-    pub probe_via: ProbeVia,
-
-    /// Copy the stack of one allocation in N (every allocation and free is still matched,
-    /// so totals stay exact); folded, flame graph and pprof outputs weight each sampled
-    /// allocation by N and leave the unsampled ones out.
-    #[arg(
-        short = 's',
-        long = "sample-rate",
-        value_name = "N",
-        default_value_t = 1,
-        conflicts_with = "input"
-    )]
-    pub sample_rate: u64,
-
-    /// Ring buffer pages per CPU (a power of two).
-    #[arg(short = 'm', long = "mmap-pages", value_name = "PAGES")]
-    pub mmap_pages: Option<usize>,
 
     /// Also write what was traced into this perf.data file (`memperf heap -i FILE` replays
     /// it; `perf script -i FILE` reads it).
@@ -176,7 +144,7 @@ pub struct HeapArgs {
         short = 'i',
         long = "input",
         value_name = "FILE",
-        conflicts_with_all = ["pid", "command", "duration", "argv"]
+        conflicts_with_all = ["pid", "command", "duration", "argv", "sample_rate"]
     )]
     pub input: Option<PathBuf>,
 
@@ -236,9 +204,8 @@ impl HeapArgs {
             .transpose()?;
         let (interval, count) = self.reports()?;
         check_top_and_entries(self.top, self.max_entries)?;
-        check_ring_pages(self.mmap_pages)?;
-        check_sample_rate(self.sample_rate)?;
-        let call_graph = stack_call_graph("heap", &self.call_graph)?;
+        let metric = self.metric();
+        let alloc = self.alloc.into_leak("heap", target)?;
         for (option, path) in [
             ("--pprof", &self.pprof),
             ("--flamegraph", &self.flamegraph),
@@ -248,7 +215,6 @@ impl HeapArgs {
         ] {
             super::check_output(option, path.as_deref())?;
         }
-        let metric = self.metric();
         // Data on standard output (folded stacks, an SVG or a profile to `-`): the traced
         // command's own lines go to standard error instead.
         let dash = |p: &Option<PathBuf>| p.as_deref() == Some(std::path::Path::new("-"));
@@ -269,14 +235,9 @@ impl HeapArgs {
                 crate::sys::CommandStdout::Inherit
             },
             top: self.top,
-            obj: self.obj,
-            symbols_prefix: self.symbols_prefix,
             max_entries: self.max_entries,
-            mmap_pages: self.mmap_pages,
-            sample_rate: self.sample_rate,
-            probe_via: self.probe_via,
             heap: Some(self.temporary_threshold),
-            ..LeakConfig::allocations(target, call_graph)
+            ..alloc
         };
         Ok(HeapConfig {
             leak,

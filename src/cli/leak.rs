@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Result, bail};
 use clap::Args;
 
-use super::{CallGraph, parse_call_graph};
+use super::allocs::AllocArgs;
 use crate::sys::CommandStdout;
 
 pub use crate::config::leak::{FaultOptions, LeakConfig, LeakSort, LeakTarget, ProbeVia};
@@ -46,8 +46,28 @@ PERMISSIONS:
     opens kmem tracepoints: root or CAP_PERFMON, and kernel stacks need kptr_restrict
     to allow reading /proc/kallsyms addresses (root).";
 
-/// Arguments of `memperf leak`.
+/// Arguments of `memperf leak`. The allocator and stack options say more here, as
+/// memleak's do.
 #[derive(Debug, Args)]
+#[command(
+    mut_arg("obj", |a| a.help(
+        "The object that holds the allocator: a path, or a library name as memleak takes it \
+         (`c` for libc, the default; `jemalloc` for libjemalloc.so)"
+    )),
+    mut_arg("sample_rate", |a| a.help(
+        "Copy the stack of one allocation in N (allocations and frees are still all matched \
+         in user mode; kernel mode tracks one allocation in N, as memleak does)"
+    )),
+    mut_arg("call_graph", |a| a.help(
+        "How user stacks are taken: `dwarf[,BYTES]` (default, 8192 bytes copied per sampled \
+         allocation) or `fp` (the kernel walks frame pointers; the allocating function's \
+         caller is lost at entry probes)"
+    )),
+    mut_arg("probe_via", |a| a.help(
+        "Where user probes are placed: tracefs uprobe_events (cheaper per hit) or the uprobe \
+         PMU; by default tracefs when it is writable"
+    )),
+)]
 pub struct LeakArgs {
     /// Trace this process (every thread, and threads created later).
     #[arg(
@@ -85,16 +105,6 @@ pub struct LeakArgs {
     )]
     pub older: u64,
 
-    /// Copy the stack of one allocation in N (allocations and frees are still all matched
-    /// in user mode; kernel mode tracks one allocation in N, as memleak does).
-    #[arg(
-        short = 's',
-        long = "sample-rate",
-        value_name = "N",
-        default_value_t = 1
-    )]
-    pub sample_rate: u64,
-
     /// How many stacks each report shows.
     #[arg(short = 'T', long = "top", value_name = "N", default_value_t = 10)]
     pub top: usize,
@@ -107,14 +117,8 @@ pub struct LeakArgs {
     #[arg(short = 'Z', long = "max-size", value_name = "BYTES")]
     pub max_size: Option<u64>,
 
-    /// The object that holds the allocator: a path, or a library name as memleak takes it
-    /// (`c` for libc, the default; `jemalloc` for libjemalloc.so).
-    #[arg(short = 'O', long = "obj", value_name = "OBJ")]
-    pub obj: Option<String>,
-
-    /// A prefix of the allocator's symbol names (`je_` for a prefixed jemalloc).
-    #[arg(long = "symbols-prefix", value_name = "PREFIX", default_value = "")]
-    pub symbols_prefix: String,
+    #[command(flatten)]
+    pub alloc: AllocArgs,
 
     /// Kernel mode: also trace the percpu allocator.
     #[arg(long = "percpu")]
@@ -146,25 +150,10 @@ pub struct LeakArgs {
     #[arg(long = "pprof", value_name = "FILE")]
     pub pprof: Option<PathBuf>,
 
-    /// How user stacks are taken: `dwarf[,BYTES]` (default, 8192 bytes copied per sampled
-    /// allocation) or `fp` (the kernel walks frame pointers; the allocating function's caller
-    /// is lost at entry probes).
-    #[arg(long = "call-graph", value_name = "MODE", default_value = "dwarf")]
-    pub call_graph: String,
-
     /// The most outstanding allocations kept (memory is about 60 bytes each); more are
     /// counted and reported, not kept.
     #[arg(long = "max-entries", value_name = "N", default_value_t = 1_000_000)]
     pub max_entries: usize,
-
-    /// Where user probes are placed: tracefs uprobe_events (cheaper per hit) or the uprobe
-    /// PMU; by default tracefs when it is writable.
-    #[arg(long = "probe-via", value_enum, default_value = "auto")]
-    pub probe_via: ProbeVia,
-
-    /// Ring buffer pages per CPU (a power of two).
-    #[arg(short = 'm', long = "mmap-pages", value_name = "PAGES")]
-    pub mmap_pages: Option<usize>,
 
     /// Also record page faults with their addresses and show, for each stack, the pages its
     /// outstanding allocations have faulted in since tracing began (and how many of them
@@ -216,33 +205,6 @@ pub(crate) fn check_top_and_entries(top: usize, max_entries: usize) -> Result<()
     Ok(())
 }
 
-/// `-s N` of the allocation-tracing commands (leak, rss, heap): one stack copied in N.
-pub(crate) fn check_sample_rate(n: u64) -> Result<()> {
-    if n == 0 {
-        bail!("invalid sample rate 0 for -s: use 1 to take every stack");
-    }
-    Ok(())
-}
-
-/// `-m PAGES`: a power of two pages per CPU.
-pub(crate) fn check_ring_pages(pages: Option<usize>) -> Result<()> {
-    if let Some(p) = pages
-        && (p == 0 || !p.is_power_of_two())
-    {
-        bail!("invalid -m {p}: the ring buffer size must be a power of two pages");
-    }
-    Ok(())
-}
-
-/// `--call-graph` of a command that reports by allocation stack: any mode that gives stacks.
-pub(crate) fn stack_call_graph(command: &str, spec: &str) -> Result<CallGraph> {
-    let call_graph = parse_call_graph(spec)?;
-    if call_graph == CallGraph::None {
-        bail!("memperf {command} needs stacks: use --call-graph dwarf or fp");
-    }
-    Ok(call_graph)
-}
-
 impl LeakArgs {
     pub fn into_config(self) -> Result<LeakConfig> {
         let target = match (self.pid, command_argv(self.command.as_deref(), self.run)?) {
@@ -250,7 +212,6 @@ impl LeakArgs {
             (None, Some(argv)) => LeakTarget::Command(argv),
             (None, None) => LeakTarget::System,
         };
-        check_sample_rate(self.sample_rate)?;
         if self.interval == 0 {
             bail!("invalid interval 0: reports need at least 1 second between them");
         }
@@ -271,19 +232,17 @@ impl LeakArgs {
                 "--percpu traces kernel allocations: leave out -p and the command, or add --kernel"
             );
         }
-        if kernel && (self.obj.is_some() || !self.symbols_prefix.is_empty()) {
+        if kernel && self.alloc.names_allocator() {
             bail!(
                 "-O and --symbols-prefix name a user-space allocator: give -p or a command after --"
             );
         }
-        check_ring_pages(self.mmap_pages)?;
-        let call_graph = stack_call_graph("leak", &self.call_graph)?;
+        let alloc = self.alloc.into_leak("leak", target)?;
         if self.faults && kernel {
             bail!("--faults joins page faults to user allocations: give -p or a command after --");
         }
         let data_on_stdout = self.folded || self.pprof.as_deref() == Some(Path::new("-"));
         Ok(LeakConfig {
-            target,
             command_stdout: if data_on_stdout {
                 CommandStdout::Stderr
             } else {
@@ -293,28 +252,23 @@ impl LeakArgs {
             trace: self.trace,
             show_allocs: self.show_allocs,
             older_ms: self.older,
-            sample_rate: self.sample_rate,
             top: self.top,
             min_size: self.min_size,
             max_size: self.max_size,
-            obj: self.obj,
-            symbols_prefix: self.symbols_prefix,
             percpu: self.percpu,
             combined_only: self.combined_only,
             sort: self.sort,
             folded: self.folded,
             pprof: self.pprof,
-            call_graph,
             max_entries: self.max_entries,
-            mmap_pages: self.mmap_pages,
-            probe_via: self.probe_via,
             interval,
             count: self.count,
             faults: self.faults.then_some(FaultOptions {
                 touchers: false,
-                call_graph,
+                call_graph: alloc.call_graph,
             }),
             heap: None,
+            ..alloc
         })
     }
 }

@@ -9,8 +9,9 @@ use std::ffi::OsString;
 
 use super::leak::{LeakConfig, LeakTarget};
 use super::{CallGraph, Input, Target, parse_id_list};
-use crate::cmd::mem::pmu::Types;
-use crate::cmd::mem::report::Group;
+use crate::config::mem::{Group, Types};
+
+pub use crate::config::mem::{MemRecordConfig, MemReportConfig};
 
 /// Arguments of `memperf mem`.
 #[derive(Debug, Args)]
@@ -97,26 +98,6 @@ pub enum MemBy {
     Allocation,
 }
 
-/// `memperf mem record`, validated.
-#[derive(Debug, Clone)]
-pub struct MemRecordConfig {
-    pub types: Types,
-    pub ldlat: u32,
-    pub output: PathBuf,
-    pub target: Target,
-    pub command: Option<Vec<OsString>>,
-    pub mmap_pages: Option<usize>,
-    /// The allocation tracing recorded beside the samples (a command or one process).
-    pub allocations: Option<LeakConfig>,
-}
-
-/// `memperf mem report`, validated.
-#[derive(Debug, Clone)]
-pub struct MemReportConfig {
-    pub input: Input,
-    pub group: Group,
-}
-
 impl MemRecordArgs {
     pub fn into_config(self) -> Result<MemRecordConfig> {
         let targets = usize::from(self.all_cpus)
@@ -128,7 +109,7 @@ impl MemRecordArgs {
         if self.ldlat == 0 {
             bail!("--ldlat: give a latency of at least 1 cycle");
         }
-        super::leak::check_ring_pages(self.mmap_pages)?;
+        super::allocs::check_ring_pages(self.mmap_pages)?;
         let has = |t| self.types.is_empty() || self.types.contains(&t);
         let (target, command, leak_target) = if self.all_cpus {
             (Target::SystemWide, None, None)

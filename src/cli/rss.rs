@@ -6,10 +6,8 @@ use std::path::PathBuf;
 use anyhow::{Result, bail};
 use clap::Args;
 
-use super::leak::{
-    FaultOptions, LeakConfig, LeakTarget, ProbeVia, check_ring_pages, check_sample_rate,
-    check_top_and_entries, command_argv, stack_call_graph,
-};
+use super::allocs::AllocArgs;
+use super::leak::{FaultOptions, LeakConfig, LeakTarget, check_top_and_entries, command_argv};
 use crate::sys::CommandStdout;
 
 pub use crate::config::rss::{RssConfig, RssOutput};
@@ -99,43 +97,13 @@ pub struct RssArgs {
     #[arg(long = "pprof", value_name = "FILE")]
     pub pprof: Option<PathBuf>,
 
-    /// The object that holds the allocator: a path, or a library name (`c` for libc, the
-    /// default; `jemalloc` for libjemalloc.so).
-    #[arg(short = 'O', long = "obj", value_name = "OBJ")]
-    pub obj: Option<String>,
-
-    /// A prefix of the allocator's symbol names (`je_` for a prefixed jemalloc).
-    #[arg(long = "symbols-prefix", value_name = "PREFIX", default_value = "")]
-    pub symbols_prefix: String,
-
-    /// How user stacks are taken: `dwarf[,BYTES]` (default) or `fp`.
-    #[arg(long = "call-graph", value_name = "MODE", default_value = "dwarf")]
-    pub call_graph: String,
+    #[command(flatten)]
+    pub alloc: AllocArgs,
 
     /// The most live allocations kept; more are counted and reported, not kept (their
     /// faults fall to the mapping).
     #[arg(long = "max-entries", value_name = "N", default_value_t = 1_000_000)]
     pub max_entries: usize,
-
-    /// Where user probes are placed (as memperf leak).
-    #[arg(long = "probe-via", value_enum, default_value = "auto")]
-    pub probe_via: ProbeVia,
-
-    /// Copy the stack of one allocation in N (every allocation and free is still matched,
-    /// so totals stay exact); folded, flame graph and pprof outputs weight each sampled
-    /// allocation by N and leave the unsampled ones out.
-    #[arg(
-        short = 's',
-        long = "sample-rate",
-        value_name = "N",
-        default_value_t = 1,
-        conflicts_with = "input"
-    )]
-    pub sample_rate: u64,
-
-    /// Ring buffer pages per CPU (a power of two).
-    #[arg(short = 'm', long = "mmap-pages", value_name = "PAGES")]
-    pub mmap_pages: Option<usize>,
 
     /// Also write what was traced into this perf.data file: the allocator's probes with
     /// their argument and result registers and unwound stacks, the page faults with their
@@ -155,7 +123,7 @@ pub struct RssArgs {
         short = 'i',
         long = "input",
         value_name = "FILE",
-        conflicts_with_all = ["pid", "command", "run", "duration"]
+        conflicts_with_all = ["pid", "command", "run", "duration", "sample_rate"]
     )]
     pub input: Option<PathBuf>,
 
@@ -184,9 +152,7 @@ impl RssArgs {
             .map(|d| super::seconds("--duration", d as f64))
             .transpose()?;
         check_top_and_entries(self.top, self.max_entries)?;
-        check_ring_pages(self.mmap_pages)?;
-        check_sample_rate(self.sample_rate)?;
-        let call_graph = stack_call_graph("rss", &self.call_graph)?;
+        let alloc = self.alloc.into_leak("rss", target)?;
         super::check_output("--pprof", self.pprof.as_deref())?;
         super::check_output("--flamegraph", self.flamegraph.as_deref())?;
         let stdout = Some(std::path::Path::new("-"));
@@ -204,17 +170,12 @@ impl RssArgs {
                 CommandStdout::Inherit
             },
             top: self.top,
-            obj: self.obj,
-            symbols_prefix: self.symbols_prefix,
             max_entries: self.max_entries,
-            mmap_pages: self.mmap_pages,
-            sample_rate: self.sample_rate,
-            probe_via: self.probe_via,
             faults: Some(FaultOptions {
                 touchers: self.touchers,
-                call_graph,
+                call_graph: alloc.call_graph,
             }),
-            ..LeakConfig::allocations(target, call_graph)
+            ..alloc
         };
         Ok(RssConfig {
             leak,

@@ -6,6 +6,7 @@ use clap::Args;
 
 use super::StackSpace;
 use super::tool::ToolArgs;
+use crate::config::stacks::StackOutput;
 
 /// How a stack tool prints its stacks.
 #[derive(Debug, Clone, Args)]
@@ -54,6 +55,14 @@ impl StackToolArgs {
             crate::sys::CommandStdout::Stderr
         } else {
             crate::sys::CommandStdout::Inherit
+        }
+    }
+
+    /// The outputs beside the text report, for `tool::stacks::Printer`.
+    pub fn output(&self) -> StackOutput {
+        StackOutput {
+            folded: self.folded,
+            flamegraph: self.flamegraph.clone(),
         }
     }
 

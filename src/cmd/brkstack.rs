@@ -114,7 +114,7 @@ pub fn run(args: BrkstackArgs) -> Result<i32> {
         delimited: st.delimited,
         bytes_label: Some("bytes grown"),
     };
-    let mut printer = Printer::new(st, text, "brk() by stack")?;
+    let mut printer = Printer::new(st.output(), text, "brk() by stack")?;
     printer.by_bytes = args.bytes;
     let mut tool = Brkstack {
         counts: StackCounts::new(st.per_pid, st.space()),

@@ -76,7 +76,7 @@ pub fn run(args: FaultsArgs) -> Result<i32> {
     let mut tool = Faults {
         counts: StackCounts::new(st.per_pid, st.space()),
         period: args.period.unwrap_or(1),
-        printer: Printer::new(st, text, &format!("{what} by stack"))?,
+        printer: Printer::new(st.output(), text, &format!("{what} by stack"))?,
     };
     let seen = tool::run("faults", &cfg, &wants, &mut tool, out, &banner)?;
     tool::print_seen("faults", &seen);

@@ -1,22 +1,18 @@
 //! Turning a record configuration into open perf events and ring buffers.
 
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, OwnedFd};
 
-use anyhow::{Context, Result, anyhow, bail};
-use perf_event_open_sys::bindings::{PERF_TYPE_SOFTWARE, perf_event_attr};
+use anyhow::{Result, anyhow, bail};
+use perf_event_open_sys::bindings::perf_event_attr;
 use rustc_hash::FxHashMap;
 
 use crate::config::record::{CallGraph, RecordConfig, Target, UnwindWhen};
 use crate::events::{EventKind, EventSpec, Period};
 use crate::procfs;
-use crate::sys::attr::{AttrConfig, X86_REGS_PERF_ALL, build_attr, user_regs_mask_for_unwind};
-use crate::sys::clock::{PerfClock, SampleClock};
-use crate::sys::diagnose::{
-    EventClass, OpenContext, SystemFacts, explain_mmap_error, explain_open_error,
-};
-use crate::sys::open::{
-    FORMAT_LOST, FeatureState, SysOpener, ioc_id, ioc_set_output, open_event_in,
-};
+use crate::sys::attr::{AttrConfig, X86_REGS_PERF_ALL, user_regs_mask_for_unwind};
+use crate::sys::clock::SampleClock;
+use crate::sys::diagnose::{EventClass, OpenContext, SystemFacts, explain_open_error};
+use crate::sys::open::FORMAT_LOST;
 use crate::sys::ring::RingBuffer;
 use crate::sys::tracefs::Tracefs;
 
@@ -389,187 +385,21 @@ pub fn open_all(
     facts: &SystemFacts,
 ) -> Result<Opened> {
     let targets = open_targets(cfg, child)?;
-    let pages = cfg
-        .mmap_pages
-        .unwrap_or_else(|| default_mmap_pages(cfg, facts));
-    let opener = SysOpener;
-    let mut features = FeatureState::default();
-    let mut notes = glob_notes(&events);
+    let notes = glob_notes(&events);
     if cfg.target == Target::SystemWide && !cfg.include_self {
         // As perf's --exclude-perf: the kernel drops memperf's own tracepoint hits (the
         // session leaves out its other samples).
         exclude_self(&mut events)?;
     }
-    let mut rings: Vec<RingBuffer> = Vec::new();
-    let mut fds = Vec::new();
-    let mut ids = FxHashMap::default();
-    let mut kernel_excluded = false;
-    // The kernel's default clock when it can be read, as perf's (see `sys::clock`).
-    // (Its dummy event asks for MMAP records, which makes the kernel build one for every
-    // mmap on the system: a run without side band, `memperf stat`, keeps CLOCK_MONOTONIC.)
-    let kernel_clock = if cfg.side_band {
-        PerfClock::open().ok()
-    } else {
-        None
-    };
-    // Software events that fire together can come back with each other's sample ids (see
-    // SessionStats::foreign_ids): with two or more, each gets rings of its own, so that the
-    // ring tells whose a sample is.
-    let software = events
-        .iter()
-        .filter(|e| e.type_ == PERF_TYPE_SOFTWARE)
-        .count();
-    let own_ring = |e: &ResolvedEvent| software >= 2 && e.type_ == PERF_TYPE_SOFTWARE;
-    let tracker = side_band_event(&events);
+    let mut rings = Rings::new(cfg, facts, &events, notes);
     check_groups(&events)?;
-    let mut ring_events: Vec<Option<usize>> = Vec::new();
-    let mut placements = Vec::new();
     for &cpu in &cfg.cpus {
-        let mut ring_of: FxHashMap<usize, usize> = FxHashMap::default();
-        for &pid in &targets {
-            // This CPU's and thread's fd of each event that leads a group.
-            let mut leaders: FxHashMap<usize, i32> = FxHashMap::default();
-            for (i, ev) in events.iter_mut().enumerate() {
-                let group = if own_ring(ev) { i } else { usize::MAX };
-                let ring_idx = ring_of.get(&group).copied();
-                let group_fd = match ev.leader {
-                    Some(l) => match leaders.get(&l) {
-                        Some(&fd) => fd,
-                        // The leader's thread exited before it was opened.
-                        None => continue,
-                    },
-                    None => -1,
-                };
-                let mut ac = attr_config(
-                    cfg,
-                    ev,
-                    i == tracker && cfg.side_band,
-                    wakeup_watermark(pages),
-                );
-                ac.use_clockid = kernel_clock.is_none();
-                if kernel_excluded {
-                    exclude_kernel(&mut ac);
-                }
-                let mut attr = build_attr(&ac);
-                let open = |attr: &mut perf_event_attr, features: &mut FeatureState| {
-                    open_event_in(&opener, attr, pid, cpu as i32, group_fd, features)
-                };
-                let fd = match open(&mut attr, &mut features) {
-                    Ok(fd) => fd,
-                    Err(errno)
-                        if is_access(errno) && !ev.spec.is_tracepoint() && !ac.exclude_kernel =>
-                    {
-                        // As perf does: an unprivileged user may still sample user space.
-                        exclude_kernel(&mut ac);
-                        attr = build_attr(&ac);
-                        let fd = open(&mut attr, &mut features)
-                            .map_err(|e| open_error(e, ev, pid, cpu as i32, &cfg.target, facts))?;
-                        if !kernel_excluded {
-                            kernel_excluded = true;
-                            notes.push(format!(
-                                "kernel samples and kernel stacks left out: perf_event_paranoid is {} and memperf runs without CAP_PERFMON",
-                                facts.paranoid.map_or("unknown".to_string(), |p| p.to_string())
-                            ));
-                        }
-                        fd
-                    }
-                    Err(libc::ESRCH) if matches!(cfg.target, Target::Pids(_)) => {
-                        // A thread that exited after we listed it.
-                        continue;
-                    }
-                    Err(errno) => {
-                        return Err(open_error(errno, ev, pid, cpu as i32, &cfg.target, facts));
-                    }
-                };
-                set_filter(fd.as_fd(), ev)?;
-                let id = ioc_id(fd.as_fd()).with_context(|| {
-                    format!("failed to read the id of event `{}`", ev.spec.name)
-                })?;
-                ev.ids.push(id);
-                ids.insert(id, i);
-                leaders.insert(i, fd.as_raw_fd());
-                if ev.attr.is_none() {
-                    ev.attr = Some(attr);
-                }
-                match ring_idx {
-                    Some(r) => {
-                        ioc_set_output(fd.as_fd(), rings[r].fd()).with_context(|| {
-                            format!(
-                                "failed to redirect event `{}` to the ring buffer of CPU {cpu}",
-                                ev.spec.name
-                            )
-                        })?;
-                        placements.push(Placement {
-                            ev: i,
-                            cpu,
-                            pid,
-                            ring: r,
-                            fd: FdSlot::Fd(fds.len()),
-                            enabled: true,
-                        });
-                        fds.push(Some(fd));
-                    }
-                    None => {
-                        let ring = RingBuffer::new(fd, pages).map_err(|e| {
-                            let errno = e.raw_os_error().unwrap_or(0);
-                            anyhow!(
-                                "failed to map a ring buffer of {pages} pages for CPU {cpu}: {}",
-                                explain_mmap_error(errno, pages, facts)
-                            )
-                        })?;
-                        placements.push(Placement {
-                            ev: i,
-                            cpu,
-                            pid,
-                            ring: rings.len(),
-                            fd: FdSlot::Ring(rings.len()),
-                            enabled: true,
-                        });
-                        rings.push(ring);
-                        ring_events.push((group != usize::MAX).then_some(i));
-                        ring_of.insert(group, rings.len() - 1);
-                    }
-                }
-            }
-        }
+        rings.open_cpu(cpu, &targets, &mut events)?;
     }
-    if rings.is_empty() {
+    if !rings.any() {
         bail!("no event could be opened: every target thread exited before recording started");
     }
-    // Kernel frames are named from /proc/kallsyms, which kptr_restrict may hide.
-    let kernel_chains = events.iter().filter_map(|e| e.attr.as_ref()).any(|a| {
-        a.sample_type & crate::abi::PERF_SAMPLE_CALLCHAIN != 0
-            && a.exclude_callchain_kernel() == 0
-            && a.exclude_kernel() == 0
-    });
-    if kernel_chains && let Some(note) = crate::sys::diagnose::kptr_restrict_note(facts) {
-        notes.push(note);
-    }
-    let dropped = features.dropped();
-    if !dropped.is_empty() {
-        notes.push(format!(
-            "this kernel lacks {}; recorded without it",
-            dropped.join(", ")
-        ));
-    }
-    Ok(Opened {
-        events,
-        rings,
-        ring_events,
-        fds,
-        retired_lost: 0,
-        ids,
-        clock_monotonic: kernel_clock.is_none() && !features.no_clockid,
-        clock: match kernel_clock {
-            Some(c) => SampleClock::Kernel(c),
-            None if !features.no_clockid => SampleClock::Monotonic,
-            None => SampleClock::Unread,
-        },
-        format_lost: !features.no_format_lost,
-        notes,
-        tracefs,
-        placements,
-    })
+    Ok(rings.finish(events, tracefs))
 }
 
 /// The event whose attr asks for the side band (MMAP2, COMM, FORK records): the first one
@@ -732,7 +562,9 @@ pub fn check_period(cfg: &RecordConfig) -> Result<()> {
 
 mod resolve;
 mod ring_size;
+mod rings;
 pub use ring_size::{default_mmap_pages, dwarf_at_every_hit, period_of};
+use rings::Rings;
 #[cfg(test)]
 pub(crate) mod tests;
 

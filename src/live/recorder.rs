@@ -9,8 +9,9 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, anyhow};
 
 use super::drain::DrainStats;
-use super::driver::{self, Driver, Flow, OnSignal, Round, SignalState, StopReason, Until};
-use super::keep::KeptBinaries;
+use super::driver::{
+    self, Driver, Finished, Flow, OnSignal, Round, SignalState, StopReason, Until,
+};
 use super::open::{self, Opened, ResolvedEvent};
 use super::priority::{self, Raised};
 use super::remap;
@@ -18,19 +19,19 @@ use super::synth;
 use super::writer::RecordWriter;
 use crate::config::record::{CallGraph, Consume, RecordConfig, Target, UnwindWhen};
 use crate::maps::ProcessMaps;
-use crate::perfdata::{
-    self, BuildIdEntry, ClockData, EventDesc, Features, MemperfStats, PerfDataWriter,
-    TracepointFormat, tracing_data,
-};
+use crate::perfdata::{self, ClockData, EventDesc, PerfDataWriter};
 use crate::procfs;
 use crate::records::{self, ParseInfo, Sample};
 use crate::session::{
     EventType, Handler, Keep, Processes, Reaper, SampleCtx, SampleData, Session, SideBand,
 };
-use crate::sys::child::ExitStatusInfo;
+use crate::sys::child::{ExitStatusInfo, GatedChild};
 use crate::sys::diagnose::SystemFacts;
 use crate::sys::tracefs::Tracefs;
 use crate::unwind::UnwindMode;
+use features::build_features;
+
+mod features;
 
 /// One live run.
 pub(crate) struct Run<'a> {
@@ -127,11 +128,82 @@ impl<H: Handler> Handler for Tee<'_, H> {
 }
 
 /// Runs `run`, handing every record to `tool` (and to the file when `run.write`).
-pub(crate) fn record<H: Live>(run: Run<'_>, tool: &mut H) -> Result<Recorded> {
+pub(crate) fn record<H: Live>(mut run: Run<'_>, tool: &mut H) -> Result<Recorded> {
+    let cfg = run.cfg;
+    let Prepared {
+        opened,
+        signals,
+        gated,
+        out_file,
+    } = prepare(&mut run)?;
+    let child_pid = gated.as_ref().map(|g| g.pid());
+    let online = unwinds_online(cfg);
+    // After the command was forked: it keeps the nice value it had.
+    let priority = priority::raise_for(cfg, online);
+    let (layouts, descs) = describe_events(&opened, online)?;
+    let writer = out_file
+        .map(|f| open_writer(f, &cfg.output, descs, layouts.out))
+        .transpose()?;
+    let mut tee = Tee { writer, tool };
+    let keep = session_keep(&run, &opened, online, tee.writer.is_some());
+    let mut session = new_session(cfg, &opened, layouts.ring.clone(), keep, child_pid);
+    let sizer = online
+        .then(|| super::resize::StackSizer::new(cfg, &opened, child_pid, &mut session))
+        .flatten();
+    let mut driver = Driver::new(opened, signals, gated, &cfg.target)
+        .with_sizer(sizer)
+        .prompt(online.then(driver::prompt_every).flatten())
+        .discard(cfg.consume == Consume::None)
+        .sink_context(write_failed(cfg));
+    enable(cfg, &mut driver, &mut session, &mut tee, &layouts.ring[0])?;
+    let clock = RunClock::now(&mut driver);
+    let started = Instant::now();
+    // The handler speaks first (a tool's banner, record's line), then the command runs:
+    // their outputs often share a terminal or a pipe.
+    tee.tool
+        .started(driver.opened(), driver.child_pid(), clock.start)?;
+    driver.release()?;
+    let until = Until {
+        duration: cfg.duration,
+        tick: run.tick,
+        on_signal: run.on_signal,
+    };
+    let reason = drive(cfg, &mut driver, &mut session, &mut tee, &until)?;
+    // The run's length ends with its stop condition (the command's exit), not with the
+    // last drain and the file's sections.
+    let elapsed = started.elapsed();
+    if reason == StopReason::Requested {
+        driver.signal_child(libc::SIGTERM);
+    }
+    let done = driver.finish(&mut session, &mut tee)?;
+    if let Some(counted) = done.kernel_lost {
+        report_unflushed_losses(counted, &done.opened, &mut session, &mut tee)
+            .with_context(|| write_failed(cfg))?;
+    }
+    let sizes = match tee.writer.take() {
+        Some(w) => finish_file(w, cfg, &done.opened, &session, &clock.ended(done.now))?,
+        None => FileSizes::default(),
+    };
+    Ok(recorded(session, done, elapsed, priority, sizes))
+}
+
+/// What is ready before the events are enabled: the events resolved and opened
+/// (disabled), the signals caught, the command forked and held before its exec, the
+/// output file created.
+struct Prepared {
+    opened: Opened,
+    signals: SignalState,
+    gated: Option<GatedChild>,
+    out_file: Option<std::fs::File>,
+}
+
+/// Resolves the run's events (unless it has them) and opens them, with mremap's beside
+/// fault events when the run follows moves; creates the output file and forks the command.
+fn prepare(run: &mut Run<'_>) -> Result<Prepared> {
     let cfg = run.cfg;
     open::check_period(cfg)?;
     let facts = SystemFacts::read();
-    let (mut events, tracefs) = match run.events {
+    let (mut events, tracefs) = match run.events.take() {
         Some(e) => e,
         None => open::resolve_events_in(&cfg.events, &cfg.target)?,
     };
@@ -140,45 +212,75 @@ pub(crate) fn record<H: Live>(run: Run<'_>, tool: &mut H) -> Result<Recorded> {
         .flatten();
     driver::check_attach(&cfg.target)?;
     let out_file = run.write.then(|| prepare_output(&cfg.output)).transpose()?;
-    let write_failed = format!("failed to write `{}`", cfg.output.display());
     let signals = SignalState::install()?;
     let gated = driver::spawn_gated(cfg.command.as_deref(), cfg.command_stdout)?;
     let child_pid = gated.as_ref().map(|g| g.pid());
     let mut opened = open::open_all(cfg, events, tracefs, child_pid, &facts)?;
     opened.notes.extend(remap_note);
+    Ok(Prepared {
+        opened,
+        signals,
+        gated,
+        out_file,
+    })
+}
 
-    let online = matches!(cfg.widest_call_graph(), CallGraph::Dwarf { .. })
-        && cfg.unwind == UnwindWhen::Online;
-    // After the command was forked: it keeps the nice value it had.
-    let priority = priority::raise_for(cfg, online);
-    let (layouts, descs) = describe_events(&opened, online)?;
-    let writer = match out_file {
-        Some(f) => {
-            // The recovered marks' temporary file goes beside a recording on disk (not in
-            // /dev for `-o /dev/null`).
-            let regular = f.metadata().is_ok_and(|m| m.is_file());
-            let dir = cfg.output.parent().filter(|_| regular).map(|d| {
-                if d.as_os_str().is_empty() {
-                    Path::new(".")
-                } else {
-                    d
-                }
-            });
-            let file = PerfDataWriter::new(f, descs).with_context(|| write_failed.clone())?;
-            Some(RecordWriter::new(file, layouts.out, dir))
+/// Whether the session unwinds DWARF stacks while recording (with the live process at
+/// hand) rather than leaving the copies to the file.
+fn unwinds_online(cfg: &RecordConfig) -> bool {
+    matches!(cfg.widest_call_graph(), CallGraph::Dwarf { .. }) && cfg.unwind == UnwindWhen::Online
+}
+
+/// The error context of every write to the recording.
+fn write_failed(cfg: &RecordConfig) -> String {
+    format!("failed to write `{}`", cfg.output.display())
+}
+
+/// The perf.data writer of the run, on the file `prepare_output` created at `path`.
+fn open_writer(
+    f: std::fs::File,
+    path: &Path,
+    descs: Vec<EventDesc>,
+    out_layouts: Vec<ParseInfo>,
+) -> Result<RecordWriter> {
+    // The recovered marks' temporary file goes beside a recording on disk (not in /dev
+    // for `-o /dev/null`).
+    let regular = f.metadata().is_ok_and(|m| m.is_file());
+    let dir = path.parent().filter(|_| regular).map(|d| {
+        if d.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            d
         }
-        None => None,
-    };
-    let writing = writer.is_some();
-    let mut tee = Tee { writer, tool };
-    let keep = Keep {
+    });
+    let file = PerfDataWriter::new(f, descs)
+        .with_context(|| format!("failed to write `{}`", path.display()))?;
+    Ok(RecordWriter::new(file, out_layouts, dir))
+}
+
+/// What the session keeps of the processes: what the handler asked for, the mappings
+/// when mremap's moves are followed, the sampled files when a file is written.
+fn session_keep(run: &Run<'_>, opened: &Opened, online: bool, writing: bool) -> Keep {
+    Keep {
         unwind: online.then_some(UnwindMode::Dwarf),
         // A move mremap made is told by the mapping that held its old address.
         maps: (run.keep_processes || opened.events.iter().any(|e| remap::is_added(&e.spec.name)))
             .then(ProcessMaps::default),
         comms: run.keep_processes,
         dsos: writing,
-    };
+    }
+}
+
+/// The session of a live run: the opened events' layouts (`ring`), kinds and stack
+/// limits, mremap's events, the samples left out, and this kernel's way with twins.
+fn new_session(
+    cfg: &RecordConfig,
+    opened: &Opened,
+    ring: Vec<ParseInfo>,
+    keep: Keep,
+    child_pid: Option<i32>,
+) -> Session {
+    let online = keep.unwind.is_some();
     let types = opened
         .events
         .iter()
@@ -192,20 +294,15 @@ pub(crate) fn record<H: Live>(run: Run<'_>, tool: &mut H) -> Result<Recorded> {
         .iter()
         .map(|e| e.spec.terms.max_stack)
         .collect();
+    let names: Vec<String> = opened.events.iter().map(|e| e.spec.name.clone()).collect();
     // A system-wide run leaves out memperf's samples, and its child's until the exec (told
     // by the exec's COMM record: without side band, as `stat` records, none comes, and the
     // child's few samples before its exec stay in).
     let exclude_self = cfg.target == Target::SystemWide && !cfg.include_self;
-    let mut session = Session::new(layouts.ring.clone(), opened.ids.clone(), keep)
+    let session = Session::new(ring, opened.ids.clone(), keep)
         .with_types(types)
         .with_max_stack(max_stack)
-        .with_remaps(
-            &opened
-                .events
-                .iter()
-                .map(|e| e.spec.name.clone())
-                .collect::<Vec<_>>(),
-        )
+        .with_remaps(&names)
         .with_exclude_pid(exclude_self.then(std::process::id))
         .with_exclude_until_exec(
             child_pid
@@ -216,18 +313,21 @@ pub(crate) fn record<H: Live>(run: Run<'_>, tool: &mut H) -> Result<Recorded> {
             &std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default(),
         ));
     if online {
-        session = session.with_live_stacks();
+        session.with_live_stacks()
+    } else {
+        session
     }
+}
 
-    let first_id = opened.events[0].ids.first().copied().unwrap_or(0);
-    let sizer = online
-        .then(|| super::resize::StackSizer::new(cfg, &opened, child_pid, &mut session))
-        .flatten();
-    let mut driver = Driver::new(opened, signals, gated, &cfg.target)
-        .with_sizer(sizer)
-        .prompt(online.then(driver::prompt_every).flatten())
-        .discard(cfg.consume == Consume::None)
-        .sink_context(write_failed.clone());
+/// Enables the events and writes the processes that existed before (the side band's
+/// MMAP2 and COMM records from /proc), in the order the target needs.
+fn enable(
+    cfg: &RecordConfig,
+    driver: &mut Driver,
+    session: &mut Session,
+    sink: &mut dyn Handler,
+    layout: &ParseInfo,
+) -> Result<()> {
     // Processes attached to (-p, -t) are enabled before they are described: describing
     // them reads /proc, and nothing they do meanwhile is missed (their samples wait in the
     // rings, and the files their stacks need are read when the first of those samples is
@@ -238,47 +338,66 @@ pub(crate) fn record<H: Live>(run: Run<'_>, tool: &mut H) -> Result<Recorded> {
         driver.enable()?;
     }
     if cfg.side_band {
-        synth::synthesize(
-            &synth_pids(&cfg.target),
-            first_id,
-            &layouts.ring[0],
-            &mut session,
-            &mut tee,
-        )
-        .with_context(|| write_failed.clone())?;
+        let first_id = driver.opened().events[0].ids.first().copied().unwrap_or(0);
+        synth::synthesize(&synth_pids(&cfg.target), first_id, layout, session, sink)
+            .with_context(|| write_failed(cfg))?;
     }
     if !attach {
         driver.enable()?;
     }
-    let clock_monotonic = driver.opened().clock_monotonic;
-    let clockid = if clock_monotonic {
-        libc::CLOCK_MONOTONIC as u32
-    } else {
-        ClockData::KERNEL_DEFAULT
-    };
-    let clock = driver.clock_now().map(|now| ClockData::now(clockid, now));
-    // CLOCK_MONOTONIC beside it, at the start and the end: a report places samples among a
-    // jitdump's loads, stamped on that clock, by them.
-    let sync_start = clock.and_then(|c| {
-        let monotonic = driver.opened().clock.monotonic_at(c.clock_ns)?;
-        Some((c.clock_ns, monotonic))
-    });
-    let started = Instant::now();
-    // The handler speaks first (a tool's banner, record's line), then the command runs:
-    // their outputs often share a terminal or a pipe.
-    tee.tool
-        .started(driver.opened(), driver.child_pid(), clock)?;
-    driver.release()?;
-    let until = Until {
-        duration: cfg.duration,
-        tick: run.tick,
-        on_signal: run.on_signal,
-    };
+    Ok(())
+}
+
+/// The sample clock when the events were enabled, CLOCK_MONOTONIC beside it, and where
+/// the run ended on it.
+struct RunClock {
+    start: Option<ClockData>,
+    /// (sample clock, CLOCK_MONOTONIC) at the start: a report places samples among a
+    /// jitdump's loads, stamped on that clock, by them.
+    sync_start: Option<(u64, u64)>,
+    end: Option<u64>,
+}
+
+impl RunClock {
+    fn now(driver: &mut Driver) -> RunClock {
+        let clockid = if driver.opened().clock_monotonic {
+            libc::CLOCK_MONOTONIC as u32
+        } else {
+            ClockData::KERNEL_DEFAULT
+        };
+        let start = driver.clock_now().map(|now| ClockData::now(clockid, now));
+        let sync_start = start.and_then(|c| {
+            let monotonic = driver.opened().clock.monotonic_at(c.clock_ns)?;
+            Some((c.clock_ns, monotonic))
+        });
+        RunClock {
+            start,
+            sync_start,
+            end: None,
+        }
+    }
+
+    /// The same, with the sample clock at the run's end.
+    fn ended(&self, end: Option<u64>) -> RunClock {
+        RunClock { end, ..*self }
+    }
+}
+
+/// Drains the rings until the run's stop condition, handing the records to the session;
+/// after each round the file gets its FINISHED_ROUND and checkpoint, the processes whose
+/// EXIT record was lost are dropped, and the tool says whether to go on.
+fn drive<H: Live>(
+    cfg: &RecordConfig,
+    driver: &mut Driver,
+    session: &mut Session,
+    tee: &mut Tee<'_, H>,
+    until: &Until,
+) -> Result<StopReason> {
     let mut round_buf = Vec::with_capacity(16);
     // The processes whose EXIT record was lost go too (see `session::reap`).
     let mut reaper = cfg.side_band.then(Reaper::new);
     let mut checkpoint = Instant::now();
-    let reason = driver.run_until(&mut session, &mut tee, &until, |session, tee, round| {
+    driver.run_until(session, tee, until, |session, tee, round| {
         if let Some(w) = &mut tee.writer {
             // Each round that took records ends with a FINISHED_ROUND, as perf's do.
             if cfg.consume != Consume::None && round.drained > 0 {
@@ -286,65 +405,85 @@ pub(crate) fn record<H: Live>(run: Run<'_>, tool: &mut H) -> Result<Recorded> {
                 records::encode_finished_round(&mut round_buf);
                 w.writer
                     .write_record(&round_buf)
-                    .with_context(|| write_failed.clone())?;
+                    .with_context(|| write_failed(cfg))?;
             }
             // Whatever kills the recorder, the file reads up to the last second.
             if checkpoint.elapsed() >= CHECKPOINT_EVERY {
                 checkpoint = Instant::now();
-                w.writer
-                    .checkpoint()
-                    .with_context(|| write_failed.clone())?;
+                w.writer.checkpoint().with_context(|| write_failed(cfg))?;
             }
         }
         if let Some(r) = &mut reaper {
             r.round(session, round.now, super::drain::HOLD_BACK_NS);
         }
         tee.tool.round(session, round)
-    })?;
-    // The run's length ends with its stop condition (the command's exit), not with the
-    // last drain and the file's sections.
-    let elapsed = started.elapsed();
-    if reason == StopReason::Requested {
-        driver.signal_child(libc::SIGTERM);
+    })
+}
+
+/// The size of the file written, and of its data section.
+#[derive(Default)]
+struct FileSizes {
+    file: u64,
+    data: u64,
+}
+
+/// Ends the file: its feature sections, with where the run ended on the sample clock and
+/// the recovered marks the writer could not keep.
+fn finish_file(
+    mut w: RecordWriter,
+    cfg: &RecordConfig,
+    opened: &Opened,
+    session: &Session,
+    clock: &RunClock,
+) -> Result<FileSizes> {
+    let mut features = build_features(cfg, opened, session, clock.start, &mut w.kept);
+    // Where the run ended on the sample clock: a replay's intervals end there too.
+    if let (Some(stats), Some(end)) = (&mut features.memperf_stats, clock.end) {
+        stats.counts.push(("end_time".to_string(), end));
+        let sync_end = opened.clock.monotonic_at(end).map(|m| (end, m));
+        stats.set_clock_sync(clock.sync_start, sync_end);
     }
-    let done = driver.finish(&mut session, &mut tee)?;
-    let mut opened = done.opened;
-    if let Some(counted) = done.kernel_lost {
-        report_unflushed_losses(counted, &opened, &mut session, &mut tee)
-            .with_context(|| write_failed.clone())?;
+    if let Some(stats) = &mut features.memperf_stats
+        && w.recovered.dropped > 0
+    {
+        stats
+            .counts
+            .push(("recovered_unmarked".to_string(), w.recovered.dropped));
     }
-    let (mut file_bytes, mut data_bytes) = (0, 0);
-    if let Some(mut w) = tee.writer.take() {
-        let mut features = build_features(cfg, &opened, &session, clock, &mut w.kept);
-        // Where the run ended on the sample clock: a replay's intervals end there too.
-        if let (Some(stats), Some(end)) = (&mut features.memperf_stats, done.now) {
-            stats.counts.push(("end_time".to_string(), end));
-            let sync_end = opened.clock.monotonic_at(end).map(|m| (end, m));
-            stats.set_clock_sync(sync_start, sync_end);
-        }
-        if let Some(stats) = &mut features.memperf_stats
-            && w.recovered.dropped > 0
-        {
-            stats
-                .counts
-                .push(("recovered_unmarked".to_string(), w.recovered.dropped));
-        }
-        data_bytes = w.writer.data_bytes();
-        file_bytes = w
-            .writer
-            .finish_with_marks(&features, Some(&w.recovered))
-            .with_context(|| format!("failed to finish `{}`", cfg.output.display()))?;
-    }
+    let data = w.writer.data_bytes();
+    let file = w
+        .writer
+        .finish_with_marks(&features, Some(&w.recovered))
+        .with_context(|| format!("failed to finish `{}`", cfg.output.display()))?;
+    Ok(FileSizes { file, data })
+}
+
+/// What the run leaves its caller.
+fn recorded(
+    session: Session,
+    done: Finished,
+    elapsed: Duration,
+    priority: Raised,
+    sizes: FileSizes,
+) -> Recorded {
+    let Finished {
+        reason,
+        exit,
+        kernel_lost,
+        drain,
+        now,
+        mut opened,
+    } = done;
     let pages = opened
         .rings
         .first()
         .map(|r| r.data_size() / crate::sys::page_size());
     let st = session.stats();
-    let lost = (st.lost + st.lost_samples).max(done.kernel_lost.unwrap_or(0));
-    Ok(Recorded {
-        reason: done.reason,
-        exit: done.exit,
-        drain: done.drain,
+    let lost = (st.lost + st.lost_samples).max(kernel_lost.unwrap_or(0));
+    Recorded {
+        reason,
+        exit,
+        drain,
         names: remap::names_shown(&opened.events)
             .into_iter()
             .map(str::to_string)
@@ -352,39 +491,14 @@ pub(crate) fn record<H: Live>(run: Run<'_>, tool: &mut H) -> Result<Recorded> {
         notes: std::mem::take(&mut opened.notes),
         elapsed,
         lost,
-        file_bytes,
-        data_bytes,
+        file_bytes: sizes.file,
+        data_bytes: sizes.data,
         pages,
         priority,
-        now: done.now,
+        now,
         session,
         opened,
-    })
-}
-
-/// How long copying a deleted binary into the build-id cache may take at the end.
-const DELETED_COPY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
-
-/// A binary deleted while its process ran (a package upgrade): copied, through the
-/// process's `/proc/PID/map_files`, into the build-id cache, where the report finds it by
-/// the build-id this returns once the process is gone.
-fn keep_deleted(pid: u32, path: &Path) -> std::io::Result<Option<Vec<u8>>> {
-    use std::os::unix::ffi::OsStrExt;
-    let maps = procfs::read_maps(pid)?;
-    let Some(m) = maps
-        .iter()
-        .find(|m| m.path.as_slice() == path.as_os_str().as_bytes())
-    else {
-        return Ok(None);
-    };
-    let via = crate::mapped::map_files_path(pid, m.start, m.end - m.start);
-    crate::buildid::keep_in_cache(&via).or_else(|e| {
-        eprintln!(
-            "memperf: warning: failed to keep `{}` in the build-id cache: {e}",
-            path.display()
-        );
-        crate::buildid::file_build_id(&via)
-    })
+    }
 }
 
 /// How often the file's header is brought up to date with the records flushed.
@@ -518,180 +632,4 @@ fn report_unflushed_losses(
         sink,
     )?;
     Ok(())
-}
-
-/// The feature sections: system facts, tracepoint formats, build-ids of what was hit.
-fn build_features(
-    cfg: &RecordConfig,
-    opened: &Opened,
-    session: &Session,
-    clock: Option<ClockData>,
-    kept: &mut KeptBinaries,
-) -> Features {
-    let mut f = Features::from_system(cfg.cmdline.clone());
-    if let Some(tfs) = &opened.tracefs {
-        let mut formats = Vec::new();
-        for ev in opened
-            .events
-            .iter()
-            .filter(|e| !remap::is_added(&e.spec.name))
-        {
-            if let crate::events::EventKind::Tracepoint { system, name } = &ev.spec.kind
-                && let Ok(format) = tfs.format(system, name)
-            {
-                formats.push(TracepointFormat {
-                    system: system.clone(),
-                    name: name.clone(),
-                    format,
-                });
-            }
-        }
-        if let (Ok(hp), Ok(he)) = (tfs.header_page(), tfs.header_event()) {
-            let printk = tfs.printk_formats().unwrap_or_else(|e| {
-                eprintln!(
-                    "memperf: note: {e}; `const char *` tracepoint fields will print as \
-                     addresses"
-                );
-                Vec::new()
-            });
-            f.tracing_data = Some(tracing_data(&hp, &he, &formats, &printk));
-        }
-    }
-    let hit: rustc_hash::FxHashSet<Vec<u8>> = session
-        .procs()
-        .hit_dsos()
-        .map(|(_, path)| path.to_vec())
-        .collect();
-    // The files learned at their first mapping, each by its own build-id (two builds at
-    // one path apart), the deleted or replaced ones kept in the build-id cache.
-    let mut seen = rustc_hash::FxHashSet::default();
-    for k in kept.finish(&hit, DELETED_COPY_TIMEOUT) {
-        seen.insert(k.path.clone());
-        f.build_ids.push(BuildIdEntry {
-            pid: k.pid as i32,
-            kernel: false,
-            build_id: k.build_id,
-            filename: String::from_utf8_lossy(&k.path).into_owned(),
-        });
-    }
-    if kept.stats.lost > 0 {
-        eprintln!(
-            "memperf: warning: {} executable files deleted or replaced during the recording \
-             could not be kept in the build-id cache: their frames will be unnamed",
-            kept.stats.lost
-        );
-    }
-    let mut hung = false;
-    for (pid, path) in session.procs().hit_dsos() {
-        if !seen.insert(path.to_vec()) {
-            continue;
-        }
-        let p = Path::new(<std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(path));
-        // Each file read within the read timeout: a hung mount must not hold the end of
-        // the recording (one that did is not asked again).
-        if hung {
-            break;
-        }
-        let owned = p.to_path_buf();
-        let deleted = path.ends_with(b" (deleted)");
-        let read = crate::mapped::bounded(DELETED_COPY_TIMEOUT, move || {
-            if deleted {
-                keep_deleted(pid, &owned)
-            } else {
-                crate::buildid::file_build_id(&owned)
-            }
-        });
-        hung = read.is_none();
-        if let Some(Ok(Some(id))) = read {
-            f.build_ids.push(BuildIdEntry {
-                pid: pid as i32,
-                kernel: false,
-                build_id: id,
-                filename: String::from_utf8_lossy(path).into_owned(),
-            });
-        }
-    }
-    if session.stats().kernel_stacks
-        && let Some(id) = crate::buildid::kernel_build_id()
-    {
-        f.build_ids.push(BuildIdEntry {
-            pid: -1,
-            kernel: true,
-            build_id: id,
-            filename: "[kernel.kallsyms]".to_string(),
-        });
-    }
-    if let (Some(a), Some(b)) = (session.stats().first_time, session.stats().last_time) {
-        f.sample_time = Some((a, b));
-    }
-    if opened.clock_monotonic {
-        // HEADER_CLOCKID holds the clock resolution in ns: CLOCK_MONOTONIC ticks in ns.
-        f.clockid = Some(1);
-    }
-    f.clock_data = clock;
-    let mut stats = memperf_stats(session);
-    let k = kept.stats;
-    stats.counts.extend([
-        ("binaries_learned".to_string(), k.learned),
-        ("binaries_unreadable".to_string(), k.unreadable),
-        ("binaries_released".to_string(), k.released),
-        ("binaries_kept".to_string(), k.kept),
-        ("binaries_lost".to_string(), k.lost),
-    ]);
-    f.memperf_stats = Some(stats);
-    f
-}
-
-/// What only memperf knows about its recording: the user stacks it unwound while recording
-/// (their raw bytes are not in the file, so no reader can count these again) and how many
-/// were truncated, by reason, and how soon those past their copy were read.
-fn memperf_stats(session: &Session) -> MemperfStats {
-    let st = session.stats();
-    let mut counts = vec![
-        ("unwound".to_string(), st.unwound),
-        ("truncated".to_string(), st.truncated),
-        ("foreign_ids".to_string(), st.foreign_ids),
-        (
-            "foreign_skipped".to_string(),
-            st.foreign_ids - st.foreign_attributed,
-        ),
-    ];
-    // Per event, so that an output of one event counts its own.
-    for (ev, u) in st.unwinds.iter().enumerate() {
-        counts.push((format!("unwound.event.{ev}"), u.unwound));
-        counts.push((format!("truncated.event.{ev}"), u.truncated));
-    }
-    if let Some(u) = session.unwinders() {
-        let s = u.stats();
-        for (name, n) in s.truncated.named() {
-            counts.push((format!("truncated.{name}"), n));
-        }
-        counts.extend([
-            ("cut_at_copy_end".to_string(), s.cut_at_copy_end),
-            ("recovered".to_string(), s.recovered),
-            ("recovered_frames".to_string(), s.recovered_frames),
-            ("recovery_rejected".to_string(), s.recovery_rejected),
-        ]);
-        for (name, n) in s.rejected.named() {
-            counts.push((format!("rejected.{name}"), n));
-        }
-    }
-    // What the process table held (README, "Memory").
-    let held = session.procs().held();
-    counts.extend([
-        ("held_processes_peak".to_string(), held.peak as u64),
-        ("reaped_processes".to_string(), held.reaped),
-    ]);
-    // How long after its time each stack past its copy was unwound (read from the live
-    // process), when one was.
-    let d = &st.read_delay;
-    if let (Some(p50), Some(p99)) = (d.quantile(0.5), d.quantile(0.99)) {
-        counts.extend([
-            ("read_delay_count".to_string(), d.count),
-            ("read_delay_p50_ns".to_string(), p50),
-            ("read_delay_p99_ns".to_string(), p99),
-            ("read_delay_max_ns".to_string(), d.max_ns),
-        ]);
-    }
-    MemperfStats { counts }
 }

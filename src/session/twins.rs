@@ -23,10 +23,10 @@
 //!   events) come in the other order.
 //! - A hardware event's fds count and overflow each on their own: no twins.
 
-use perf_event_open_sys::bindings::{PERF_TYPE_SOFTWARE, PERF_TYPE_TRACEPOINT};
+use perf_event_open_sys::bindings::{PERF_RECORD_LOST, PERF_TYPE_SOFTWARE, PERF_TYPE_TRACEPOINT};
 
-use super::Session;
-use crate::records;
+use super::{Session, is_kernel_side_band};
+use crate::records::{self, ParseInfo, Sample};
 
 /// How the running kernel prepares the sample of an event that fires for several fds:
 /// decided once, from its release ([`SampleData::of_release`]), and given to the session.
@@ -58,7 +58,7 @@ impl SampleData {
 
 /// What makes a record the twin of the one before it in its ring (see the module's text).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Rule {
+enum Rule {
     /// Both were prepared from one `perf_sample_data`: the same time.
     SameTime,
     /// Each was prepared on its own: the same time (a kernel that shared it after all), or
@@ -74,7 +74,7 @@ pub(super) enum Rule {
 /// is re-opened, the old and the new fds are both enabled for a moment, and each event
 /// they both see is written twice, one record after the other in the same ring.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct Twin {
+struct Twin {
     key: u64,
     generation: u32,
     /// A sample's time (side-band records: `None`).
@@ -93,12 +93,12 @@ pub(super) struct LastInRing {
 
 /// A record to check against the one before it: its key (a hash of what twins share:
 /// [`twin_key`]), opening, time, user stack bytes and rule.
-pub(super) struct Candidate<'a> {
-    pub key: u64,
-    pub generation: u32,
-    pub time: Option<u64>,
-    pub stack: &'a [u8],
-    pub rule: Rule,
+struct Candidate<'a> {
+    key: u64,
+    generation: u32,
+    time: Option<u64>,
+    stack: &'a [u8],
+    rule: Rule,
 }
 
 /// Whether `c` is the twin of `prev` (whose stack bytes are `prev_stack`).
@@ -150,7 +150,7 @@ impl Session {
             .unwrap_or(0)
     }
     /// The rule that finds event `ev`'s twins on this kernel.
-    pub(super) fn twin_rule(&self, ev: usize) -> Rule {
+    fn twin_rule(&self, ev: usize) -> Rule {
         match self.types.get(ev).map(|t| t.type_) {
             Some(PERF_TYPE_SOFTWARE) if self.sample_data == SampleData::SharedBySoftwareEvents => {
                 Rule::SameTime
@@ -162,7 +162,7 @@ impl Session {
     /// Whether record `c` is the second of a twin pair: the record before it in its ring
     /// is its twin by `c.rule` (see the module's text) and was not matched yet. The kernel
     /// writes both of a pair at once, so the pair is adjacent in the ring.
-    pub(super) fn twin(&mut self, c: &Candidate<'_>) -> bool {
+    fn twin(&mut self, c: &Candidate<'_>) -> bool {
         let Some(ring) = self.ring else {
             return false;
         };
@@ -191,11 +191,72 @@ impl Session {
     }
     /// A record that is no twin and breaks the adjacency of those around it (a LOST
     /// record: the records between were not written).
-    pub(super) fn forget_last_in_ring(&mut self) {
+    fn forget_last_in_ring(&mut self) {
         if let Some(last) = self.ring.and_then(|r| self.last_in_ring.get_mut(r)) {
             last.twin = None;
         }
     }
+    /// Whether `sample` (of event `ev`, opening `generation`) is the second of a twin pair
+    /// (see the module's text): its key is what twins share, the event, thread, addresses,
+    /// payload and user registers. Only while twins are looked for, in a live run's rings.
+    pub(super) fn sample_twin(&mut self, ev: usize, generation: u32, sample: &Sample<'_>) -> bool {
+        if self.twin_rounds == 0 || self.ring.is_none() {
+            return false;
+        }
+        let regs = sample.regs_user.as_ref();
+        let key = twin_key(&[
+            &ev.to_ne_bytes(),
+            &sample.tid.unwrap_or(0).to_ne_bytes(),
+            &sample.ip.unwrap_or(0).to_ne_bytes(),
+            &sample.addr.unwrap_or(0).to_ne_bytes(),
+            sample.raw.unwrap_or(&[]),
+            &regs.map_or(0, |r| r.abi).to_ne_bytes(),
+            regs.map_or(&[][..], |r| r.values().as_bytes()),
+        ]);
+        let c = Candidate {
+            key,
+            generation,
+            time: sample.time,
+            stack: sample.stack_user.as_ref().map_or(&[][..], |s| s.data),
+            rule: self.twin_rule(ev),
+        };
+        self.twin(&c)
+    }
+
+    /// Whether a side-band record of the kernel's (type `ty`, laid out as `info`) is the
+    /// second of a twin pair: both openings wrote the same record but for the trailer's id
+    /// and time. A LOST record is no twin but breaks the adjacency of those around it. Only
+    /// while twins are looked for, in a live run's rings.
+    pub(super) fn side_band_twin(
+        &mut self,
+        ty: u32,
+        misc: u16,
+        body: &[u8],
+        info: &ParseInfo,
+    ) -> bool {
+        if self.twin_rounds == 0 || self.ring.is_none() {
+            return false;
+        }
+        if ty == PERF_RECORD_LOST {
+            self.forget_last_in_ring();
+            return false;
+        }
+        if !is_kernel_side_band(ty) {
+            return false;
+        }
+        // The fixed part of the record: its trailer holds the fd's id and time.
+        let head = body.len().saturating_sub(info.id_trailer_len());
+        let key = twin_key(&[&ty.to_ne_bytes(), &misc.to_ne_bytes(), &body[..head]]);
+        let c = Candidate {
+            key,
+            generation: self.generation_of(ty, body),
+            time: None,
+            stack: &[],
+            rule: Rule::OtherOpening,
+        };
+        self.twin(&c)
+    }
+
     /// The id of event `ev`'s first opening, for a record whose id came from a later one.
     pub(super) fn canonical_id(&self, ty: u32, body: &[u8]) -> Option<u64> {
         if self.generation.is_empty() {
@@ -209,7 +270,7 @@ impl Session {
 }
 
 /// A hash of a record's parts, for [`Session::twin`].
-pub(super) fn twin_key(parts: &[&[u8]]) -> u64 {
+fn twin_key(parts: &[&[u8]]) -> u64 {
     use std::hash::Hasher;
     let mut h = rustc_hash::FxHasher::default();
     for p in parts {

@@ -11,6 +11,7 @@ use rustc_hash::{FxHashMap, FxHashSet};
 
 use super::Cx;
 use crate::config::report::StackSpace;
+use crate::config::stacks::StackOutput;
 use crate::output::{Flame, draw_flamegraph};
 use crate::session::{Processes, SampleCtx};
 use crate::stacks::StackId;
@@ -249,20 +250,16 @@ pub struct Printer {
 }
 
 impl Printer {
-    /// The printer of `args`; the flame graph's file is checked now, before the tool traces
+    /// The printer of the outputs `out` asks for; the flame graph's file is checked now, before the tool traces
     /// anything (`output::check_output_path`).
-    pub fn new(
-        args: &crate::cli::stacks::StackToolArgs,
-        text: TextOptions,
-        title: &str,
-    ) -> Result<Printer> {
-        if let Some(p) = &args.flamegraph {
+    pub fn new(out: StackOutput, text: TextOptions, title: &str) -> Result<Printer> {
+        if let Some(p) = &out.flamegraph {
             crate::output::check_output_path(p)
                 .with_context(|| "cannot write the --flamegraph file")?;
         }
         Ok(Printer {
-            folded: args.folded,
-            flamegraph: args.flamegraph.clone(),
+            folded: out.folded,
+            flamegraph: out.flamegraph,
             text,
             by_bytes: false,
             title: title.to_string(),

@@ -9,7 +9,7 @@ use rustc_hash::FxHashMap;
 
 use crate::aggregate::{Aggregate, Weigher};
 use crate::allocs::heap::{HeapTracker, StackHeap, bucket};
-use crate::allocs::profile::{Columns, write_stack_of};
+use crate::allocs::profile::{Columns, comms_of, write_stack_of};
 use crate::allocs::sink::LeakSink;
 use crate::allocs::table::{AllocStack, Space};
 use crate::config::heap::{HeapConfig, HeapMetric};
@@ -85,16 +85,6 @@ fn report_config() -> ReportConfig {
     }
 }
 
-fn comms_of(rows: &[Row], procs: &Processes) -> FxHashMap<Space, String> {
-    let mut comms = FxHashMap::default();
-    for w in rows {
-        comms
-            .entry(w.space)
-            .or_insert_with(|| LeakSink::comm_of(procs, w.space));
-    }
-    comms
-}
-
 /// Names the frames of reports made while tracing goes on: each frame once, as the sink
 /// interns it, so a report every few seconds names only the frames new since the last.
 pub(super) struct Namer(Resolver);
@@ -120,7 +110,7 @@ pub(super) fn write_interval(
         .stacks_now()
         .map(|(space, stack, h)| Row { space, stack, h })
         .collect();
-    let comms = comms_of(&rows, procs);
+    let comms = comms_of(procs, rows.iter().map(|w| w.space));
     let maps = procs.maps().unwrap_or(ProcessMaps::empty());
     let res = namer.0.catch_up(&sink.frames, maps);
     let view = View {
@@ -142,7 +132,7 @@ pub(super) fn build(d: Data<'_>) -> Built {
             h: *h,
         })
         .collect();
-    let comms = comms_of(&rows, d.procs);
+    let comms = comms_of(d.procs, rows.iter().map(|w| w.space));
     let agg = aggregate(&rows, &comms, d.sink, d.maps, d.lost);
     let rcfg = report_config();
     let res = output::resolve(&rcfg, &agg, None);

@@ -10,7 +10,7 @@ pub mod report;
 
 use anyhow::Result;
 
-use crate::cli::mem::MemReportConfig;
+use crate::config::mem::MemReportConfig;
 
 pub use record::record;
 

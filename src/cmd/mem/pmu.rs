@@ -156,12 +156,7 @@ fn place_bits(ev: &mut PmuEvent, format: &str, mut value: u64) -> Option<()> {
     Some(())
 }
 
-/// Which accesses to sample (`-t`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Types {
-    pub loads: bool,
-    pub stores: bool,
-}
+pub use crate::config::mem::Types;
 
 /// One event to open: its name (perf's spelling), the attr fields that make it a memory
 /// event, and whether it only leads a group (`mem-loads-aux`: opened, never sampled).

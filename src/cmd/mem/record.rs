@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, anyhow, bail};
 
 use crate::allocs::plan::{self, ProbeHold};
-use crate::cli::mem::MemRecordConfig;
+use crate::config::mem::MemRecordConfig;
 use crate::config::record::{CallGraph, Consume, RecordConfig, UnwindWhen};
 use crate::events::{EventKind, EventSpec, Modifiers, Terms};
 use crate::live::driver::OnSignal;

@@ -103,17 +103,7 @@ impl Handler for Collect<'_> {
     }
 }
 
-/// What `mem report` groups by.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Group {
-    /// perf mem report's rows.
-    Perf,
-    /// The mapping holding the data address.
-    Mapping,
-    /// The live allocation holding it (the recording's allocator calls replayed), else
-    /// the mapping.
-    Allocation,
-}
+pub use crate::config::mem::Group;
 
 /// Reads `file` and writes the report to `out`.
 pub fn report(file: &PerfDataFile, input: &str, group: Group, out: &mut dyn Write) -> Result<()> {

@@ -8,7 +8,7 @@ use anyhow::Result;
 use rustc_hash::FxHashMap;
 
 use crate::aggregate::{Aggregate, Weigher};
-use crate::allocs::profile::{Columns, write_stack};
+use crate::allocs::profile::{Columns, comms_of, write_stack};
 use crate::allocs::resident::{self, Resident, StackTotals};
 use crate::allocs::sink::LeakSink;
 use crate::allocs::table::{AllocStack, Space};
@@ -98,17 +98,8 @@ pub(super) fn build(d: Data<'_>) -> Built {
     for v in touchers.values_mut() {
         v.sort_unstable_by_key(|&(t, n)| (std::cmp::Reverse(n), t));
     }
-    let mut comms = FxHashMap::default();
-    for w in &rows {
-        comms
-            .entry(w.space)
-            .or_insert_with(|| LeakSink::comm_of(d.procs, w.space));
-    }
-    for (s, _, _) in &regions {
-        comms
-            .entry(*s)
-            .or_insert_with(|| LeakSink::comm_of(d.procs, *s));
-    }
+    let spaces = rows.iter().map(|w| w.space);
+    let comms = comms_of(d.procs, spaces.chain(regions.iter().map(|r| r.0)));
     let agg = aggregate(&rows, &comms, d.sink, d.maps, d.lost, page_size);
     let rcfg = ReportConfig {
         output: ReportOutput::Folded,

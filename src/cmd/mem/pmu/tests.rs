@@ -150,8 +150,8 @@ fn older_kernels_lose_fields() {
 /// The attrs `mem record` opens, as `live::open` builds them for the recorder.
 mod attrs {
     use super::*;
-    use crate::cli::mem::MemRecordConfig;
     use crate::cmd::mem::record::{record_config, resolved};
+    use crate::config::mem::MemRecordConfig;
     use crate::config::record::Target;
     use crate::live::open::{ResolvedEvent, attr_config, check_groups, side_band_event};
     use crate::sys::attr::{build_attr, config1_of};
