@@ -20,7 +20,9 @@
 # summary and printed beside.
 #
 # Usage: benches/heap-cost.sh [PAIRS] [ROWS] [ROUNDS] [SAMPLE]   (100000 20000 5 100)
-# MEMPERF=path uses that binary instead of building the release one. Needs root (probes).
+# MEMPERF=path uses that binary instead of building the release one; MEMPERF_BEFORE=path
+# adds that binary's exact runs beside, in the same rounds (a change's before and after);
+# PEERS=0 leaves bpftrace, memleak-bpfcc and heaptrack out. Needs root (probes).
 # Runs under `flock /tmp/memperf-machine.lock` when that file exists (shared machines).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -125,6 +127,8 @@ floor_ok=0
 python3 - "$work" "$PAIRS" "$ROUNDS" "$SAMPLE" "$MEMPERF" "$LIBC" "$SQLITE" "$floor_ok" "$TRACEFS" <<'PY'
 import os, re, shutil, signal, statistics, subprocess, sys, time
 work, pairs, rounds, sample, memperf, libc, sqlite, floor_ok, tracefs = sys.argv[1:]
+before = os.environ.get("MEMPERF_BEFORE", "")
+peers = os.environ.get("PEERS", "1") != "0"
 probes = open(os.path.join(work, "floor.probes")).read().split("\n") if floor_ok == "1" else []
 probes = [p for p in probes if p.strip()]
 
@@ -205,24 +209,27 @@ def tools(w):
     t = {"alone": lambda: run(argv)}
     if floor_ok == "1":
         t["floor (perf stat, memperf's sites)"] = lambda: floor(argv)
-    if shutil.which("bpftrace"):
+    if shutil.which("bpftrace") and peers:
         prog = " ".join(f"uprobe:{libc}:{f} {{ @{f} = count(); }} uretprobe:{libc}:{f} {{ @{f}_ret = count(); }}"
                         for f in ["malloc", "calloc", "realloc"]) + f" uprobe:{libc}:free {{ @free = count(); }}"
         t["bpftrace (counting)"] = lambda: run(["bpftrace", "-q", "-e", prog, "-c", f"/bin/sh {argv[0]}"])
-    if shutil.which("memleak-bpfcc") and memleak_ok:
+    if shutil.which("memleak-bpfcc") and memleak_ok and peers:
         t["memleak-bpfcc"] = lambda: attached(["memleak-bpfcc", "3600"], argv, 15)
         t[f"memleak-bpfcc -s {sample}"] = lambda: attached(["memleak-bpfcc", "-s", sample, "3600"], argv, 15)
-    if shutil.which("heaptrack"):
+    if shutil.which("heaptrack") and peers:
         t["heaptrack"] = lambda: run(["heaptrack", "-o", os.path.join(work, "ht")] + argv)
     for cmd in ["leak", "heap", "rss"]:
         extra = ["3600"] if cmd == "leak" else []
         t[f"memperf {cmd}"] = lambda cmd=cmd, extra=extra: run([memperf, cmd] + extra + ["--"] + argv)
         t[f"memperf {cmd} -s {sample}"] = lambda cmd=cmd, extra=extra: run(
             [memperf, cmd, "-s", sample] + extra + ["--"] + argv)
+        if before:
+            t[f"memperf {cmd} (before)"] = lambda cmd=cmd, extra=extra: run(
+                [before, cmd] + extra + ["--"] + argv)
     return t
 
 memleak_ok = False
-if shutil.which("memleak-bpfcc"):
+if shutil.which("memleak-bpfcc") and peers:
     p = subprocess.run(["memleak-bpfcc", "-p", str(os.getpid()), "1", "1"], capture_output=True, text=True, timeout=180)
     memleak_ok = p.returncode == 0
     if not memleak_ok:

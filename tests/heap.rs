@@ -300,6 +300,13 @@ fn a_process_that_exited_holds_nothing_at_a_later_peak() {
         bytes_of(&summary_line(&out, "leaked")) >= 2 * 1_033_817,
         "{out}"
     );
+    // The shell's first run is a child of it (another pid): its allocations are in the
+    // figures, its resident pages are not read, and stderr says so.
+    let err = joined(&stderr(&o));
+    assert!(
+        err.contains(" allocated too (pids ") && err.contains("are not measured"),
+        "{err}"
+    );
 }
 
 /// The states `fixtures/heapsteps.c` passes through, call by call: (peak, live bytes, live

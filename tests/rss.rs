@@ -517,3 +517,38 @@ fn rss_runs_the_command_after_double_dash_and_keeps_its_lines_out_of_folded_outp
         "{out}\n{err}"
     );
 }
+
+/// What each probe samples, as perf reads the recording: an allocation's entry carries its
+/// stack (unwound, so a callchain in the file), free's entry only its registers. A stack
+/// at free was never used (a freed block keeps its allocation's stack), and copying 8 KiB
+/// of it at every free cost the traced thread as much as the allocation's copy.
+#[test]
+fn free_samples_its_pointer_and_no_stack() {
+    if !require_perf("rss -w, perf evlist") || !require_perf_tool("perf evlist -v") {
+        return;
+    }
+    let dir = scratch();
+    let file = dir.path().join("rss.data");
+    let f = file.to_str().unwrap();
+    run(
+        &["rss", "-w", f],
+        &fixture("rss", Variant::NoFp),
+        "three 256",
+    );
+    let o = std::process::Command::new("perf")
+        .args(["evlist", "-v", "-i", f])
+        .output()
+        .unwrap();
+    let v = String::from_utf8_lossy(&o.stdout);
+    let attr = |probe: &str| -> String {
+        v.lines()
+            .find(|l| l.split(':').nth(1) == Some(probe))
+            .unwrap_or_else(|| panic!("no `{probe}` event in:\n{v}"))
+            .to_string()
+    };
+    let (malloc, free) = (attr("malloc"), attr("free"));
+    assert!(malloc.contains("CALLCHAIN"), "{malloc}");
+    assert!(!free.contains("CALLCHAIN"), "{free}");
+    assert!(!free.contains("STACK_USER"), "{free}");
+    assert!(free.contains("REGS_USER"), "{free}");
+}

@@ -329,7 +329,7 @@ pub(crate) fn plan_user(
             hold._pmu_paths.push(p);
             Ok(spec)
         };
-        let entry_stack = if cfg.sample_rate == 1 {
+        let entry_stack = if cfg.sample_rate == 1 && entry_needs_stack(d.func) {
             stack_cg
         } else {
             CallGraph::None
@@ -374,6 +374,15 @@ pub(crate) fn plan_user(
         }
     }
     Ok((planned, via_tracefs.or(tracefs), code))
+}
+
+/// Whether an entry probe's samples need the caller's stack: an allocation's is its stack,
+/// munmap's tells whether the allocator itself unmaps (`LeakSink::called_by_allocator`);
+/// free's is never used (a freed block keeps its allocation's stack), and copying 8 KiB of
+/// stack at every free cost the traced thread as much as the allocation's copy (half of
+/// the time above the probes' own in calloc/free pairs) and the reader an unwind each.
+fn entry_needs_stack(func: table::Func) -> bool {
+    func != table::Func::Free
 }
 
 fn user_sampling(call_graph: CallGraph, regs: u64, period: u64) -> open::Sampling {

@@ -76,6 +76,11 @@ pub struct LeakSink {
     /// `-s N`: one allocation's stack in N is copied; the weight of a sampled allocation
     /// in the per-stack outputs (1: every stack).
     pub sample_rate: u64,
+    /// Every process an allocator call was seen in (`heap` reads one's memory from /proc:
+    /// it says so when others allocated too).
+    pub spaces: rustc_hash::FxHashSet<u32>,
+    /// The process of the last sample: most samples' are the one before's.
+    last_space: Option<u32>,
     read_mem: MemReader,
     leaf_first: Vec<FrameId>,
     /// Each process's frames, by address.
@@ -131,6 +136,8 @@ impl LeakSink {
             results_from_stack: 0,
             trace: None,
             sample_rate: 1,
+            spaces: rustc_hash::FxHashSet::default(),
+            last_space: None,
             read_mem,
             leaf_first: Vec::with_capacity(128),
             frame_memo: super::frames::FrameMemo::default(),
@@ -190,6 +197,10 @@ impl LeakSink {
         let (pid, tid, time) = (s.pid.unwrap_or(0), s.tid.unwrap_or(0), s.time.unwrap_or(0));
         let with_stack = event.stack;
         self.table.at(tid, time);
+        if self.last_space != Some(pid) && matches!(event.role, Role::Entry(_) | Role::Return(_)) {
+            self.last_space = Some(pid);
+            self.spaces.insert(pid);
+        }
         match event.role.clone() {
             Role::Entry(func) => {
                 let stack = if with_stack {

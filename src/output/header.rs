@@ -70,13 +70,18 @@ pub fn events_truncation(st: &ReadStats, events: &[usize]) -> EventsTruncation {
     }
 }
 
-/// `lost 0 events in 0 LOST records, 0 lost samples, throttled 0 times; 3 of 300 user
-/// stacks truncated (3 stack end)`: one line for every output's header.
+/// `lost 2 events in 1 LOST records, 0 lost samples, throttled 0 times; 3 of 300 user
+/// stacks truncated (3 stack end)`, or `nothing lost; ...` when the kernel dropped and
+/// throttled nothing: one line for every output's header.
 pub fn losses(st: &ReadStats) -> String {
-    let mut s = format!(
-        "lost {} events in {} LOST records, {} lost samples, throttled {} times",
-        st.lost, st.lost_records, st.lost_samples, st.throttled
-    );
+    let mut s = if st.lost + st.lost_records + st.lost_samples + st.throttled == 0 {
+        "nothing lost".to_string()
+    } else {
+        format!(
+            "lost {} events in {} LOST records, {} lost samples, throttled {} times",
+            st.lost, st.lost_records, st.lost_samples, st.throttled
+        )
+    };
     let t = truncation(st);
     if t.unwound > 0 {
         s.push_str(&format!(
@@ -191,6 +196,19 @@ mod tests {
         assert_eq!(utc(0), "1970-01-01 00:00:00 UTC");
         assert_eq!(utc(951_782_400), "2000-02-29 00:00:00 UTC");
         assert_eq!(utc(1_795_389_696), "2026-11-22 23:21:36 UTC");
+    }
+
+    #[test]
+    fn a_recording_that_lost_nothing_says_so_not_zero_counts() {
+        assert_eq!(losses(&ReadStats::default()), "nothing lost");
+        let throttled = ReadStats {
+            throttled: 1,
+            ..ReadStats::default()
+        };
+        assert_eq!(
+            losses(&throttled),
+            "lost 0 events in 0 LOST records, 0 lost samples, throttled 1 times"
+        );
     }
 
     #[test]

@@ -138,6 +138,9 @@ pub fn run(cfg: HeapConfig) -> Result<i32> {
         .ok_or_else(|| anyhow!("the run kept no heap analyses"))?;
     let memory = memory.into_inner();
     heap.last_time = heap.last_time.max(traced.now);
+    if cfg.input.is_none() {
+        note_other_processes(pid.get(), &traced.sink.spaces);
+    }
     // The count of reports reached: the last of them was the final one, as leak's.
     let text = !traced.requested;
     report(
@@ -224,6 +227,27 @@ fn report(
     }
     out.flush()?;
     Ok(())
+}
+
+/// The heap figures take in every traced process's allocator calls, but the resident and
+/// mapped memory (VmRSS, VmSize) and the retained pages are read from `/proc` for the
+/// target's pid alone: when other processes (a command's children) allocated too, say so.
+fn note_other_processes(pid: u32, spaces: &rustc_hash::FxHashSet<u32>) {
+    let mut others: Vec<u32> = spaces.iter().copied().filter(|&p| p != pid).collect();
+    if pid == 0 || others.is_empty() {
+        return;
+    }
+    others.sort_unstable();
+    let listed: Vec<String> = others.iter().take(8).map(u32::to_string).collect();
+    let more = if others.len() > 8 { ", ..." } else { "" };
+    crate::output::wrap::eprint(&format!(
+        "memperf: note: {} other process{} allocated too (pids {}{more}): their allocations \
+         are in the heap figures, but the resident and mapped memory (VmRSS, VmSize) and the \
+         retained pages are pid {pid}'s alone; their resident pages are not measured",
+        others.len(),
+        if others.len() == 1 { "" } else { "es" },
+        listed.join(", ")
+    ));
 }
 
 fn target_text(t: &LeakTarget) -> String {
