@@ -21,6 +21,9 @@ EXAMPLES:
         Only these commands' samples.
     memperf agent --output out/ -- ./app
         One program, from start to exit.
+    memperf agent --pyroscope http://pyroscope:4040 --tenant team-a
+        Push to Grafana Pyroscope's push API, as memory:page_faults:count:space:bytes
+        and memory:page_faults_bytes:bytes:space:bytes, service_name from the cgroup.
 
 Each window's profiles are named WINDOWSTART_MS-SERVICE.pb.gz. A service is the systemd
 unit of a process's cgroup, else its command. Every sample is labelled with its pid and
@@ -97,6 +100,12 @@ pub struct AgentArgs {
     #[arg(long = "otlp", value_name = "URL")]
     pub otlp: Vec<String>,
 
+    /// Push each window's profiles to Grafana Pyroscope over HTTP, as Grafana Alloy does:
+    /// `http://HOST:4040` posts to its push API, `/push.v1.PusherService/Push` (under the
+    /// URL's path, if it has one). Repeatable.
+    #[arg(long = "pyroscope", value_name = "URL")]
+    pub pyroscope: Vec<String>,
+
     /// Where each backend's requests wait while it cannot take them (a directory per
     /// backend inside, kept across restarts: they are sent, oldest first, when it is back).
     /// Without it they wait in memory and what is left at exit is lost (and said).
@@ -139,12 +148,19 @@ pub struct AgentArgs {
 impl AgentArgs {
     pub fn into_config(self) -> Result<AgentConfig> {
         let interval = super::seconds("--interval", self.interval)?;
-        if self.output.is_none() && self.otlp.is_empty() {
-            bail!("memperf agent needs somewhere to send its profiles: --output DIR or --otlp URL");
+        if self.output.is_none() && self.otlp.is_empty() && self.pyroscope.is_empty() {
+            bail!(
+                "memperf agent needs somewhere to send its profiles: --output DIR, --otlp URL \
+                 or --pyroscope URL"
+            );
         }
         for url in &self.otlp {
             crate::ship::http::Endpoint::parse(url, "/")
                 .map_err(|e| anyhow::anyhow!("--otlp: {e:#}"))?;
+        }
+        for url in &self.pyroscope {
+            crate::ship::http::Endpoint::parse(url, "/")
+                .map_err(|e| anyhow::anyhow!("--pyroscope: {e:#}"))?;
         }
         let headers = auth_headers(
             self.bearer_token.or_else(|| env("MEMPERF_BEARER_TOKEN")),
@@ -183,6 +199,7 @@ impl AgentArgs {
             interval,
             output: self.output,
             otlp: self.otlp,
+            pyroscope: self.pyroscope,
             spool: self.spool,
             spool_bytes: self.spool_max_mb.saturating_mul(1 << 20),
             headers,

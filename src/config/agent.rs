@@ -14,6 +14,8 @@ pub struct AgentConfig {
     pub output: Option<PathBuf>,
     /// OTLP receivers' URLs.
     pub otlp: Vec<String>,
+    /// Pyroscope servers' URLs.
+    pub pyroscope: Vec<String>,
     pub spool: Option<PathBuf>,
     pub spool_bytes: u64,
     /// Headers every backend is sent (authorization, tenant).

@@ -8,6 +8,7 @@ pub mod header;
 mod named;
 pub mod otlp;
 pub mod pprof;
+pub mod pyroscope;
 pub mod script;
 mod shape;
 mod text;

@@ -4,6 +4,7 @@
 
 mod groups;
 mod profiles;
+mod pyroscope;
 mod sink;
 
 use std::sync::Arc;
@@ -127,6 +128,28 @@ fn remotes(cfg: &AgentConfig, host: &HostLabels) -> Result<Remotes> {
             format!("OTLP {}", ep.url()),
             ep,
             cfg.headers.clone(),
+            spool.as_deref(),
+            cfg.spool_bytes,
+        )?);
+    }
+    for (i, url) in cfg.pyroscope.iter().enumerate() {
+        let mut ep = Endpoint::parse(url, "/")?;
+        ep.path = pyroscope::push_path(&ep.path);
+        encoders.push(Box::new(pyroscope::PyroscopeEncoder {
+            host: host.clone(),
+            path: ep.path.clone(),
+        }));
+        let mut headers = cfg.headers.clone();
+        headers.extend(
+            pyroscope::CONNECT_HEADERS
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string())),
+        );
+        let spool = cfg.spool.as_ref().map(|d| d.join(format!("pyroscope-{i}")));
+        backends.push(Backend::new(
+            format!("Pyroscope {}", ep.url()),
+            ep,
+            headers,
             spool.as_deref(),
             cfg.spool_bytes,
         )?);
