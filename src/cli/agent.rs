@@ -21,6 +21,8 @@ EXAMPLES:
         Only these commands' samples.
     memperf agent --output out/ -- ./app
         One program, from start to exit.
+    memperf agent -G system.slice/nginx.service,machine.slice --output out/
+        Only the tasks of these cgroups (perf's -G), each CPU's events opened on them.
     memperf agent --pyroscope http://pyroscope:4040 --tenant team-a
         Push to Grafana Pyroscope's push API, as memory:page_faults:count:space:bytes
         and memory:page_faults_bytes:bytes:space:bytes, service_name from the cgroup.
@@ -61,6 +63,13 @@ pub struct AgentArgs {
     /// system, or the command after `--`).
     #[arg(short = 'p', long = "pid", value_name = "PIDS")]
     pub pid: Option<String>,
+
+    /// Profile only the tasks of these cgroups (comma-separated, relative to the cgroup
+    /// file system's root, and their descendants), as perf's -G: the events are opened on
+    /// each CPU for each cgroup. Their services are named after the cgroup, unless a
+    /// systemd unit inside names them.
+    #[arg(short = 'G', long = "cgroup", value_name = "CGROUPS")]
+    pub cgroups: Vec<String>,
 
     /// Keep only the samples of threads with these names (comma-separated commands).
     #[arg(long = "comm", value_name = "COMMS", value_delimiter = ',')]
@@ -170,7 +179,12 @@ impl AgentArgs {
         if self.max_stacks == 0 {
             bail!("--max-stacks must be at least 1");
         }
-        let all = self.pid.is_none() && self.command.is_empty();
+        if !self.cgroups.is_empty() && self.pid.is_some() {
+            bail!("give either -G or -p, not both");
+        }
+        let cgroups = crate::sys::cgroup::resolve(&self.cgroups)?;
+        // Cgroup mode is system-wide (a command after `--` only bounds the run).
+        let all = (self.pid.is_none() && self.command.is_empty()) || !cgroups.is_empty();
         let record = RecordArgs {
             events: self.events,
             filters: self.filters,
@@ -193,7 +207,8 @@ impl AgentArgs {
             consume: Consume::All,
             command: self.command,
         };
-        let record = record.into_config()?;
+        let mut record = record.into_config()?;
+        record.cgroups = cgroups;
         Ok(AgentConfig {
             record,
             interval,

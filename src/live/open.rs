@@ -15,7 +15,7 @@ use crate::sys::diagnose::{
     EventClass, OpenContext, SystemFacts, explain_mmap_error, explain_open_error,
 };
 use crate::sys::open::{
-    FORMAT_LOST, FeatureState, SysOpener, ioc_id, ioc_set_output, open_event_in,
+    FORMAT_LOST, FeatureState, SysOpener, ioc_id, ioc_set_output, open_event_flags,
 };
 use crate::sys::ring::RingBuffer;
 use crate::sys::tracefs::Tracefs;
@@ -350,6 +350,20 @@ pub fn event_class(ev: &ResolvedEvent) -> EventClass {
     }
 }
 
+/// The cgroup whose directory's fd `pid` is, in cgroup mode.
+fn cgroup_named<'c>(
+    cfg: &'c RecordConfig,
+    targets: &[i32],
+    pid: i32,
+    flags: u64,
+) -> Option<&'c str> {
+    if flags & crate::abi::PERF_FLAG_PID_CGROUP == 0 {
+        return None;
+    }
+    let i = targets.iter().position(|&t| t == pid)?;
+    cfg.cgroups.get(i).map(|c| c.path.as_str())
+}
+
 /// The pids to pass to perf_event_open: -1 (all), threads of the pids, or the tids.
 pub fn open_targets(cfg: &RecordConfig, child: Option<i32>) -> Result<Vec<i32>> {
     target_tids(&cfg.target, child)
@@ -388,7 +402,14 @@ pub fn open_all(
     child: Option<i32>,
     facts: &SystemFacts,
 ) -> Result<Opened> {
-    let targets = open_targets(cfg, child)?;
+    // In cgroup mode each target is a cgroup's directory, open until the events are.
+    let cgroup_fds = crate::sys::cgroup::open(&cfg.cgroups)?;
+    let (targets, flags) = if cgroup_fds.is_empty() {
+        (open_targets(cfg, child)?, 0)
+    } else {
+        let fds = cgroup_fds.iter().map(|f| f.as_raw_fd()).collect();
+        (fds, crate::abi::PERF_FLAG_PID_CGROUP)
+    };
     let pages = cfg
         .mmap_pages
         .unwrap_or_else(|| default_mmap_pages(cfg, facts));
@@ -452,8 +473,10 @@ pub fn open_all(
                 }
                 let mut attr = build_attr(&ac);
                 let open = |attr: &mut perf_event_attr, features: &mut FeatureState| {
-                    open_event_in(&opener, attr, pid, cpu as i32, group_fd, features)
+                    open_event_flags(&opener, attr, (pid, cpu as i32, group_fd), flags, features)
                 };
+                // A placement's pid is the thread's, or -1 (every thread) for a cgroup.
+                let placed_pid = if flags == 0 { pid } else { -1 };
                 let fd = match open(&mut attr, &mut features) {
                     Ok(fd) => fd,
                     Err(errno)
@@ -462,8 +485,9 @@ pub fn open_all(
                         // As perf does: an unprivileged user may still sample user space.
                         exclude_kernel(&mut ac);
                         attr = build_attr(&ac);
-                        let fd = open(&mut attr, &mut features)
-                            .map_err(|e| open_error(e, ev, pid, cpu as i32, &cfg.target, facts))?;
+                        let fd = open(&mut attr, &mut features).map_err(|e| {
+                            open_error(e, ev, placed_pid, cpu as i32, &cfg.target, facts)
+                        })?;
                         if !kernel_excluded {
                             kernel_excluded = true;
                             notes.push(format!(
@@ -478,7 +502,11 @@ pub fn open_all(
                         continue;
                     }
                     Err(errno) => {
-                        return Err(open_error(errno, ev, pid, cpu as i32, &cfg.target, facts));
+                        let e = open_error(errno, ev, placed_pid, cpu as i32, &cfg.target, facts);
+                        return Err(match cgroup_named(cfg, &targets, pid, flags) {
+                            Some(cg) => e.context(format!("in the cgroup `{cg}` (-G)")),
+                            None => e,
+                        });
                     }
                 };
                 set_filter(fd.as_fd(), ev)?;
@@ -502,7 +530,7 @@ pub fn open_all(
                         placements.push(Placement {
                             ev: i,
                             cpu,
-                            pid,
+                            pid: placed_pid,
                             ring: r,
                             fd: FdSlot::Fd(fds.len()),
                             enabled: true,
@@ -520,7 +548,7 @@ pub fn open_all(
                         placements.push(Placement {
                             ev: i,
                             cpu,
-                            pid,
+                            pid: placed_pid,
                             ring: rings.len(),
                             fd: FdSlot::Ring(rings.len()),
                             enabled: true,

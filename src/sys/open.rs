@@ -225,16 +225,30 @@ pub fn open_event_in(
     group_fd: i32,
     features: &mut FeatureState,
 ) -> Result<OwnedFd, i32> {
+    open_event_flags(opener, attr, (pid, cpu, group_fd), 0, features)
+}
+
+/// `open_event_in` with `flags` added to the call's (`PERF_FLAG_PID_CGROUP`: `pid` is a
+/// cgroup directory's fd).
+pub fn open_event_flags(
+    opener: &dyn Opener,
+    attr: &mut perf_event_attr,
+    (pid, cpu, group_fd): (i32, i32, i32),
+    flags: u64,
+    features: &mut FeatureState,
+) -> Result<OwnedFd, i32> {
+    let extra = flags;
     let (orig_attr, orig_features) = (*attr, features.clone());
     apply_missing(attr, features);
     let mut first_err = None;
     let mut ladder = LADDER.iter();
     loop {
-        let flags = if features.no_cloexec {
-            0
-        } else {
-            u64::from(b::PERF_FLAG_FD_CLOEXEC)
-        };
+        let flags = extra
+            | if features.no_cloexec {
+                0
+            } else {
+                u64::from(b::PERF_FLAG_FD_CLOEXEC)
+            };
         let errno = match opener.open(attr, pid, cpu, group_fd, flags) {
             Ok(fd) => {
                 if features.no_cloexec {

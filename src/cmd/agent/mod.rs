@@ -54,7 +54,7 @@ pub fn run(cfg: AgentConfig) -> Result<i32> {
         cfg: &cfg,
         rcfg: &rcfg,
         names,
-        groups: Groups::default(),
+        groups: Groups::new(cfg.record.cgroups.iter().map(|c| c.path.clone()).collect()),
         host,
         sinks,
         encoders,
