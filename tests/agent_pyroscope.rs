@@ -201,3 +201,37 @@ fn pyroscope_receives_the_fixtures_exact_stacks_labels_and_profile_types() {
         BTreeSet::from(["Bearer s3cret".to_string()])
     );
 }
+
+#[test]
+fn a_refused_push_is_counted_and_said() {
+    if !require_perf("memperf agent --pyroscope") {
+        return;
+    }
+    let Some(bin) = server_binary() else {
+        return;
+    };
+    let dir = scratch();
+    let out = dir.path().join("received.json");
+    let server = Server::start(&bin, &out);
+    // The procedure goes under the URL's path, where this server has nothing: 404.
+    let o = memperf()
+        .args(["agent", "--interval", "30", "--pyroscope"])
+        .arg(format!("http://127.0.0.1:{}/elsewhere/", server.port))
+        .arg("--")
+        .arg(fixture("pagefault", Variant::Fp))
+        .arg("10")
+        .output()
+        .unwrap();
+    let err = stderr(&o);
+    assert!(o.status.success(), "{err}");
+    assert!(
+        err.contains(&format!(
+            "http://127.0.0.1:{}/elsewhere/push.v1.PusherService/Push refused a request: 404",
+            server.port
+        )),
+        "{err}"
+    );
+    assert!(err.contains(" 1 refused"), "{err}");
+    drop(server);
+    assert_eq!(read_received(&out).profiles, 0);
+}
