@@ -389,6 +389,38 @@ mod tests {
     }
 
     #[test]
+    fn the_cgroup_flag_stays_on_every_rung_of_the_ladder() {
+        struct Flags(RefCell<Vec<u64>>);
+        impl Opener for Flags {
+            fn open(
+                &self,
+                _: &perf_event_attr,
+                _: i32,
+                _: i32,
+                _: i32,
+                flags: u64,
+            ) -> Result<OwnedFd, i32> {
+                self.0.borrow_mut().push(flags);
+                Err(libc::EINVAL)
+            }
+        }
+        let f = Flags(RefCell::new(Vec::new()));
+        let mut attr = full_attr();
+        let cgroup = crate::abi::PERF_FLAG_PID_CGROUP;
+        let r = open_event_flags(
+            &f,
+            &mut attr,
+            (5, 0, -1),
+            cgroup,
+            &mut FeatureState::default(),
+        );
+        assert_eq!(r.err(), Some(libc::EINVAL));
+        let flags = f.0.into_inner();
+        assert!(flags.len() > 1, "{flags:?}");
+        assert!(flags.iter().all(|f| f & cgroup != 0), "{flags:?}");
+    }
+
+    #[test]
     fn drops_clockid_then_mmap2() {
         // A 3.15-like kernel: no clockid, no mmap2.
         let fake = Fake::new(|a: &Attempt| (a.0 || a.1 || a.2).then_some(libc::EINVAL));
