@@ -12,7 +12,9 @@
 # agent's must stay flat).
 #
 # Usage: benches/agent-cost.sh [PAGES] [ROUNDS] [SECS]    (defaults: 200000, 5, 60)
-#        MEMPERF=path to bench a given binary (else a release build is made).
+#        MEMPERF=path to bench a given binary (else a release build is made);
+#        MEMPERF_BEFORE=path to another build, whose agent runs beside in each round (a change's
+#        figures before and after, in the same run).
 # Run it alone on the machine: flock /tmp/memperf-machine.lock benches/agent-cost.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -27,9 +29,10 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cc -O2 -g -fno-omit-frame-pointer -fno-optimize-sibling-calls -o "$work/pagefault" fixtures/pagefault.c
 
-python3 - "$work" "$PAGES" "$ROUNDS" "$SECS" "$MEMPERF" <<'PY'
+python3 - "$work" "$PAGES" "$ROUNDS" "$SECS" "$MEMPERF" "${MEMPERF_BEFORE:-}" <<'PY'
 import os, re, shutil, statistics, subprocess, sys, time
 work, pages, rounds, secs, memperf = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
+before = sys.argv[6]
 prog = os.path.join(work, "pagefault")
 env = dict(os.environ, PAGEFAULT_TIMING="1")
 events = "page-faults,syscalls:sys_enter_mmap,syscalls:sys_enter_brk"
@@ -40,6 +43,8 @@ tools = {
     "memperf record": [memperf, "record", "-q", "-e", events, "-o", out, "--", prog, pages],
     "memperf agent": [memperf, "agent", "-q", "-e", events, "--interval", "1", "--output", adir, "--", prog, pages],
 }
+if before:
+    tools["agent (before)"] = [before] + tools["memperf agent"][1:]
 
 def run(cmd):
     shutil.rmtree(adir, ignore_errors=True)

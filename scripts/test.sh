@@ -51,6 +51,8 @@ fi
 # from its Go modules once (3-4 minutes on 2 cores), then cached under ~/.cache/memperf.
 if command -v go >/dev/null 2>&1; then
     echo "test.sh: OpenTelemetry Collector at $(tests/otelcol/build.sh)"
+    # Pyroscope's push handler and pprof decoder (tests/agent_pyroscope.rs): about 30 s.
+    echo "test.sh: Pyroscope push endpoint at $(tests/pyroscope/build.sh)"
 fi
 
 # The Parca ProfileStoreService memperf agent's tests push to (tests/agent_parca.rs): Parca's

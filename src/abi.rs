@@ -13,6 +13,8 @@ pub const PERF_SAMPLE_TIME: u64 = b::PERF_SAMPLE_TIME as u64;
 pub const PERF_SAMPLE_ADDR: u64 = b::PERF_SAMPLE_ADDR as u64;
 pub const PERF_SAMPLE_READ: u64 = b::PERF_SAMPLE_READ as u64;
 pub const PERF_SAMPLE_CALLCHAIN: u64 = b::PERF_SAMPLE_CALLCHAIN as u64;
+/// perf_event_open's flag for a pid argument that is a cgroup directory's fd.
+pub const PERF_FLAG_PID_CGROUP: u64 = b::PERF_FLAG_PID_CGROUP as u64;
 pub const PERF_SAMPLE_ID: u64 = b::PERF_SAMPLE_ID as u64;
 pub const PERF_SAMPLE_CPU: u64 = b::PERF_SAMPLE_CPU as u64;
 pub const PERF_SAMPLE_PERIOD: u64 = b::PERF_SAMPLE_PERIOD as u64;

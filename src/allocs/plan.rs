@@ -146,6 +146,7 @@ pub(crate) fn record_config(
         include_self: false,
         side_band: true,
         stack_auto: false,
+        cgroups: Vec::new(),
     })
 }
 

@@ -23,6 +23,11 @@ EXAMPLES:
         Only these commands' samples.
     memperf agent --output out/ -- ./app
         One program, from start to exit.
+    memperf agent -G system.slice/nginx.service,machine.slice --output out/
+        Only the tasks of these cgroups (perf's -G), each CPU's events opened on them.
+    memperf agent --pyroscope http://pyroscope:4040 --tenant team-a
+        Push to Grafana Pyroscope's push API, as memory:page_faults:count:space:bytes
+        and memory:page_faults_bytes:bytes:space:bytes, service_name from the cgroup.
 
 Each window's profiles are named WINDOWSTART_MS-SERVICE.pb.gz. A service is the systemd
 unit of a process's cgroup, else its command. Every sample is labelled with its pid and
@@ -60,6 +65,13 @@ pub struct AgentArgs {
     /// system, or the command after `--`).
     #[arg(short = 'p', long = "pid", value_name = "PIDS")]
     pub pid: Option<String>,
+
+    /// Profile only the tasks of these cgroups (comma-separated, relative to the cgroup
+    /// file system's root, and their descendants), as perf's -G: the events are opened on
+    /// each CPU for each cgroup. Their services are named after the cgroup, unless a
+    /// systemd unit inside names them.
+    #[arg(short = 'G', long = "cgroup", value_name = "CGROUPS")]
+    pub cgroups: Vec<String>,
 
     /// Keep only the samples of threads with these names (comma-separated commands).
     #[arg(long = "comm", value_name = "COMMS", value_delimiter = ',')]
@@ -105,6 +117,11 @@ pub struct AgentArgs {
     /// (cleartext HTTP/2), `grpcs://` or `https://` (TLS). Repeatable.
     #[arg(long = "parca", value_name = "URL")]
     pub parca: Vec<String>,
+    /// Push each window's profiles to Grafana Pyroscope over HTTP, as Grafana Alloy does:
+    /// `http://HOST:4040` posts to its push API, `/push.v1.PusherService/Push` (under the
+    /// URL's path, if it has one). Repeatable.
+    #[arg(long = "pyroscope", value_name = "URL")]
+    pub pyroscope: Vec<String>,
 
     /// Where each backend's requests wait while it cannot take them (a directory per
     /// backend inside, kept across restarts: they are sent, oldest first, when it is back).
@@ -153,10 +170,14 @@ pub struct AgentArgs {
 impl AgentArgs {
     pub fn into_config(self) -> Result<AgentConfig> {
         let interval = super::seconds("--interval", self.interval)?;
-        if self.output.is_none() && self.otlp.is_empty() && self.parca.is_empty() {
+        if self.output.is_none()
+            && self.otlp.is_empty()
+            && self.parca.is_empty()
+            && self.pyroscope.is_empty()
+        {
             bail!(
-                "memperf agent needs somewhere to send its profiles: --output DIR, --otlp URL \
-                 or --parca URL"
+                "memperf agent needs somewhere to send its profiles: --output DIR, --otlp URL, \
+                 --pyroscope URL or --parca URL"
             );
         }
         for url in &self.otlp {
@@ -171,6 +192,10 @@ impl AgentArgs {
             crate::ship::grpc::endpoint(url, 7070, true)
                 .map_err(|e| anyhow::anyhow!("--parca: {e:#}"))?;
         }
+        for url in &self.pyroscope {
+            crate::ship::http::Endpoint::parse(url, "/")
+                .map_err(|e| anyhow::anyhow!("--pyroscope: {e:#}"))?;
+        }
         let headers = auth_headers(
             self.bearer_token.or_else(|| env("MEMPERF_BEARER_TOKEN")),
             self.basic_auth.or_else(|| env("MEMPERF_BASIC_AUTH")),
@@ -179,7 +204,12 @@ impl AgentArgs {
         if self.max_stacks == 0 {
             bail!("--max-stacks must be at least 1");
         }
-        let all = self.pid.is_none() && self.command.is_empty();
+        if !self.cgroups.is_empty() && self.pid.is_some() {
+            bail!("give either -G or -p, not both");
+        }
+        let cgroups = crate::sys::cgroup::resolve(&self.cgroups)?;
+        // Cgroup mode is system-wide (a command after `--` only bounds the run).
+        let all = (self.pid.is_none() && self.command.is_empty()) || !cgroups.is_empty();
         let record = RecordArgs {
             events: self.events,
             filters: self.filters,
@@ -202,13 +232,15 @@ impl AgentArgs {
             consume: Consume::All,
             command: self.command,
         };
-        let record = record.into_config()?;
+        let mut record = record.into_config()?;
+        record.cgroups = cgroups;
         Ok(AgentConfig {
             record,
             interval,
             output: self.output,
             otlp: self.otlp,
             parca: self.parca,
+            pyroscope: self.pyroscope,
             spool: self.spool,
             ca_file: self.ca_file,
             spool_bytes: self.spool_max_mb.saturating_mul(1 << 20),

@@ -404,6 +404,7 @@ impl RecordArgs {
             include_self: self.include_self,
             side_band: true,
             stack_auto,
+            cgroups: Vec::new(),
         })
     }
 }

@@ -16,6 +16,8 @@ pub struct AgentConfig {
     pub otlp: Vec<String>,
     /// Parca servers' URLs (gRPC).
     pub parca: Vec<String>,
+    /// Pyroscope servers' URLs.
+    pub pyroscope: Vec<String>,
     pub spool: Option<PathBuf>,
     /// The CA certificates TLS backends are checked against (else the system's).
     pub ca_file: Option<PathBuf>,

@@ -78,6 +78,9 @@ pub struct RecordConfig {
     /// `--call-graph dwarf,auto`: the DWARF events' stack copy size is learnt while
     /// recording (`live::resize`), starting from `call_graph`'s.
     pub stack_auto: bool,
+    /// perf's cgroup mode (`-G`): system-wide events opened on these cgroups' directories,
+    /// which count only their tasks (and their descendants').
+    pub cgroups: Vec<sys::cgroup::Cgroup>,
 }
 
 impl RecordConfig {

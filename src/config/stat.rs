@@ -53,6 +53,7 @@ impl StatConfig {
             include_self: self.include_self,
             side_band: false,
             stack_auto: false,
+            cgroups: Vec::new(),
         }
     }
 }

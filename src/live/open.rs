@@ -1,6 +1,6 @@
 //! Turning a record configuration into open perf events and ring buffers.
 
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 
 use anyhow::{Result, anyhow, bail};
 use perf_event_open_sys::bindings::perf_event_attr;
@@ -384,7 +384,15 @@ pub fn open_all(
     child: Option<i32>,
     facts: &SystemFacts,
 ) -> Result<Opened> {
-    let targets = open_targets(cfg, child)?;
+    // In cgroup mode (-G) each target is a cgroup's directory, kept open until the events
+    // are.
+    let cgroup_fds = crate::sys::cgroup::open(&cfg.cgroups)?;
+    let (targets, flags) = if cgroup_fds.is_empty() {
+        (open_targets(cfg, child)?, 0)
+    } else {
+        let fds = cgroup_fds.iter().map(|f| f.as_raw_fd()).collect();
+        (fds, crate::abi::PERF_FLAG_PID_CGROUP)
+    };
     let notes = glob_notes(&events);
     if cfg.target == Target::SystemWide && !cfg.include_self {
         // As perf's --exclude-perf: the kernel drops memperf's own tracepoint hits (the
@@ -392,6 +400,7 @@ pub fn open_all(
         exclude_self(&mut events)?;
     }
     let mut rings = Rings::new(cfg, facts, &events, notes);
+    rings.in_cgroups(flags, &targets);
     check_groups(&events)?;
     for &cpu in &cfg.cpus {
         rings.open_cpu(cpu, &targets, &mut events)?;

@@ -135,7 +135,9 @@ impl StackSizer {
         child: Option<i32>,
         session: &mut Session,
     ) -> Option<Self> {
-        if !cfg.stack_auto {
+        // In cgroup mode (`-G`) events stay where they were opened: the copy keeps its
+        // first size (deep stacks are finished from the live threads).
+        if !cfg.stack_auto || !cfg.cgroups.is_empty() {
             return None;
         }
         let autos: Vec<Auto> = opened

@@ -8,6 +8,7 @@ pub mod header;
 mod named;
 pub mod otlp;
 pub mod pprof;
+pub mod pyroscope;
 pub mod script;
 mod shape;
 mod text;
@@ -122,14 +123,13 @@ pub struct Resolver {
 
 impl Resolver {
     pub fn new(cfg: NameOptions, kallsyms: Option<Arc<Kallsyms>>) -> Resolver {
-        let mut sym = Symbolizer::new(SymbolizeOptions {
-            inline: cfg.inline,
-            lines: cfg.lines,
-            demangle: cfg.demangle,
-        });
-        if let Some(k) = kallsyms.filter(|k| k.malformed_lines() == 0) {
-            sym.set_kallsyms(k);
-        }
+        let sym = symbolizer(&cfg, kallsyms);
+        Resolver::reusing(cfg, sym)
+    }
+
+    /// A resolver naming with `sym` (from [`symbolizer`], or kept from an earlier resolver
+    /// with [`Resolver::finish_keeping`]: the files it loaded stay loaded).
+    pub fn reusing(cfg: NameOptions, sym: Symbolizer) -> Resolver {
         Resolver {
             cfg,
             sym,
@@ -155,10 +155,15 @@ impl Resolver {
         &self.res
     }
 
-    pub fn finish(mut self) -> Resolved {
+    pub fn finish(self) -> Resolved {
+        self.finish_keeping().0
+    }
+
+    /// The names, and the symbolizer for the next resolver.
+    pub fn finish_keeping(mut self) -> (Resolved, Symbolizer) {
         self.res.kernel_hidden = self.sym.kernel_hidden();
         self.res.symbolize = self.sym.stats();
-        self.res
+        (self.res, self.sym)
     }
 
     fn name(&mut self, key: &FrameKey, maps: &ProcessMaps) {
@@ -310,6 +315,19 @@ impl Resolver {
         });
         res.names.push(list);
     }
+}
+
+/// A symbolizer with `cfg`'s options, naming kernel frames with `kallsyms` when given.
+pub fn symbolizer(cfg: &NameOptions, kallsyms: Option<Arc<Kallsyms>>) -> Symbolizer {
+    let mut sym = Symbolizer::new(SymbolizeOptions {
+        inline: cfg.inline,
+        lines: cfg.lines,
+        demangle: cfg.demangle,
+    });
+    if let Some(k) = kallsyms.filter(|k| k.malformed_lines() == 0) {
+        sym.set_kallsyms(k);
+    }
+    sym
 }
 
 /// Looks up every unique frame once.

@@ -218,6 +218,16 @@ impl Symbolizer {
         }
     }
 
+    /// For a symbolizer kept from one window of `memperf agent` to the next: forgets what
+    /// belongs to processes (perf maps and jitdump files, which grow as they run) and the
+    /// counts, keeps the files loaded. Returns how many files it holds.
+    pub fn next_window(&mut self) -> usize {
+        self.perf_maps.clear();
+        self.jit_dumps.clear();
+        self.stats = SymbolizeStats::default();
+        self.modules.len()
+    }
+
     /// Uses `kallsyms` (e.g. recorded with the profile) instead of reading `/proc/kallsyms`.
     pub fn set_kallsyms(&mut self, kallsyms: impl Into<Arc<Kallsyms>>) {
         self.kallsyms = Some(kallsyms.into());

@@ -4,6 +4,7 @@
 //! This is the only module allowed to use `unsafe`; each block carries a `// SAFETY:` comment.
 
 pub(crate) mod attr;
+pub mod cgroup;
 pub(crate) mod child;
 pub(crate) mod clock;
 pub(crate) mod diagnose;

@@ -225,16 +225,30 @@ pub fn open_event_in(
     group_fd: i32,
     features: &mut FeatureState,
 ) -> Result<OwnedFd, i32> {
+    open_event_flags(opener, attr, (pid, cpu, group_fd), 0, features)
+}
+
+/// `open_event_in` with `flags` added to the call's (`PERF_FLAG_PID_CGROUP`: `pid` is a
+/// cgroup directory's fd).
+pub fn open_event_flags(
+    opener: &dyn Opener,
+    attr: &mut perf_event_attr,
+    (pid, cpu, group_fd): (i32, i32, i32),
+    flags: u64,
+    features: &mut FeatureState,
+) -> Result<OwnedFd, i32> {
+    let extra = flags;
     let (orig_attr, orig_features) = (*attr, features.clone());
     apply_missing(attr, features);
     let mut first_err = None;
     let mut ladder = LADDER.iter();
     loop {
-        let flags = if features.no_cloexec {
-            0
-        } else {
-            u64::from(b::PERF_FLAG_FD_CLOEXEC)
-        };
+        let flags = extra
+            | if features.no_cloexec {
+                0
+            } else {
+                u64::from(b::PERF_FLAG_FD_CLOEXEC)
+            };
         let errno = match opener.open(attr, pid, cpu, group_fd, flags) {
             Ok(fd) => {
                 if features.no_cloexec {
@@ -372,6 +386,38 @@ mod tests {
         attr.set_comm_exec(1);
         attr.set_sample_id_all(1);
         attr
+    }
+
+    #[test]
+    fn the_cgroup_flag_stays_on_every_rung_of_the_ladder() {
+        struct Flags(RefCell<Vec<u64>>);
+        impl Opener for Flags {
+            fn open(
+                &self,
+                _: &perf_event_attr,
+                _: i32,
+                _: i32,
+                _: i32,
+                flags: u64,
+            ) -> Result<OwnedFd, i32> {
+                self.0.borrow_mut().push(flags);
+                Err(libc::EINVAL)
+            }
+        }
+        let f = Flags(RefCell::new(Vec::new()));
+        let mut attr = full_attr();
+        let cgroup = crate::abi::PERF_FLAG_PID_CGROUP;
+        let r = open_event_flags(
+            &f,
+            &mut attr,
+            (5, 0, -1),
+            cgroup,
+            &mut FeatureState::default(),
+        );
+        assert_eq!(r.err(), Some(libc::EINVAL));
+        let flags = f.0.into_inner();
+        assert!(flags.len() > 1, "{flags:?}");
+        assert!(flags.iter().all(|f| f & cgroup != 0), "{flags:?}");
     }
 
     #[test]

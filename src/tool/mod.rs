@@ -574,6 +574,7 @@ fn live<T: Tool>(
         include_self: false,
         side_band: true,
         stack_auto: false,
+        cgroups: Vec::new(),
     };
     let mut cx = Cx::new(out, formats, cfg.stacks);
     cx.present = present;

@@ -19,6 +19,9 @@ pub(crate) struct Group {
 #[derive(Default)]
 pub(crate) struct Groups {
     by_pid: FxHashMap<u32, Cgroup>,
+    /// The cgroups of `-G` (paths as `/proc/PID/cgroup` shows them): a process inside one
+    /// and in no systemd unit is named after it.
+    named: Vec<String>,
 }
 
 struct Cgroup {
@@ -28,10 +31,10 @@ struct Cgroup {
 }
 
 impl Cgroup {
-    fn read(pid: u32) -> Cgroup {
+    fn read(pid: u32, named: &[String]) -> Cgroup {
         let text = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap_or_default();
         Cgroup {
-            unit: service_of(&text),
+            unit: service_of(&text).or_else(|| named_of(&text, named)),
             container: container_of(&text),
             seen: true,
         }
@@ -39,12 +42,21 @@ impl Cgroup {
 }
 
 impl Groups {
+    /// Groups whose processes in the cgroups `named` (`-G`) are named after them.
+    pub fn new(named: Vec<String>) -> Groups {
+        Groups {
+            by_pid: FxHashMap::default(),
+            named,
+        }
+    }
+
     /// Process `pid` had a sample: its cgroup is read if it is new.
     pub fn note(&mut self, pid: u32) {
+        let named = &self.named;
         self.by_pid
             .entry(pid)
             .and_modify(|c| c.seen = true)
-            .or_insert_with(|| Cgroup::read(pid));
+            .or_insert_with(|| Cgroup::read(pid, named));
     }
 
     /// The group of process `pid` running `comm`.
@@ -83,6 +95,36 @@ pub(crate) fn service_of(text: &str) -> Option<String> {
         .map(|s| s.split('@').next().unwrap_or(s).to_string())
 }
 
+/// The name of the innermost cgroup of `named` that holds the process (its last
+/// component, without `.service`, `.scope` or `.slice`).
+pub(crate) fn named_of(text: &str, named: &[String]) -> Option<String> {
+    // Any hierarchy's line: perf follows v1's `perf_event` where it is mounted, else v2.
+    let paths: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.splitn(3, ':').nth(2))
+        .collect();
+    let holds = |n: &str| {
+        paths
+            .iter()
+            .any(|p| *p == n || p.strip_prefix(n).is_some_and(|r| r.starts_with('/')))
+    };
+    named
+        .iter()
+        .filter(|n| {
+            let n = n.trim_end_matches('/');
+            n.is_empty() || holds(n)
+        })
+        .max_by_key(|n| n.len())
+        .and_then(|n| n.trim_end_matches('/').rsplit('/').next())
+        .map(|c| {
+            [".service", ".scope", ".slice"]
+                .iter()
+                .fold(c, |c, s| c.strip_suffix(s).unwrap_or(c))
+                .to_string()
+        })
+        .filter(|s| !s.is_empty())
+}
+
 /// The container id in a cgroup's path: a component that is, or ends in, 64 hex digits
 /// (`docker-ID.scope`, `cri-containerd-ID.scope`, `/docker/ID`, `/kubepods/.../ID`).
 pub(crate) fn container_of(text: &str) -> Option<String> {
@@ -114,6 +156,19 @@ mod tests {
             None
         );
         assert_eq!(service_of("0::/\n"), None);
+    }
+
+    #[test]
+    fn a_cgroup_of_g_names_the_processes_inside_it() {
+        let named = vec!["/apps".to_string(), "/apps/web.slice".to_string()];
+        let of = |path: &str| named_of(&format!("0::{path}\n"), &named);
+        assert_eq!(of("/apps/web.slice/x/y").as_deref(), Some("web"));
+        assert_eq!(of("/apps/batch").as_deref(), Some("apps"));
+        assert_eq!(of("/apps").as_deref(), Some("apps"));
+        assert_eq!(of("/apps2/z"), None);
+        assert_eq!(of("/other"), None);
+        let v1 = "3:perf_event:/apps/batch\n0::/\n";
+        assert_eq!(named_of(v1, &named).as_deref(), Some("apps"));
     }
 
     #[test]

@@ -5,6 +5,7 @@
 mod groups;
 mod parca;
 mod profiles;
+mod pyroscope;
 mod sink;
 
 use std::sync::Arc;
@@ -19,10 +20,11 @@ use crate::events::EventKind;
 use crate::live::driver::{Flow, OnSignal, Round};
 use crate::live::open::{self, ResolvedEvent};
 use crate::live::recorder::{self, Live, Run};
+use crate::output::{NameOptions, Resolved, Resolver};
 use crate::perfdata::tracing_data::EventFormat;
 use crate::records::Sample;
 use crate::session::{Handler, Processes, SampleCtx, Session, SideBand};
-use crate::symbolize::Kallsyms;
+use crate::symbolize::{Kallsyms, Symbolizer};
 use crate::sys::tracefs::Tracefs;
 
 use groups::Groups;
@@ -56,7 +58,7 @@ pub fn run(cfg: AgentConfig) -> Result<i32> {
         cfg: &cfg,
         rcfg: &rcfg,
         names,
-        groups: Groups::default(),
+        groups: Groups::new(cfg.record.cgroups.iter().map(|c| c.path.clone()).collect()),
         host,
         sinks,
         encoders,
@@ -64,6 +66,7 @@ pub fn run(cfg: AgentConfig) -> Result<i32> {
         window_start: SystemTime::now(),
         index: 0,
         kallsyms: None,
+        symbolizer: None,
         cost: Cost::default(),
     };
     let run = Run {
@@ -153,6 +156,28 @@ fn remotes(cfg: &AgentConfig, host: &HostLabels) -> Result<Remotes> {
         } else {
             backend
         });
+    }
+    for (i, url) in cfg.pyroscope.iter().enumerate() {
+        let mut ep = Endpoint::parse(url, "/")?;
+        ep.path = pyroscope::push_path(&ep.path);
+        encoders.push(Box::new(pyroscope::PyroscopeEncoder {
+            host: host.clone(),
+            path: ep.path.clone(),
+        }));
+        let mut headers = cfg.headers.clone();
+        headers.extend(
+            pyroscope::CONNECT_HEADERS
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string())),
+        );
+        let spool = cfg.spool.as_ref().map(|d| d.join(format!("pyroscope-{i}")));
+        backends.push(Backend::new(
+            format!("Pyroscope {}", ep.url()),
+            ep,
+            headers,
+            spool.as_deref(),
+            cfg.spool_bytes,
+        )?);
     }
     for (i, url) in cfg.parca.iter().enumerate() {
         let ep = grpc::endpoint(url, parca::PARCA_PORT, true)?;
@@ -251,8 +276,15 @@ struct Agent<'c> {
     window_start: SystemTime,
     index: u64,
     kallsyms: Option<Arc<Kallsyms>>,
+    /// The symbolizer of the last window, its files loaded (`name_frames`).
+    symbolizer: Option<Symbolizer>,
     cost: Cost,
 }
+
+/// The most files a symbolizer kept from window to window holds; past it the next window
+/// starts a new one, so that the agent's memory stays bounded on a host whose binaries
+/// change.
+const MAX_KEPT_FILES: usize = 128;
 
 impl Handler for Agent<'_> {
     fn sample(&mut self, c: &SampleCtx<'_>) -> std::io::Result<()> {
@@ -291,7 +323,7 @@ impl Agent<'_> {
                 .ok()
                 .map(|t| Arc::new(Kallsyms::from_text(&t)));
         }
-        let res = crate::output::resolve(self.rcfg, &agg, self.kallsyms.clone());
+        let res = self.name_frames(&agg);
         let times = WindowTimes {
             start_unix_ns: unix_ns(self.window_start),
             duration_ns: end
@@ -336,6 +368,27 @@ impl Agent<'_> {
         self.window_start = end;
         self.report(session, samples, folded, profiles.len());
         Ok(())
+    }
+
+    /// Names the window's frames with the last window's symbolizer: each file's symbols and
+    /// debug information are read once, not once a window (which cost more than the
+    /// window's samples at a short interval).
+    fn name_frames(&mut self, agg: &crate::aggregate::Aggregate) -> Resolved {
+        let opts = NameOptions::of(self.rcfg);
+        let kept = self
+            .symbolizer
+            .take()
+            .and_then(|mut s| (s.next_window() <= MAX_KEPT_FILES).then_some(s));
+        let mut sym = kept.unwrap_or_else(|| crate::output::symbolizer(&opts, None));
+        // Read at the first window with kernel frames, which may come after the first.
+        if let Some(k) = self.kallsyms.clone().filter(|k| k.malformed_lines() == 0) {
+            sym.set_kallsyms(k);
+        }
+        let mut r = Resolver::reusing(opts, sym);
+        r.catch_up(&agg.book.frames, &agg.maps);
+        let (res, sym) = r.finish_keeping();
+        self.symbolizer = Some(sym);
+        res
     }
 
     /// The window's line: what it saw, lost and folded away, and what the agent cost.

@@ -87,6 +87,7 @@ pub(super) fn record_config(cfg: &MemRecordConfig, specs: Vec<EventSpec>) -> Res
         include_self: false,
         side_band: true,
         stack_auto: false,
+        cgroups: Vec::new(),
     })
 }
 

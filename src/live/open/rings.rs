@@ -13,7 +13,7 @@ use crate::config::record::{RecordConfig, Target};
 use crate::sys::attr::build_attr;
 use crate::sys::clock::{PerfClock, SampleClock};
 use crate::sys::diagnose::{SystemFacts, explain_mmap_error};
-use crate::sys::open::{FeatureState, SysOpener, ioc_id, ioc_set_output, open_event_in};
+use crate::sys::open::{FeatureState, SysOpener, ioc_id, ioc_set_output, open_event_flags};
 use crate::sys::ring::RingBuffer;
 use crate::sys::tracefs::Tracefs;
 
@@ -44,6 +44,11 @@ pub(super) struct Rings<'a> {
     software: usize,
     /// The event whose attr asks for the side band.
     tracker: usize,
+    /// `PERF_FLAG_PID_CGROUP` in cgroup mode (-G), where each target is a cgroup
+    /// directory's fd; 0 otherwise.
+    flags: u64,
+    /// In cgroup mode, the cgroup each target fd is, for error messages.
+    cgroup_of: FxHashMap<i32, String>,
 }
 
 /// The group of the events that share a CPU's ring.
@@ -96,7 +101,27 @@ impl<'a> Rings<'a> {
                 .filter(|e| e.type_ == PERF_TYPE_SOFTWARE)
                 .count(),
             tracker: side_band_event(events),
+            flags: 0,
+            cgroup_of: FxHashMap::default(),
         }
+    }
+
+    /// Cgroup mode (-G): `targets` are the fds of `cfg.cgroups`' directories, in order.
+    pub(super) fn in_cgroups(&mut self, flags: u64, targets: &[i32]) {
+        self.flags = flags;
+        if flags & crate::abi::PERF_FLAG_PID_CGROUP == 0 {
+            return;
+        }
+        self.cgroup_of = targets
+            .iter()
+            .zip(&self.cfg.cgroups)
+            .map(|(&fd, c)| (fd, c.path.clone()))
+            .collect();
+    }
+
+    /// The pid a placement records: the thread's, or -1 (every thread) for a cgroup.
+    fn placed_pid(&self, target: i32) -> i32 {
+        if self.flags == 0 { target } else { -1 }
     }
 
     /// Software events that fire together can come back with each other's sample ids (see
@@ -153,7 +178,11 @@ impl<'a> Rings<'a> {
             if ev.attr.is_none() {
                 ev.attr = Some(attr);
             }
-            self.place(fd, &ev.spec.name, slot)?;
+            let placed = Slot {
+                pid: self.placed_pid(pid),
+                ..slot
+            };
+            self.place(fd, &ev.spec.name, placed)?;
         }
         Ok(())
     }
@@ -180,9 +209,10 @@ impl<'a> Rings<'a> {
             exclude_kernel(&mut ac);
         }
         let mut attr = build_attr(&ac);
+        let (flags, placed) = (self.flags, self.placed_pid(pid));
         let features = &mut self.features;
         let mut open = |attr: &mut perf_event_attr| {
-            open_event_in(&SysOpener, attr, pid, cpu, group_fd, features)
+            open_event_flags(&SysOpener, attr, (pid, cpu, group_fd), flags, features)
         };
         let fd = match open(&mut attr) {
             Ok(fd) => fd,
@@ -190,8 +220,8 @@ impl<'a> Rings<'a> {
                 // As perf does: an unprivileged user may still sample user space.
                 exclude_kernel(&mut ac);
                 attr = build_attr(&ac);
-                let fd =
-                    open(&mut attr).map_err(|e| open_error(e, ev, pid, cpu, &cfg.target, facts))?;
+                let fd = open(&mut attr)
+                    .map_err(|e| open_error(e, ev, placed, cpu, &cfg.target, facts))?;
                 self.note_kernel_excluded();
                 fd
             }
@@ -200,7 +230,11 @@ impl<'a> Rings<'a> {
                 return Ok(None);
             }
             Err(errno) => {
-                return Err(open_error(errno, ev, pid, cpu, &cfg.target, facts));
+                let e = open_error(errno, ev, placed, cpu, &cfg.target, facts);
+                return Err(match self.cgroup_of.get(&pid) {
+                    Some(cg) => e.context(format!("in the cgroup `{cg}` (-G)")),
+                    None => e,
+                });
             }
         };
         Ok(Some((fd, attr)))

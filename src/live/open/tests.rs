@@ -73,6 +73,7 @@ pub(crate) fn this_thread(
         include_self: false,
         side_band: false,
         stack_auto: false,
+        cgroups: Vec::new(),
     }
 }
 

@@ -1,0 +1,149 @@
+//! The cgroups perf's cgroup mode (`-G`) opens events on: a name resolved to its directory
+//! in the cgroup file system perf events follow (cgroup v2, else v1's `perf_event`
+//! hierarchy), and that directory opened for `perf_event_open(PERF_FLAG_PID_CGROUP)`.
+
+use std::os::fd::OwnedFd;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
+
+/// A cgroup events are opened on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cgroup {
+    /// Its path as `/proc/PID/cgroup` shows it (`/system.slice/nginx.service`).
+    pub path: String,
+    /// Its directory.
+    pub dir: PathBuf,
+}
+
+/// Where the cgroup hierarchy perf events follow is mounted, from `/proc/self/mounts`
+/// text: the cgroup2 file system, else the v1 hierarchy with the `perf_event` controller.
+pub fn perf_mount(mounts: &str) -> Option<PathBuf> {
+    let entries: Vec<Vec<&str>> = mounts
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .filter(|f: &Vec<&str>| f.len() >= 4)
+        .collect();
+    let v2 = entries.iter().find(|f| f[2] == "cgroup2");
+    let v1 = entries
+        .iter()
+        .find(|f| f[2] == "cgroup" && f[3].split(',').any(|o| o == "perf_event"));
+    v1.or(v2).map(|f| PathBuf::from(unescape(f[1])))
+}
+
+/// A mount point as `/proc/mounts` writes it, with `\040` for a space and so on.
+fn unescape(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let octal = b
+            .get(i + 1..i + 4)
+            .and_then(|d| std::str::from_utf8(d).ok())
+            .and_then(|d| u8::from_str_radix(d, 8).ok());
+        if b[i] == b'\\'
+            && let Some(v) = octal
+        {
+            out.push(v);
+            i += 4;
+            continue;
+        }
+        out.push(b[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Each comma-separated cgroup of `-G`, relative to the mount (`system.slice/nginx.service`)
+/// or as a directory under it (`/sys/fs/cgroup/system.slice`), checked to exist.
+pub fn resolve(names: &[String]) -> Result<Vec<Cgroup>> {
+    let mounts =
+        std::fs::read_to_string("/proc/self/mounts").context("failed to read /proc/self/mounts")?;
+    let Some(root) = perf_mount(&mounts) else {
+        bail!("no cgroup file system is mounted (cgroup2, or cgroup v1 with perf_event)");
+    };
+    names
+        .iter()
+        .flat_map(|n| n.split(','))
+        .map(|name| resolve_one(&root, name))
+        .collect()
+}
+
+fn resolve_one(root: &Path, name: &str) -> Result<Cgroup> {
+    let name = name.trim();
+    if name.is_empty() {
+        bail!("-G: an empty cgroup name");
+    }
+    let rel = Path::new(name)
+        .strip_prefix(root)
+        .unwrap_or(Path::new(name))
+        .to_string_lossy()
+        .trim_matches('/')
+        .to_string();
+    if rel.split('/').any(|c| c == "..") {
+        bail!("-G {name}: a cgroup name may not hold `..`");
+    }
+    let dir = root.join(&rel);
+    if !dir.is_dir() {
+        bail!(
+            "-G {name}: no cgroup `{}` (no directory {})",
+            rel,
+            dir.display()
+        );
+    }
+    Ok(Cgroup {
+        path: format!("/{rel}"),
+        dir,
+    })
+}
+
+/// The cgroups' directories, opened for `perf_event_open`.
+pub fn open(cgroups: &[Cgroup]) -> Result<Vec<OwnedFd>> {
+    cgroups
+        .iter()
+        .map(|c| {
+            std::fs::File::open(&c.dir)
+                .map(OwnedFd::from)
+                .with_context(|| format!("failed to open the cgroup `{}`", c.dir.display()))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_mount_perf_follows_is_found() {
+        let v2 = "sysfs /sys sysfs rw 0 0\ncgroup2 /sys/fs/cgroup cgroup2 rw,nosuid 0 0\n";
+        assert_eq!(perf_mount(v2), Some(PathBuf::from("/sys/fs/cgroup")));
+        let v1 = "cgroup2 /sys/fs/cgroup/unified cgroup2 rw 0 0\n\
+                  cgroup /sys/fs/cgroup/memory cgroup rw,memory 0 0\n\
+                  cgroup /sys/fs/cgroup/perf\\040event cgroup rw,nosuid,perf_event 0 0\n";
+        assert_eq!(
+            perf_mount(v1),
+            Some(PathBuf::from("/sys/fs/cgroup/perf event"))
+        );
+        assert_eq!(perf_mount("proc /proc proc rw 0 0\n"), None);
+    }
+
+    #[test]
+    fn names_are_taken_relative_to_the_mount_or_under_it() {
+        let root = std::env::temp_dir();
+        let sub = root.join(format!("memperf-cgroup-test-{}", std::process::id()));
+        std::fs::create_dir_all(sub.join("a.service")).unwrap_or_default();
+        let leaf = sub.file_name().map(|n| n.to_string_lossy().into_owned());
+        let leaf = leaf.unwrap_or_default();
+        let by_name = resolve_one(&root, &format!("{leaf}/a.service/"));
+        let by_dir = resolve_one(&root, &sub.join("a.service").to_string_lossy());
+        let _ = std::fs::remove_dir_all(&sub);
+        let by_name = by_name.ok();
+        assert_eq!(
+            by_name.as_ref().map(|c| c.path.clone()),
+            Some(format!("/{leaf}/a.service"))
+        );
+        assert_eq!(by_name, by_dir.ok());
+        assert!(resolve_one(&root, "../etc").is_err());
+        assert!(resolve_one(&root, "no-such-cgroup-here").is_err());
+    }
+}

@@ -1,0 +1,168 @@
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+//! `memperf agent -G`: perf's cgroup mode. Two copies of `fixtures/pagefault.c` run, one in a
+//! cgroup made for the test and one outside it; the agent limited to that cgroup has the
+//! inside copy's exact faults and bytes, under the cgroup's name, and nothing of the other.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use common::{Variant, fixture, have_go, memperf, require_perf, scratch, stderr};
+
+/// `go tool pprof ARGS FILES...` (the profiles merged).
+fn pprof(files: &[PathBuf], args: &[&str]) -> String {
+    let o = Command::new("go")
+        .args(["tool", "pprof"])
+        .args(args)
+        .args(files)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "go tool pprof {args:?}: {}", stderr(&o));
+    String::from_utf8(o.stdout).unwrap()
+}
+
+/// The cumulative value of function `name` in a `-top -cum` table (0 when it is absent).
+fn cum(top: &str, name: &str) -> String {
+    top.lines()
+        .find(|l| l.trim_end().ends_with(&format!(" {name}")))
+        .and_then(|l| l.split_whitespace().nth(3))
+        .unwrap_or("0")
+        .to_string()
+}
+
+fn files_in(dir: &Path) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    files.sort();
+    files
+}
+
+/// A cgroup of the hierarchy perf events follow (v1's `perf_event` where it is mounted, else
+/// cgroup v2), made for one test; dropping it kills what is left in it and removes it.
+struct TestCgroup {
+    dir: PathBuf,
+    /// Its path under the hierarchy's root, as `-G` takes it.
+    name: String,
+}
+
+impl TestCgroup {
+    fn new(name: &str) -> Option<TestCgroup> {
+        let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap();
+        let fields: Vec<Vec<&str>> = mounts
+            .lines()
+            .map(|l| l.split_whitespace().collect())
+            .filter(|f: &Vec<&str>| f.len() >= 4)
+            .collect();
+        let v1 = fields
+            .iter()
+            .find(|f| f[2] == "cgroup" && f[3].split(',').any(|o| o == "perf_event"));
+        let v2 = fields.iter().find(|f| f[2] == "cgroup2");
+        let root = PathBuf::from(v1.or(v2)?[1]);
+        let name = format!("memperf-test-{name}-{}", std::process::id());
+        let dir = root.join(&name);
+        if let Err(e) = std::fs::create_dir(&dir) {
+            eprintln!("cannot create {}: {e}", dir.display());
+            return None;
+        }
+        Some(TestCgroup { dir, name })
+    }
+}
+
+impl Drop for TestCgroup {
+    fn drop(&mut self) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let pids = std::fs::read_to_string(self.dir.join("cgroup.procs")).unwrap_or_default();
+            let pids: Vec<&str> = pids.split_whitespace().collect();
+            if !pids.is_empty() {
+                let _ = Command::new("kill").arg("-9").args(&pids).status();
+            }
+            match std::fs::remove_dir(&self.dir) {
+                Ok(()) => return,
+                Err(e) if Instant::now() > deadline => {
+                    eprintln!("could not remove {}: {e}", self.dir.display());
+                    return;
+                }
+                Err(_) => std::thread::sleep(Duration::from_millis(50)),
+            }
+        }
+    }
+}
+
+#[test]
+fn only_the_cgroups_tasks_are_profiled_under_its_name() {
+    if !require_perf("memperf agent -G") || !have_go() {
+        return;
+    }
+    let Some(cg) = TestCgroup::new("agent") else {
+        assert!(
+            std::env::var("MEMPERF_REQUIRE_PERF").as_deref() != Ok("1"),
+            "no cgroup could be made"
+        );
+        return;
+    };
+    let dir = scratch();
+    let out = dir.path().join("profiles");
+    let (inside, outside) = (3000, 1700);
+    let bin = fixture("pagefault", Variant::Fp);
+    // The first copy moves its shell into the cgroup, then becomes the fixture; the second
+    // runs where the test runs.
+    let script = format!(
+        "sh -c 'echo $$ > {procs} && exec {bin} {inside}' && {bin} {outside}",
+        procs = cg.dir.join("cgroup.procs").display(),
+        bin = bin.display(),
+    );
+    let o = memperf()
+        .args(["agent", "--interval", "0.3", "-G"])
+        .arg(&cg.name)
+        .arg("--output")
+        .arg(&out)
+        .args(["--", "sh", "-c", &script])
+        .output()
+        .unwrap();
+    let err = stderr(&o);
+    assert!(o.status.success(), "{err}");
+    let files = files_in(&out);
+    assert!(!files.is_empty(), "no profile\n{err}");
+    // Every profile is the cgroup's: none of the outside copy (service `pagefault-fp`).
+    let leaf = &cg.name;
+    for f in &files {
+        let name = f.file_name().unwrap().to_string_lossy().into_owned();
+        assert!(name.ends_with(&format!("-{leaf}.pb.gz")), "{name}\n{err}");
+    }
+    let counts = pprof(&files, &["-top", "-cum", "-sample_index=page-faults"]);
+    assert_eq!(cum(&counts, "touch_pages"), inside.to_string(), "{counts}");
+    let bytes = pprof(
+        &files,
+        &["-top", "-cum", "-unit=B", "-sample_index=page-faults_bytes"],
+    );
+    assert_eq!(
+        cum(&bytes, "touch_pages"),
+        format!("{}B", inside * 4096),
+        "{bytes}"
+    );
+    drop(cg);
+}
+
+#[test]
+fn an_unknown_cgroup_is_refused_clearly() {
+    let dir = scratch();
+    let o = memperf()
+        .args(["agent", "-G", "memperf-no-such-cgroup", "--output"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    let err = stderr(&o);
+    assert!(err.contains("no cgroup `memperf-no-such-cgroup`"), "{err}");
+    let o = memperf()
+        .args(["agent", "-G", "x", "-p", "1", "--output"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(stderr(&o).contains("either -G or -p"), "{}", stderr(&o));
+}
