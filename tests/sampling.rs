@@ -23,6 +23,15 @@ const SAMPLE: &str = "5";
 /// of 2 % at one sigma); the draws are fixed, so a run's figures are too.
 const TOLERANCE: f64 = 0.06;
 
+/// The tracing runs one at a time: every call of the fixture traps, and three such runs
+/// beside each other on a 2-core machine can outrun the reader, and a lost event would
+/// spoil the exact figures the weighted ones are compared with (a full test run lost 190).
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// The fixture's own totals: function → (allocs, bytes, live, live_bytes).
 fn truth(stderr: &str) -> BTreeMap<String, [u64; 4]> {
     let mut out = BTreeMap::new();
@@ -87,6 +96,7 @@ fn assert_near(what: &str, got: u64, want: u64) {
 
 #[test]
 fn leak_weighs_sampled_outstanding_bytes_to_the_fixtures_totals() {
+    let _serial = one_at_a_time();
     if !require_perf("memperf leak -s") {
         return;
     }
@@ -103,6 +113,7 @@ fn leak_weighs_sampled_outstanding_bytes_to_the_fixtures_totals() {
 
 #[test]
 fn heap_weighs_sampled_allocations_to_the_fixtures_totals() {
+    let _serial = one_at_a_time();
     if !require_perf("memperf heap -s") {
         return;
     }
@@ -121,6 +132,7 @@ fn heap_weighs_sampled_allocations_to_the_fixtures_totals() {
 
 #[test]
 fn rss_weighs_sampled_resident_bytes_to_the_same_runs_exact_totals() {
+    let _serial = one_at_a_time();
     if !require_perf("memperf rss -s") || !have_go() {
         return;
     }
