@@ -3,6 +3,7 @@
 //! process group (`profiles`) and handed to each sink (`sink`).
 
 mod groups;
+mod otel_memory;
 mod parca;
 mod profiles;
 mod pyroscope;
