@@ -1,10 +1,11 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 //! `memperf agent --otel-memory PATH`: a program's OpenTelemetry memory-profiling probes
-//! (`otel_memory:alloc(ptr, size, weighted_bytes)`) read without BPF, as pprof's
-//! `alloc_objects` and `alloc_space`. `fixtures/otelmem.c` allocates from two named functions
-//! with known weighted bytes (one of them standing for 8 times its size, as a program that
-//! samples its own allocations reports them) and prints its own totals; `go tool pprof` must
-//! find exactly those per function.
+//! (`otel_memory:alloc(ptr, size, weighted_bytes)`, `otel_memory:free(ptr)`) read without
+//! BPF, as pprof's `alloc_objects`, `alloc_space`, `inuse_objects` and `inuse_space`.
+//! `fixtures/otelmem.c` allocates from two named functions with known weighted bytes (one
+//! of them standing for 8 times its size, as a program that samples its own allocations
+//! reports them), frees three blocks in four, and prints its own totals; `go tool pprof`
+//! must find exactly those per function.
 
 mod common;
 

@@ -79,6 +79,10 @@ pub fn weigher(name: &str, format: Option<&EventFormat>, weight_field: Option<&s
         // once the program's own sampling is undone.
         return field("arg3").map_or(Weigher::None, Weigher::Field);
     }
+    if is_otel_memory_free(name) {
+        // Its columns carry the blocks in use (`aggregate::inuse`), bytes included.
+        return Weigher::Fixed(0);
+    }
     let short = name.rsplit(':').next().unwrap_or(name);
     match short {
         "page-faults" | "faults" | "minor-faults" | "major-faults" => Weigher::Fixed(page),
@@ -98,6 +102,11 @@ pub fn weigher(name: &str, format: Option<&EventFormat>, weight_field: Option<&s
 /// `otel_memory:alloc(ptr, size, weighted_bytes)` (`sdt:PATH:otel_memory:alloc`).
 pub fn is_otel_memory_alloc(name: &str) -> bool {
     name == "otel_memory:alloc" || name.ends_with(":otel_memory:alloc")
+}
+
+/// Whether event `name` is the contract's free probe, `otel_memory:free(ptr)`.
+pub fn is_otel_memory_free(name: &str) -> bool {
+    name == "otel_memory:free" || name.ends_with(":otel_memory:free")
 }
 
 /// The event whose samples tell the break a brk call left (`syscalls:sys_exit_brk`, whose

@@ -50,9 +50,11 @@ pub struct AgentArgs {
     pub events: Vec<String>,
 
     /// Read the OpenTelemetry memory-profiling contract of the program or library at PATH:
-    /// its USDT probe otel_memory:alloc(ptr, size, weighted_bytes), without BPF, as the
-    /// sample types alloc_objects (count) and alloc_space (the weighted_bytes, which undo
-    /// the program's own sampling). Added to the -e events (page-faults only if given).
+    /// its USDT probes otel_memory:alloc(ptr, size, weighted_bytes) and otel_memory:free(ptr),
+    /// without BPF, as the sample types alloc_objects (count), alloc_space (the
+    /// weighted_bytes, which undo the program's own sampling), inuse_objects and inuse_space
+    /// (the blocks not freed at each window's end, by allocation stack). Added to the -e
+    /// events (page-faults only if given).
     #[arg(long = "otel-memory", value_name = "PATH")]
     pub otel_memory: Option<PathBuf>,
 
@@ -215,7 +217,7 @@ impl AgentArgs {
         let all = (self.pid.is_none() && self.command.is_empty()) || !cgroups.is_empty();
         let mut events = self.events;
         match &self.otel_memory {
-            Some(path) => events.push(otel_memory_event(path)?),
+            Some(path) => events.extend(otel_memory_events(path)?),
             None if events.is_empty() => events.push("page-faults".to_string()),
             None => {}
         }
@@ -261,8 +263,8 @@ impl AgentArgs {
     }
 }
 
-/// The event `--otel-memory PATH` adds: the contract's allocation probe in PATH.
-fn otel_memory_event(path: &std::path::Path) -> Result<String> {
+/// The events `--otel-memory PATH` adds: the contract's two probes in PATH.
+fn otel_memory_events(path: &std::path::Path) -> Result<[String; 2]> {
     let text = path.to_str().unwrap_or_default();
     if text.is_empty() || text.contains([':', ',']) {
         bail!(
@@ -271,7 +273,10 @@ fn otel_memory_event(path: &std::path::Path) -> Result<String> {
             path.display()
         );
     }
-    Ok(format!("sdt:{text}:otel_memory:alloc"))
+    Ok([
+        format!("sdt:{text}:otel_memory:alloc"),
+        format!("sdt:{text}:otel_memory:free"),
+    ])
 }
 
 /// An environment variable's value, when it is set and not empty.

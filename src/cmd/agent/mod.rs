@@ -340,6 +340,7 @@ impl Agent<'_> {
             weighers: self.win.weighers(),
             host: &self.host,
             times,
+            inuse: self.win.inuse_stats().is_some(),
         };
         let samples: u64 = agg.stats.kept.iter().sum();
         let folded = agg.stats.folded;
@@ -408,6 +409,13 @@ impl Agent<'_> {
             max_rss_kib,
         );
         let mut line = line;
+        if let Some(u) = self.win.inuse_stats() {
+            line.push_str(&format!(
+                "; otel_memory: {} blocks in use, {} frees of unknown blocks, {} allocations \
+                 untracked past the bound",
+                u.live, u.unknown_frees, u.untracked
+            ));
+        }
         for (name, st) in self.shipper.iter().flat_map(Shipper::stats) {
             line.push_str(&format!(
                 "; {name}: {} sent, {} waiting, {} failed attempts, {} dropped, {} refused",

@@ -54,6 +54,8 @@ pub(crate) struct Cut<'a> {
     pub weighers: &'a [Weigher],
     pub host: &'a HostLabels,
     pub times: WindowTimes,
+    /// Whether the free probe's columns carry the blocks in use (`aggregate::inuse`).
+    pub inuse: bool,
 }
 
 /// A prefix `COMM-PID` (`Prefix::Pid`) split into its command and pid.
@@ -115,7 +117,7 @@ pub(crate) fn cut(
         agg.bytes = b;
         let mut profile = pprof::build(cut.rcfg, None, cut.names, cut.weighers, agg, res);
         relabel(&mut profile, &group, cut.host);
-        super::otel_memory::name_columns(&mut profile, cut.names);
+        super::otel_memory::name_columns(&mut profile, cut.names, cut.inuse);
         prune(&mut profile);
         profile.time_nanos = cut.times.start_unix_ns;
         profile.duration_nanos = cut.times.duration_ns;
