@@ -234,3 +234,124 @@ impl InUse {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{InUse, InUseStats};
+    use crate::aggregate::{Aggregate, FrameKey};
+    use crate::config::report::StackSpace;
+    use crate::perfdata::tracing_data::{EventFormat, FieldFormat};
+    use crate::stacks::CodeAddr;
+
+    fn field(name: &str, offset: usize) -> FieldFormat {
+        FieldFormat {
+            name: name.into(),
+            offset,
+            size: 8,
+            signed: false,
+            array_len: None,
+        }
+    }
+
+    /// A table whose alloc is event 0 (arg1 at 0, arg3 at 16) and free event 1 (arg1 at 0).
+    fn table() -> InUse {
+        InUse {
+            alloc: 0,
+            free: 1,
+            ptr: field("arg1", 0),
+            weighted: field("arg3", 16),
+            free_ptr: field("arg1", 0),
+            blocks: Default::default(),
+            per_pid: Default::default(),
+            sites: Vec::new(),
+            site_of: Default::default(),
+            memo: Default::default(),
+            stats: InUseStats::default(),
+        }
+    }
+
+    fn raw(args: &[u64]) -> Vec<u8> {
+        args.iter().flat_map(|a| a.to_ne_bytes()).collect()
+    }
+
+    /// A window with one stack (main → f) of command `app-7`: its (prefix, stack).
+    fn window(f: u64) -> (Aggregate, (u32, Option<u32>)) {
+        let mut agg = Aggregate::new(2, StackSpace::All);
+        let prefix = agg.prefixes.intern(&"app-7".to_string());
+        let ids: Vec<_> = [1, f]
+            .map(|a| FrameKey::User {
+                module: 0,
+                offset: CodeAddr::new(a, false),
+            })
+            .iter()
+            .map(|k| agg.book.frames.intern(k))
+            .collect();
+        let stack = agg.book.stacks.intern(ids);
+        (agg, (prefix, stack))
+    }
+
+    /// (objects, bytes) in use of the free event's columns of `agg`.
+    fn in_use(agg: &Aggregate) -> (u64, u64) {
+        let objects = agg.counts.iter().filter(|(k, _)| k.0 == 1).map(|(_, n)| n);
+        let bytes = agg.bytes.iter().filter(|(k, _)| k.0 == 1).map(|(_, n)| n);
+        (objects.sum(), bytes.sum())
+    }
+
+    #[test]
+    fn blocks_in_use_are_carried_across_windows_until_freed() {
+        let mut t = table();
+        let (agg, key) = window(2);
+        t.allocated(7, &raw(&[0x1000, 24, 96]), key, &agg);
+        t.allocated(7, &raw(&[0x2000, 24, 96]), key, &agg);
+        t.allocated(8, &raw(&[0x1000, 8, 8]), key, &agg);
+        t.freed(7, &raw(&[0x2000]));
+        // A block allocated before the agent started.
+        t.freed(7, &raw(&[0x9000]));
+        let mut agg = agg;
+        t.add_to(&mut agg);
+        assert_eq!(in_use(&agg), (2, 104));
+        // The next window's book is another: the blocks keep their stack by its frames.
+        let (mut next, _) = window(3);
+        t.add_to(&mut next);
+        assert_eq!(in_use(&next), (2, 104));
+        let mut frames = Vec::new();
+        let key = next.counts.keys().find(|k| k.0 == 1).unwrap();
+        next.book.stacks.frames(key.2.unwrap(), &mut frames);
+        assert_eq!(frames.len(), 2);
+        // Process 8 exits, 7 frees its last block.
+        t.exited(8);
+        t.freed(7, &raw(&[0x1000]));
+        let (mut last, _) = window(2);
+        t.add_to(&mut last);
+        assert_eq!(in_use(&last), (0, 0));
+        assert_eq!((t.stats.unknown_frees, t.stats.live), (1, 0));
+        assert!(t.sites.is_empty(), "the sites no block holds are let go of");
+    }
+
+    #[test]
+    fn past_the_bound_allocations_are_counted_not_tracked() {
+        let mut t = table();
+        let (agg, key) = window(2);
+        for ptr in 1..=super::MAX_BLOCKS as u64 + 3 {
+            t.allocated(1, &raw(&[ptr * 16, 1, 1]), key, &agg);
+        }
+        assert_eq!(t.stats.untracked, 3);
+        assert_eq!(t.blocks.len(), super::MAX_BLOCKS);
+    }
+
+    #[test]
+    fn without_both_probes_and_their_arguments_there_is_no_table() {
+        let ev = |name: &str, format: Option<EventFormat>| super::LiveEvent {
+            name: name.into(),
+            format,
+            period: None,
+        };
+        let alloc_only = [ev("sdt:/a:otel_memory:alloc", None)];
+        assert!(InUse::of(&alloc_only).is_none());
+        let no_args = [
+            ev("sdt:/a:otel_memory:alloc", None),
+            ev("sdt:/a:otel_memory:free", None),
+        ];
+        assert!(InUse::of(&no_args).is_none());
+    }
+}
