@@ -130,3 +130,27 @@ fn a_path_the_event_cannot_hold_is_refused() {
     assert!(!o.status.success());
     assert!(stderr(&o).contains("--otel-memory `a:b`"), "{}", stderr(&o));
 }
+
+#[test]
+fn a_free_copies_no_stack() {
+    if !require_perf("memperf agent --otel-memory") {
+        return;
+    }
+    let program = fixture("otelmem", Variant::Fp);
+    let dir = scratch();
+    // The default call graph, dwarf,auto, says what each event's stack copies cost.
+    let o = memperf()
+        .args(["agent", "--interval", "30", "--output"])
+        .arg(dir.path())
+        .arg("--otel-memory")
+        .arg(&program)
+        .arg("--")
+        .arg(&program)
+        .args(["100", "0"])
+        .output()
+        .unwrap();
+    let err = stderr(&o);
+    assert!(o.status.success(), "agent failed: {err}");
+    assert!(err.contains("otel_memory:alloc` copied"), "{err}");
+    assert!(!err.contains("otel_memory:free` copied"), "{err}");
+}

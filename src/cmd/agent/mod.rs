@@ -50,7 +50,8 @@ pub fn run(cfg: AgentConfig) -> Result<i32> {
     } else {
         Some(Shipper::start(backends)?)
     };
-    let (events, tracefs) = open::resolve_events_in(&cfg.record.events, &cfg.record.target)?;
+    let (mut events, tracefs) = open::resolve_events_in(&cfg.record.events, &cfg.record.target)?;
+    otel_memory::free_without_stack(&mut events);
     let live = live_events(&events, tracefs.as_ref());
     let names: Vec<String> = live.iter().map(|e| e.name.clone()).collect();
     let rcfg = report_config(&cfg);

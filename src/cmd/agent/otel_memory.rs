@@ -8,7 +8,23 @@
 
 use super::profiles::StringIds;
 use crate::aggregate::weigh::{is_otel_memory_alloc, is_otel_memory_free};
+use crate::config::record::CallGraph;
+use crate::live::open::ResolvedEvent;
 use crate::output::pprof::{Profile, short};
+
+/// With the contract's allocation event beside it, a free's stack is never used (its block
+/// keeps its allocation's stack): its event copies none, as `allocs::plan` opens free's.
+pub(super) fn free_without_stack(events: &mut [ResolvedEvent]) {
+    if !events.iter().any(|e| is_otel_memory_alloc(&e.spec.name)) {
+        return;
+    }
+    for e in events
+        .iter_mut()
+        .filter(|e| is_otel_memory_free(&e.spec.name))
+    {
+        e.spec.terms.call_graph = Some(CallGraph::None);
+    }
+}
 
 /// Renames the columns of the contract's allocation event (`alloc`, `alloc_bytes`, as
 /// `pprof::build` names an event's columns) to `alloc_objects` and `alloc_space`, and with
