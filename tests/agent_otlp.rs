@@ -515,3 +515,63 @@ fn restarted_mid_run(proto: Protocol) {
     assert_eq!(seen.windows.len(), windows, "{err}");
     assert_eq!(std::fs::read_dir(spool.join("otlp-0")).unwrap().count(), 0);
 }
+
+/// `--otel-memory` through the collector: OpenTelemetry's own memory sample types, with
+/// `fixtures/otelmem.c`'s exact allocations and weighted bytes per function.
+#[test]
+fn the_collector_receives_the_otel_memory_contracts_sample_types() {
+    if !require_perf("memperf agent --otlp --otel-memory") {
+        return;
+    }
+    let Some(bin) = collector_binary() else {
+        return;
+    };
+    let dir = scratch();
+    let port = free_port();
+    let out = dir.path().join("profiles.json");
+    let proto = Protocol::Http;
+    let collector = Collector::start(&bin, dir.path(), proto, port, &out);
+    let program = fixture("otelmem", Variant::Fp);
+    let o = memperf()
+        .args(["agent", "--interval", "0.2", "--call-graph", "fp", "--otlp"])
+        .arg(proto.url(port))
+        .arg("--otel-memory")
+        .arg(&program)
+        .arg("--")
+        .arg(&program)
+        .arg("2000")
+        .output()
+        .unwrap();
+    let err = stderr(&o);
+    assert!(o.status.success(), "{err}");
+    collector.stop();
+    let stdout = String::from_utf8_lossy(&o.stdout).into_owned();
+    // The fixture's `FUNC allocs A weighted W live L live_weighted LW` line.
+    let own = |func: &str, what: &str| -> i64 {
+        let line = stdout.lines().find(|l| l.starts_with(func)).unwrap();
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let at = words.iter().position(|w| *w == what).unwrap();
+        words[at + 1].parse().unwrap()
+    };
+    for func in ["small_blocks", "big_blocks"] {
+        let seen = read_exported(std::slice::from_ref(&out), func);
+        let get = |t: &str, u: &str| {
+            seen.in_function
+                .get(&(t.to_string(), u.to_string()))
+                .copied()
+                .unwrap_or(0)
+        };
+        assert_eq!(
+            (get("alloc_objects", "count"), get("alloc_space", "bytes")),
+            (own(func, "allocs"), own(func, "weighted")),
+            "{seen:?}\n{err}"
+        );
+        // In use in every window that ends while it holds its blocks: a multiple of them.
+        let (objects, space) = (get("inuse_objects", "count"), get("inuse_space", "bytes"));
+        assert!(objects > 0 && space > 0, "{seen:?}\n{err}");
+        assert_eq!(
+            space * own(func, "live"),
+            objects * own(func, "live_weighted")
+        );
+    }
+}

@@ -8,11 +8,12 @@ use std::io;
 
 use rustc_hash::FxHashMap;
 
+use super::inuse::{InUse, InUseStats};
 use super::weigh::{self, BrkTracker, Weigher};
 use super::{Aggregate, Aggregator};
 use crate::config::report::{Prefix, ReportConfig, ReportOutput};
 use crate::perfdata::tracing_data::EventFormat;
-use crate::records::Sample;
+use crate::records::{Record, Sample};
 use crate::session::{Handler, Processes, SampleCtx, SideBand};
 
 /// One opened event, as the aggregation needs it.
@@ -29,6 +30,8 @@ pub struct LiveEvent {
 /// The aggregation of a live run, taken a window at a time.
 pub struct Windowed<'c> {
     a: Aggregator<'c>,
+    /// The OpenTelemetry contract's blocks in use, when both its probes are opened.
+    inuse: Option<InUse>,
 }
 
 impl<'c> Windowed<'c> {
@@ -56,15 +59,27 @@ impl<'c> Windowed<'c> {
             fixed_periods: events.iter().map(|e| e.period).collect(),
             prefix_of: FxHashMap::default(),
             stack_limit: Some(stack_limit.max(1)),
+            last_key: None,
         };
         a.agg.sized = sized(&a.weighers);
-        Windowed { a }
+        Windowed {
+            a,
+            inuse: InUse::of(events),
+        }
+    }
+
+    /// The in-use table's figures, when it is kept.
+    pub fn inuse_stats(&self) -> Option<InUseStats> {
+        self.inuse.as_ref().map(|u| u.stats)
     }
 
     /// The window so far (its maps empty: the caller has the session's); the next begins
     /// empty. A brk call still waiting for the heap it creates is counted as of unknown base.
     pub fn take(&mut self) -> Aggregate {
         self.a.brk.finish();
+        if let Some(u) = &mut self.inuse {
+            u.add_to(&mut self.a.agg);
+        }
         let mut fresh = Aggregate::new(self.a.agg.stats.samples.len(), self.a.cfg.space);
         fresh.sized = sized(&self.a.weighers);
         self.a.prefix_of.clear();
@@ -89,14 +104,39 @@ fn sized(weighers: &[Weigher]) -> Vec<bool> {
 
 impl Handler for Windowed<'_> {
     fn sample(&mut self, c: &SampleCtx<'_>) -> io::Result<()> {
-        self.a.sample(c)
+        let Some(u) = &mut self.inuse else {
+            return self.a.sample(c);
+        };
+        let (pid, raw) = (c.sample.pid.unwrap_or(0), c.sample.raw.unwrap_or(&[]));
+        if u.is_free(c.ev) {
+            // Paired, not counted: its columns are the blocks in use.
+            u.freed(pid, raw);
+            return Ok(());
+        }
+        self.a.last_key = None;
+        self.a.sample(c)?;
+        if u.is_alloc(c.ev)
+            && let Some((_, prefix, stack)) = self.a.last_key
+        {
+            u.allocated(pid, raw, (prefix, stack), &self.a.agg);
+        }
+        Ok(())
     }
 
     fn wants_unwind(&mut self, ev: usize, s: &Sample<'_>, procs: &Processes) -> bool {
+        // A free's stack is never used: its block keeps its allocation's.
+        if self.inuse.as_ref().is_some_and(|u| u.is_free(ev)) {
+            return false;
+        }
         Handler::wants_unwind(&mut self.a, ev, s, procs)
     }
 
     fn side_band(&mut self, r: &SideBand<'_>) -> io::Result<()> {
+        if let (Some(u), Some(Record::Exit { pid, tid, .. })) = (&mut self.inuse, r.rec)
+            && pid == tid
+        {
+            u.exited(*pid);
+        }
         Handler::side_band(&mut self.a, r)
     }
 }

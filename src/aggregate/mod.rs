@@ -4,6 +4,7 @@
 
 mod by;
 mod chain;
+pub mod inuse;
 mod jit;
 pub mod live;
 pub mod weigh;
@@ -207,6 +208,9 @@ struct Aggregator<'c> {
     /// At most this many stack nodes and frames are interned; past it a sample is kept
     /// without its stack and counted (`ReadStats::folded`).
     stack_limit: Option<usize>,
+    /// The (event, prefix, stack) the last sample counted went to (`inuse` pairs a block
+    /// with its allocation's).
+    pub(super) last_key: Option<(usize, u32, Option<StackId>)>,
 }
 
 /// Reads every record of `file` through the session into an aggregate of stacks;
@@ -240,6 +244,7 @@ pub fn read<'c>(
         weighers,
         prefix_of: FxHashMap::default(),
         stack_limit: None,
+        last_key: None,
     };
     a.agg.book.jit = ToMonotonic::of(file).map(JitTimes::new);
     a.agg.sized = a
@@ -460,6 +465,7 @@ impl Aggregator<'_> {
             return rows.row(&row, &self.agg, c.procs);
         }
         let key = (ev, prefix, stack);
+        self.last_key = Some(key);
         if matches!(self.cfg.output, ReportOutput::Pprof(_))
             && !matches!(self.weighers.get(ev), Some(Weigher::None) | None)
         {

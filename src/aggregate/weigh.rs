@@ -74,6 +74,15 @@ pub fn weigher(name: &str, format: Option<&EventFormat>, weight_field: Option<&s
     if let Some(f) = weight_field.and_then(field) {
         return Weigher::Field(f);
     }
+    if is_otel_memory_alloc(name) {
+        // The OpenTelemetry contract's third argument: the bytes this allocation stands for
+        // once the program's own sampling is undone.
+        return field("arg3").map_or(Weigher::None, Weigher::Field);
+    }
+    if is_otel_memory_free(name) {
+        // Its columns carry the blocks in use (`aggregate::inuse`), bytes included.
+        return Weigher::Fixed(0);
+    }
     let short = name.rsplit(':').next().unwrap_or(name);
     match short {
         "page-faults" | "faults" | "minor-faults" | "major-faults" => Weigher::Fixed(page),
@@ -87,6 +96,17 @@ pub fn weigher(name: &str, format: Option<&EventFormat>, weight_field: Option<&s
         "mm_page_alloc" => field("order").map_or(Weigher::None, Weigher::PageOrder),
         _ => Weigher::None,
     }
+}
+
+/// Whether event `name` is the OpenTelemetry memory-profiling contract's allocation probe,
+/// `otel_memory:alloc(ptr, size, weighted_bytes)` (`sdt:PATH:otel_memory:alloc`).
+pub fn is_otel_memory_alloc(name: &str) -> bool {
+    name == "otel_memory:alloc" || name.ends_with(":otel_memory:alloc")
+}
+
+/// Whether event `name` is the contract's free probe, `otel_memory:free(ptr)`.
+pub fn is_otel_memory_free(name: &str) -> bool {
+    name == "otel_memory:free" || name.ends_with(":otel_memory:free")
 }
 
 /// The event whose samples tell the break a brk call left (`syscalls:sys_exit_brk`, whose

@@ -42,16 +42,21 @@ with -p or a command under perf_event_paranoid <= 2.";
 #[derive(Debug, Args)]
 pub struct AgentArgs {
     /// Events to sample, as `memperf record -e` takes them: page-faults (the default, every
-    /// fault), syscalls:sys_enter_brk, syscalls:sys_enter_mmap, syscalls:sys_enter_munmap,
-    /// allocator probes (`u:libc:malloc`, `sdt:PATH:otel_memory:alloc`), with perf's terms
+    /// fault, unless --otel-memory is given), syscalls:sys_enter_brk,
+    /// syscalls:sys_enter_mmap, syscalls:sys_enter_munmap, allocator probes
+    /// (`u:libc:malloc`, `sdt:PATH:otel_memory:alloc`), with perf's terms
     /// (`page-faults/period=100/`).
-    #[arg(
-        short = 'e',
-        long = "event",
-        value_name = "EVENTS",
-        default_value = "page-faults"
-    )]
+    #[arg(short = 'e', long = "event", value_name = "EVENTS")]
     pub events: Vec<String>,
+
+    /// Read the OpenTelemetry memory-profiling contract of the program or library at PATH:
+    /// its USDT probes otel_memory:alloc(ptr, size, weighted_bytes) and otel_memory:free(ptr),
+    /// without BPF, as the sample types alloc_objects (count), alloc_space (the
+    /// weighted_bytes, which undo the program's own sampling), inuse_objects and inuse_space
+    /// (the blocks not freed at each window's end, by allocation stack). Added to the -e
+    /// events (page-faults only if given).
+    #[arg(long = "otel-memory", value_name = "PATH")]
+    pub otel_memory: Option<PathBuf>,
 
     /// A tracepoint filter for the events of the `-e` before it, applied by the kernel.
     #[arg(long = "filter", value_name = "EXPR")]
@@ -210,8 +215,14 @@ impl AgentArgs {
         let cgroups = crate::sys::cgroup::resolve(&self.cgroups)?;
         // Cgroup mode is system-wide (a command after `--` only bounds the run).
         let all = (self.pid.is_none() && self.command.is_empty()) || !cgroups.is_empty();
+        let mut events = self.events;
+        match &self.otel_memory {
+            Some(path) => events.extend(otel_memory_events(path)?),
+            None if events.is_empty() => events.push("page-faults".to_string()),
+            None => {}
+        }
         let record = RecordArgs {
-            events: self.events,
+            events,
             filters: self.filters,
             filter_of: self.filter_of,
             include_self: false,
@@ -250,6 +261,22 @@ impl AgentArgs {
             quiet: self.quiet,
         })
     }
+}
+
+/// The events `--otel-memory PATH` adds: the contract's two probes in PATH.
+fn otel_memory_events(path: &std::path::Path) -> Result<[String; 2]> {
+    let text = path.to_str().unwrap_or_default();
+    if text.is_empty() || text.contains([':', ',']) {
+        bail!(
+            "--otel-memory `{}`: the path must be UTF-8 without `:` or `,` (it becomes the \
+             event sdt:PATH:otel_memory:alloc)",
+            path.display()
+        );
+    }
+    Ok([
+        format!("sdt:{text}:otel_memory:alloc"),
+        format!("sdt:{text}:otel_memory:free"),
+    ])
 }
 
 /// An environment variable's value, when it is set and not empty.

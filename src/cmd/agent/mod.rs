@@ -3,6 +3,7 @@
 //! process group (`profiles`) and handed to each sink (`sink`).
 
 mod groups;
+mod otel_memory;
 mod parca;
 mod profiles;
 mod pyroscope;
@@ -49,7 +50,8 @@ pub fn run(cfg: AgentConfig) -> Result<i32> {
     } else {
         Some(Shipper::start(backends)?)
     };
-    let (events, tracefs) = open::resolve_events_in(&cfg.record.events, &cfg.record.target)?;
+    let (mut events, tracefs) = open::resolve_events_in(&cfg.record.events, &cfg.record.target)?;
+    otel_memory::free_without_stack(&mut events);
     let live = live_events(&events, tracefs.as_ref());
     let names: Vec<String> = live.iter().map(|e| e.name.clone()).collect();
     let rcfg = report_config(&cfg);
@@ -339,6 +341,7 @@ impl Agent<'_> {
             weighers: self.win.weighers(),
             host: &self.host,
             times,
+            inuse: self.win.inuse_stats().is_some(),
         };
         let samples: u64 = agg.stats.kept.iter().sum();
         let folded = agg.stats.folded;
@@ -407,6 +410,13 @@ impl Agent<'_> {
             max_rss_kib,
         );
         let mut line = line;
+        if let Some(u) = self.win.inuse_stats() {
+            line.push_str(&format!(
+                "; otel_memory: {} blocks in use, {} frees of unknown blocks, {} allocations \
+                 untracked past the bound",
+                u.live, u.unknown_frees, u.untracked
+            ));
+        }
         for (name, st) in self.shipper.iter().flat_map(Shipper::stats) {
             line.push_str(&format!(
                 "; {name}: {} sent, {} waiting, {} failed attempts, {} dropped, {} refused",

@@ -54,6 +54,8 @@ pub(crate) struct Cut<'a> {
     pub weighers: &'a [Weigher],
     pub host: &'a HostLabels,
     pub times: WindowTimes,
+    /// Whether the free probe's columns carry the blocks in use (`aggregate::inuse`).
+    pub inuse: bool,
 }
 
 /// A prefix `COMM-PID` (`Prefix::Pid`) split into its command and pid.
@@ -115,6 +117,7 @@ pub(crate) fn cut(
         agg.bytes = b;
         let mut profile = pprof::build(cut.rcfg, None, cut.names, cut.weighers, agg, res);
         relabel(&mut profile, &group, cut.host);
+        super::otel_memory::name_columns(&mut profile, cut.names, cut.inuse);
         prune(&mut profile);
         profile.time_nanos = cut.times.start_unix_ns;
         profile.duration_nanos = cut.times.duration_ns;
@@ -182,10 +185,10 @@ fn relabel(p: &mut Profile, group: &Group, host: &HostLabels) {
 }
 
 /// The string ids of a built profile, for adding strings to it.
-struct StringIds(FxHashMap<String, i64>);
+pub(super) struct StringIds(FxHashMap<String, i64>);
 
 impl StringIds {
-    fn of(p: &Profile) -> StringIds {
+    pub(super) fn of(p: &Profile) -> StringIds {
         StringIds(
             p.string_table
                 .iter()
@@ -195,7 +198,7 @@ impl StringIds {
         )
     }
 
-    fn id(&mut self, p: &mut Profile, s: &str) -> i64 {
+    pub(super) fn id(&mut self, p: &mut Profile, s: &str) -> i64 {
         if let Some(&i) = self.0.get(s) {
             return i;
         }
