@@ -67,7 +67,14 @@ fn stacks_past_the_copy_are_finished_from_the_live_process() {
             .filter(|(_, f)| f.ends_with(&want))
             .map(|(n, _)| n)
             .sum();
-        assert_eq!((total, whole), (PAGES, PAGES), "{mode}: {text}\n{err}");
+        // touch_pages's own frame may open a stack page no caller touched (it lies below
+        // the buffer's untouched pages, or past the recursion; where depends on the
+        // stack's random start): that fault is real and touch_pages's too.
+        assert!(
+            total == PAGES || total == PAGES + 1,
+            "{mode}: {total} faults in touch_pages: {text}\n{err}"
+        );
+        assert_eq!(whole, total, "{mode}: {text}\n{err}");
         assert!(
             err.contains("finished from the live process"),
             "{mode}: {err}"
