@@ -15,41 +15,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{Variant, fixture, memperf, require_perf, scratch, stderr};
+use common::{Variant, built_by, fixture, free_port, memperf, require_perf, scratch, stderr};
 use serde_json::Value;
-
-/// The collector binary, built once (cached under ~/.cache/memperf); `None` (the test
-/// skips) where it cannot be built, which CI does not accept.
-fn collector_binary() -> Option<PathBuf> {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/otelcol/build.sh");
-    let o = Command::new(&script).output();
-    match o {
-        Ok(o) if o.status.success() => {
-            Some(PathBuf::from(String::from_utf8(o.stdout).unwrap().trim()))
-        }
-        other => {
-            let why = match other {
-                Ok(o) => stderr(&o),
-                Err(e) => e.to_string(),
-            };
-            assert!(
-                std::env::var("MEMPERF_REQUIRE_PERF").as_deref() != Ok("1"),
-                "tests/otelcol/build.sh failed: {why}"
-            );
-            eprintln!("skipping: the collector could not be built: {why}");
-            None
-        }
-    }
-}
-
-/// A free loopback port.
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 /// A running collector writing the profiles it receives, as JSON lines, to `out`.
 struct Collector {
@@ -57,6 +24,11 @@ struct Collector {
 }
 
 /// How the agent reaches the collector: the receiver's protocol and the URL's scheme.
+/// The collector binary (tests/otelcol/build.sh), or `None` where the test skips.
+fn collector() -> Option<PathBuf> {
+    built_by("tests/otelcol/build.sh", "the collector")
+}
+
 #[derive(Clone, Copy, Debug)]
 enum Protocol {
     Http,
@@ -366,7 +338,7 @@ fn a_server_no_trusted_ca_vouches_for_is_sent_nothing() {
     if !require_perf("memperf agent --otlp") {
         return;
     }
-    let Some(bin) = collector_binary() else {
+    let Some(bin) = collector() else {
         return;
     };
     let dir = scratch();
@@ -395,7 +367,7 @@ fn exact_stacks_labels_and_sample_types(proto: Protocol) {
     if !require_perf("memperf agent --otlp") {
         return;
     }
-    let Some(bin) = collector_binary() else {
+    let Some(bin) = collector() else {
         return;
     };
     let dir = scratch();
@@ -464,7 +436,7 @@ fn restarted_mid_run(proto: Protocol) {
     if !require_perf("memperf agent --otlp") {
         return;
     }
-    let Some(bin) = collector_binary() else {
+    let Some(bin) = collector() else {
         return;
     };
     let dir = scratch();
@@ -523,7 +495,7 @@ fn the_collector_receives_the_otel_memory_contracts_sample_types() {
     if !require_perf("memperf agent --otlp --otel-memory") {
         return;
     }
-    let Some(bin) = collector_binary() else {
+    let Some(bin) = collector() else {
         return;
     };
     let dir = scratch();

@@ -10,43 +10,12 @@ mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::TcpStream;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{Variant, fixture, memperf, require_perf, scratch, stderr};
+use common::{Variant, built_by, fixture, free_port, memperf, require_perf, scratch, stderr};
 use serde_json::Value;
-
-/// The server's script, installed once (cached under ~/.cache/memperf); `None` (the test
-/// skips) where it cannot be, which CI does not accept.
-fn server_script() -> Option<PathBuf> {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/parca/build.sh");
-    match Command::new(&script).output() {
-        Ok(o) if o.status.success() => {
-            Some(PathBuf::from(String::from_utf8(o.stdout).unwrap().trim()))
-        }
-        other => {
-            let why = match other {
-                Ok(o) => stderr(&o),
-                Err(e) => e.to_string(),
-            };
-            assert!(
-                std::env::var("MEMPERF_REQUIRE_PERF").as_deref() != Ok("1"),
-                "tests/parca/build.sh failed: {why}"
-            );
-            eprintln!("skipping: the Parca test server could not be installed: {why}");
-            None
-        }
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 /// The server, writing a JSON line per request to `out`; the first `fail_first` calls are
 /// answered UNAVAILABLE.
@@ -180,7 +149,7 @@ fn parca_receives_each_groups_pprof_with_exact_stacks_labels_and_sample_types() 
     if !require_perf("memperf agent --parca") {
         return;
     }
-    let Some(script) = server_script() else {
+    let Some(script) = built_by("tests/parca/build.sh", "the Parca test server") else {
         return;
     };
     let dir = scratch();
@@ -255,7 +224,7 @@ fn a_parca_server_answering_unavailable_loses_no_window() {
     if !require_perf("memperf agent --parca") {
         return;
     }
-    let Some(script) = server_script() else {
+    let Some(script) = built_by("tests/parca/build.sh", "the Parca test server") else {
         return;
     };
     let dir = scratch();

@@ -9,35 +9,12 @@ mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::TcpStream;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{Variant, fixture, memperf, require_perf, scratch, stderr};
+use common::{Variant, built_by, fixture, free_port, memperf, require_perf, scratch, stderr};
 use serde_json::Value;
-
-/// The server binary, built once (cached under ~/.cache/memperf); `None` (the test skips)
-/// where it cannot be built, which CI does not accept.
-fn server_binary() -> Option<PathBuf> {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/pyroscope/build.sh");
-    match Command::new(&script).output() {
-        Ok(o) if o.status.success() => {
-            Some(PathBuf::from(String::from_utf8(o.stdout).unwrap().trim()))
-        }
-        other => {
-            let why = match other {
-                Ok(o) => stderr(&o),
-                Err(e) => e.to_string(),
-            };
-            assert!(
-                std::env::var("MEMPERF_REQUIRE_PERF").as_deref() != Ok("1"),
-                "tests/pyroscope/build.sh failed: {why}"
-            );
-            eprintln!("skipping: the Pyroscope endpoint could not be built: {why}");
-            None
-        }
-    }
-}
 
 /// A running push endpoint appending what it receives, as JSON lines, to `out`.
 struct Server {
@@ -47,11 +24,7 @@ struct Server {
 
 impl Server {
     fn start(bin: &Path, out: &Path) -> Server {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
+        let port = free_port();
         let child = Command::new(bin)
             .arg("-listen")
             .arg(format!("127.0.0.1:{port}"))
@@ -142,7 +115,7 @@ fn pyroscope_receives_the_fixtures_exact_stacks_labels_and_profile_types() {
     if !require_perf("memperf agent --pyroscope") {
         return;
     }
-    let Some(bin) = server_binary() else {
+    let Some(bin) = built_by("tests/pyroscope/build.sh", "the Pyroscope endpoint") else {
         return;
     };
     let dir = scratch();
@@ -207,7 +180,7 @@ fn a_refused_push_is_counted_and_said() {
     if !require_perf("memperf agent --pyroscope") {
         return;
     }
-    let Some(bin) = server_binary() else {
+    let Some(bin) = built_by("tests/pyroscope/build.sh", "the Pyroscope endpoint") else {
         return;
     };
     let dir = scratch();

@@ -528,3 +528,36 @@ pub fn unwrapped(text: &str) -> Vec<String> {
     }
     out
 }
+
+/// The path a test peer's build script prints (`tests/otelcol/build.sh` and the like: each
+/// builds or installs its server once, cached under ~/.cache/memperf); `None` (the test
+/// skips) where it cannot be had, which CI (`MEMPERF_REQUIRE_PERF=1`) does not accept.
+pub fn built_by(script: &str, what: &str) -> Option<PathBuf> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(script);
+    match Command::new(&path).output() {
+        Ok(o) if o.status.success() => {
+            Some(PathBuf::from(String::from_utf8(o.stdout).unwrap().trim()))
+        }
+        other => {
+            let why = match other {
+                Ok(o) => stderr(&o),
+                Err(e) => e.to_string(),
+            };
+            assert!(
+                std::env::var("MEMPERF_REQUIRE_PERF").as_deref() != Ok("1"),
+                "{script} failed: {why}"
+            );
+            eprintln!("skipping: {what} could not be built: {why}");
+            None
+        }
+    }
+}
+
+/// A free loopback port.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
