@@ -145,14 +145,7 @@ fn remotes(cfg: &AgentConfig, host: &HostLabels) -> Result<Remotes> {
             path,
             content_type,
         }));
-        let spool = cfg.spool.as_ref().map(|d| d.join(format!("otlp-{i}")));
-        let backend = Backend::new(
-            name,
-            ep,
-            cfg.headers.clone(),
-            spool.as_deref(),
-            cfg.spool_bytes,
-        )?;
+        let backend = backend(cfg, format!("otlp-{i}"), name, ep, cfg.headers.clone())?;
         backends.push(if over_grpc {
             backend.over_grpc()
         } else {
@@ -172,30 +165,30 @@ fn remotes(cfg: &AgentConfig, host: &HostLabels) -> Result<Remotes> {
                 .iter()
                 .map(|(k, v)| (k.to_string(), v.to_string())),
         );
-        let spool = cfg.spool.as_ref().map(|d| d.join(format!("pyroscope-{i}")));
-        backends.push(Backend::new(
-            format!("Pyroscope {}", ep.url()),
-            ep,
-            headers,
-            spool.as_deref(),
-            cfg.spool_bytes,
-        )?);
+        let name = format!("Pyroscope {}", ep.url());
+        backends.push(backend(cfg, format!("pyroscope-{i}"), name, ep, headers)?);
     }
     for (i, url) in cfg.parca.iter().enumerate() {
         let ep = grpc::endpoint(url, parca::PARCA_PORT, true)?;
         encoders.push(Box::new(parca::ParcaEncoder { host: host.clone() }));
-        let spool = cfg.spool.as_ref().map(|d| d.join(format!("parca-{i}")));
         let name = format!("Parca {}", grpc::url(&ep));
-        let backend = Backend::new(
-            name,
-            ep,
-            cfg.headers.clone(),
-            spool.as_deref(),
-            cfg.spool_bytes,
-        )?;
+        let backend = backend(cfg, format!("parca-{i}"), name, ep, cfg.headers.clone())?;
         backends.push(backend.over_grpc());
     }
     Ok((encoders, with_tls(cfg, backends)?))
+}
+
+/// A backend, spooled under `--spool`'s directory `spool` (`otlp-0`, `parca-1`, ...) when
+/// there is a spool, in memory otherwise.
+fn backend(
+    cfg: &AgentConfig,
+    spool: String,
+    name: String,
+    ep: Endpoint,
+    headers: Vec<(String, String)>,
+) -> Result<Backend> {
+    let dir = cfg.spool.as_ref().map(|d| d.join(spool));
+    Backend::new(name, ep, headers, dir.as_deref(), cfg.spool_bytes)
 }
 
 /// TLS for the backends whose URL asks for it (`https`, `grpcs`), trusting `--ca-file`'s

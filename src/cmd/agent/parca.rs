@@ -10,7 +10,7 @@ use std::io::Write;
 
 use prost::Message;
 
-use super::profiles::{GroupProfile, HostLabels};
+use super::profiles::{GROUP_LABEL_KEYS, GroupProfile, HostLabels, group_labels};
 use super::sink::{Encoder, Window};
 use crate::output::pprof::Profile;
 use crate::ship::Request;
@@ -24,17 +24,6 @@ pub(crate) const PARCA_PORT: u16 = 7070;
 /// The profiles' `__name__`: what Parca calls the memory profiles it scrapes from Go
 /// programs (`memory:alloc_space:bytes:space:bytes`), so memperf's sit beside them.
 const NAME: &str = "memory";
-
-/// The pprof labels that are the same for a whole profile: they go to the series' labels
-/// and are left out of the samples (Parca would keep both, the sample's renamed
-/// `exported_service_name`).
-const SERIES_LABELS: &[&str] = &[
-    "service_name",
-    "host",
-    "kernel",
-    "memperf_version",
-    "container_id",
-];
 
 #[derive(Clone, PartialEq, Message)]
 struct WriteRawRequest {
@@ -98,16 +87,14 @@ impl Encoder for ParcaEncoder {
 
 impl ParcaEncoder {
     fn series(&self, p: &GroupProfile) -> RawProfileSeries {
-        let mut labels = vec![
-            (NAME_LABEL, NAME.to_string()),
-            ("service_name", p.group.service.clone()),
-            ("host", self.host.host.clone()),
-            ("kernel", self.host.kernel.clone()),
-            ("memperf_version", self.host.version.clone()),
-        ];
-        if let Some(c) = &p.group.container {
-            labels.push(("container_id", c.clone()));
-        }
+        // The pprof's group labels go on the series and are left out of the samples
+        // (Parca would keep both, the sample's renamed `exported_service_name`).
+        let mut labels = vec![(NAME_LABEL, NAME.to_string())];
+        labels.extend(
+            group_labels(&p.group, &self.host)
+                .into_iter()
+                .map(|(k, v)| (k, v.to_string())),
+        );
         RawProfileSeries {
             labels: Some(LabelSet {
                 labels: labels
@@ -134,7 +121,7 @@ fn without_series_labels(p: &Profile) -> Profile {
         .string_table
         .iter()
         .enumerate()
-        .filter(|(_, s)| SERIES_LABELS.contains(&s.as_str()))
+        .filter(|(_, s)| GROUP_LABEL_KEYS.contains(&s.as_str()))
         .map(|(i, _)| i as i64)
         .collect();
     for s in &mut p.sample {

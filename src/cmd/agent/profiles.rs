@@ -136,22 +136,41 @@ pub(crate) fn cut(
     out
 }
 
-/// Each sample's `comm` label (the `COMM-PID` prefix) becomes `comm` and `pid`, and the
-/// group's and host's labels follow.
-fn relabel(p: &mut Profile, group: &Group, host: &HostLabels) {
-    let mut strings = StringIds::of(p);
-    let comm_key = strings.id(p, "comm");
-    let pid_key = strings.id(p, "pid");
-    let mut fixed = vec![
+/// The keys of [`group_labels`]: the labels every sample of a group has alike, which the
+/// backends with series (Parca, Pyroscope) put on the series instead.
+pub(super) const GROUP_LABEL_KEYS: &[&str] = &[
+    "service_name",
+    "host",
+    "kernel",
+    "memperf_version",
+    "container_id",
+];
+
+/// The group's and the host's labels: its service, the host, kernel and memperf version,
+/// and its container where it has one.
+pub(super) fn group_labels<'a>(
+    group: &'a Group,
+    host: &'a HostLabels,
+) -> Vec<(&'static str, &'a str)> {
+    let mut labels = vec![
         ("service_name", group.service.as_str()),
         ("host", host.host.as_str()),
         ("kernel", host.kernel.as_str()),
         ("memperf_version", host.version.as_str()),
     ];
     if let Some(c) = &group.container {
-        fixed.push(("container_id", c.as_str()));
+        labels.push(("container_id", c.as_str()));
     }
-    let fixed: Vec<Label> = fixed
+    labels
+}
+
+/// Each sample's `comm` label (the `COMM-PID` prefix) becomes `comm` and `pid`, and the
+/// group's and host's labels follow.
+fn relabel(p: &mut Profile, group: &Group, host: &HostLabels) {
+    let mut strings = StringIds::of(p);
+    let comm_key = strings.id(p, "comm");
+    let pid_key = strings.id(p, "pid");
+    let fixed: Vec<Label> = group_labels(group, host)
         .into_iter()
         .map(|(k, v)| Label {
             key: strings.id(p, k),

@@ -2,19 +2,10 @@
 //! group, posted as Grafana Alloy's `pyroscope.write` posts it (the connect protocol's unary
 //! call over HTTP/1.1: `POST /push.v1.PusherService/Push`, `application/proto`).
 
-use super::profiles::HostLabels;
+use super::profiles::{GROUP_LABEL_KEYS, HostLabels, group_labels};
 use super::sink::{Encoder, Window};
 use crate::output::pyroscope::{self, PROFILE_NAME, PUSH_PATH, Series};
 use crate::ship::Request;
-
-/// The sample labels the series carries instead (every sample of a group has the same).
-const SERIES_KEYS: &[&str] = &[
-    "service_name",
-    "host",
-    "kernel",
-    "memperf_version",
-    "container_id",
-];
 
 /// The headers of the connect protocol's unary call, beside the backend's own.
 pub(crate) const CONNECT_HEADERS: &[(&str, &str)] = &[("Connect-Protocol-Version", "1")];
@@ -49,18 +40,18 @@ impl Encoder for PyroscopeEncoder {
                 let mut labels = vec![
                     ("__name__", PROFILE_NAME.to_string()),
                     ("__delta__", "false".to_string()),
-                    ("service_name", p.group.service.clone()),
-                    ("host", self.host.host.clone()),
-                    ("kernel", self.host.kernel.clone()),
-                    ("memperf_version", self.host.version.clone()),
                 ];
-                if let Some(c) = &p.group.container {
-                    labels.push(("container_id", c.clone()));
-                }
+                // The sample labels every sample of a group has alike: the series
+                // carries them instead.
+                labels.extend(
+                    group_labels(&p.group, &self.host)
+                        .into_iter()
+                        .map(|(k, v)| (k, v.to_string())),
+                );
                 Series {
                     labels,
                     profile: &p.profile,
-                    series_keys: SERIES_KEYS,
+                    series_keys: GROUP_LABEL_KEYS,
                 }
             })
             .collect();
