@@ -7,6 +7,11 @@
 # cache dir; both run with PYTHONMALLOC=malloc, so that memray sees what the allocator sees
 # (with pymalloc, memray reports pymalloc's objects, memperf the arenas pymalloc maps).
 #
+# memperf runs twice: from exec (`heap -- python`, which counts CPython's start-up too, about
+# 1.5 MB live at the peak) and attached to the running interpreter once it is up (`heap -p`,
+# which starts where memray starts: the script's first line). The second is the one to
+# compare.
+#
 # Usage: benches/heap-memray.sh [THRESHOLD]     (default 1)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -40,7 +45,28 @@ big = [t for t in temps if any(f[0] == 'temp' for f in t.stack_trace())]
 print(f"  in temp()     {sum(t.n_allocations for t in big)} allocations")
 PYEOF
 
-echo "== memperf heap (PYTHONMALLOC=malloc, --temporary-threshold $N)"
+echo "== memperf heap from exec (PYTHONMALLOC=malloc, --temporary-threshold $N)"
 PYTHONMALLOC=malloc flock /tmp/memperf-machine.lock "$MEMPERF" heap -m 4096 --call-graph fp \
     --temporary-threshold "$N" -- "$PY" "$script" 2>/dev/null |
     grep -E '^HEAP|^  (peak|leaked|temporary) |^             [0-9]+ freed'
+
+echo "== memperf heap -p after start-up (PYTHONMALLOC=malloc, --temporary-threshold $N)"
+go=$work/go
+PYTHONMALLOC=malloc HEAP_MEMRAY_GO=$go "$PY" "$script" &
+py=$!
+# The interpreter is up when it waits for the go file (its script is running).
+for _ in $(seq 500); do
+    grep -q "$script" "/proc/$py/cmdline" 2>/dev/null && [ -e "/proc/$py/fd/0" ] && break
+    sleep 0.01
+done
+sleep 0.5
+exec 3< <(flock /tmp/memperf-machine.lock "$MEMPERF" heap -m 4096 --call-graph fp \
+    --temporary-threshold "$N" -p "$py" 2>"$work/err")
+# The probes are placed when memperf says it is tracing.
+for _ in $(seq 3000); do
+    grep -q '^Tracing the heap' "$work/err" 2>/dev/null && break
+    sleep 0.01
+done
+touch "$go"
+grep -E '^HEAP|^  (peak|leaked|temporary) |^             [0-9]+ freed' <&3 || true
+wait "$py"
