@@ -65,8 +65,8 @@ impl StackCounts {
             format!(
                 "memperf: {}: the unwind stopped before the program's root (the stack copy \
                  ended and the live process could not finish it, or unwind information was \
-                 missing), so their outermost callers are missing; a larger --call-graph \
-                 dwarf,BYTES copies more of each stack",
+                 missing), so their outermost callers are missing (--call-graph \
+                 dwarf,BYTES sets how much of each stack is copied)",
                 self.clause()
             )
         })
