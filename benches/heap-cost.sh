@@ -22,7 +22,12 @@
 # Usage: benches/heap-cost.sh [PAIRS] [ROWS] [ROUNDS] [SAMPLE]   (100000 20000 5 100)
 # MEMPERF=path uses that binary instead of building the release one; MEMPERF_BEFORE=path
 # adds that binary's exact runs beside, in the same rounds (a change's before and after);
-# PEERS=0 leaves bpftrace, memleak-bpfcc and heaptrack out. Needs root (probes).
+# PEERS=0 leaves bpftrace, memleak-bpfcc and heaptrack out; SAMPLED=0 the -s runs;
+# WORKLOADS=sqlite3 runs that workload alone;
+# SIZES="2048 4096" adds exact runs of each memperf command with --call-graph dwarf,SIZE
+# (the allocation stacks' copy) in the same rounds. The trunc% column is the share of
+# allocation stacks the summary says were truncated (the median over the rounds).
+# Needs root (probes).
 # Runs under `flock /tmp/memperf-machine.lock` when that file exists (shared machines).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -114,11 +119,14 @@ SQLITE=$(command -v sqlite3)
 # uprobe_events while a memperf leak runs, placed under another group for each floor run
 # and removed after it (perf probe's `FUNC%return` may also land on a PLT stub, and a probe
 # there beside memperf's made the kernel refuse every new uprobe on libc with EINVAL).
+# Only this run's group (memperf_PID): another memperf on the machine may hold probes on
+# files that are gone by the time the floor places them.
 "$MEMPERF" leak -- sleep 2 >/dev/null 2>&1 &
+leak_pid=$!
 sleep 1.5
 TRACEFS=/sys/kernel/tracing
 [ -e $TRACEFS/uprobe_events ] || TRACEFS=/sys/kernel/debug/tracing
-grep -E '^[pr]:memperf_[0-9]+/' $TRACEFS/uprobe_events | awk '{print $1, $2}' |
+grep -E "^[pr]:memperf_${leak_pid}/" $TRACEFS/uprobe_events | awk '{print $1, $2}' |
     sed -E 's#^([pr]):memperf_[0-9]+/#\1:heapcost/#' | sort -u > "$work/floor.probes" || true
 wait
 floor_ok=0
@@ -129,6 +137,8 @@ import os, re, shutil, signal, statistics, subprocess, sys, time
 work, pairs, rounds, sample, memperf, libc, sqlite, floor_ok, tracefs = sys.argv[1:]
 before = os.environ.get("MEMPERF_BEFORE", "")
 peers = os.environ.get("PEERS", "1") != "0"
+sampled = os.environ.get("SAMPLED", "1") != "0"
+sizes = os.environ.get("SIZES", "").split()
 probes = open(os.path.join(work, "floor.probes")).read().split("\n") if floor_ok == "1" else []
 probes = [p for p in probes if p.strip()]
 
@@ -176,11 +186,21 @@ def lost(out):
     m = re.search(r"lost (\d+) events", out)
     return int(m.group(1)) if m else 0
 
-def run(cmd):
+def truncated(out):
+    """The percentage of allocation stacks the summary says were truncated, or None."""
+    m = re.search(r"(\d+) of (\d+)\s+allocation\s+stacks\s+truncated", out)
+    return 100.0 * int(m.group(1)) / max(int(m.group(2)), 1) if m else None
+
+trunc = {}
+
+def run(cmd, key=None):
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                        errors="replace", cwd=work)
     if p.returncode != 0:
         sys.exit(f"failed: {' '.join(cmd)}\n{p.stdout[-3000:]}")
+    t = truncated(p.stdout)
+    if key is not None and t is not None:
+        trunc.setdefault(key, []).append(t)
     return took_ms(p.stdout), lost(p.stdout)
 
 def attached(tracer, argv, ready_after):
@@ -220,12 +240,18 @@ def tools(w):
         t["heaptrack"] = lambda: run(["heaptrack", "-o", os.path.join(work, "ht")] + argv)
     for cmd in ["leak", "heap", "rss"]:
         extra = ["3600"] if cmd == "leak" else []
-        t[f"memperf {cmd}"] = lambda cmd=cmd, extra=extra: run([memperf, cmd] + extra + ["--"] + argv)
-        t[f"memperf {cmd} -s {sample}"] = lambda cmd=cmd, extra=extra: run(
-            [memperf, cmd, "-s", sample] + extra + ["--"] + argv)
+        k = f"memperf {cmd}"
+        t[k] = lambda cmd=cmd, extra=extra, k=k: run([memperf, cmd] + extra + ["--"] + argv, (w, k))
+        for size in sizes:
+            k = f"memperf {cmd} dwarf,{size}"
+            t[k] = lambda cmd=cmd, extra=extra, k=k, size=size: run(
+                [memperf, cmd, "--call-graph", f"dwarf,{size}"] + extra + ["--"] + argv, (w, k))
+        if sampled:
+            t[f"memperf {cmd} -s {sample}"] = lambda cmd=cmd, extra=extra: run(
+                [memperf, cmd, "-s", sample] + extra + ["--"] + argv)
         if before:
-            t[f"memperf {cmd} (before)"] = lambda cmd=cmd, extra=extra: run(
-                [before, cmd] + extra + ["--"] + argv)
+            k = f"memperf {cmd} (before)"
+            t[k] = lambda cmd=cmd, extra=extra, k=k: run([before, cmd] + extra + ["--"] + argv, (w, k))
     return t
 
 memleak_ok = False
@@ -235,7 +261,10 @@ if shutil.which("memleak-bpfcc") and peers:
     if not memleak_ok:
         print("memleak-bpfcc does not run here:", (p.stderr.strip().splitlines() or ["?"])[-1])
 
+only = os.environ.get("WORKLOADS", "").split()
 for w in workloads:
+    if only and w not in only:
+        continue
     ts = tools(w)
     times = {k: [] for k in ts}
     losses = {k: 0 for k in ts}
@@ -254,8 +283,10 @@ for w in workloads:
     base = med[floor_key]
     fcost = max(base - alone, 1e-3)
     print(f"\n== {w}: {open(workloads[w][0]).read().splitlines()[-1]}  ({rounds} rounds, medians; floor = {floor_key})")
-    print(f"{'':40s} {'ms':>10s} {'x floor':>8s} {'cost/floor cost':>16s} {'lost':>8s}   rounds (ms)")
+    print(f"{'':40s} {'ms':>10s} {'x floor':>8s} {'cost/floor cost':>16s} {'lost':>8s} {'trunc%':>7s}   rounds (ms)")
     for k, v in med.items():
-        print(f"{k:40s} {v:10.1f} {v / base:8.2f} {(v - alone) / fcost:16.2f} {losses[k]:8d}   "
+        tr = trunc.get((w, k))
+        tr = f"{statistics.median(tr):7.1f}" if tr else f"{'-':>7s}"
+        print(f"{k:40s} {v:10.1f} {v / base:8.2f} {(v - alone) / fcost:16.2f} {losses[k]:8d} {tr}   "
               + " ".join(f"{x:.0f}" for x in times[k]))
 PY

@@ -86,6 +86,9 @@ pub struct ReadStats {
     pub unwound: u64,
     pub truncated: u64,
     pub truncated_reasons: crate::unwind::TruncCounts,
+    /// Of `truncated`, stacks with no frame unwound past the sampled function's (the
+    /// allocation tools' `[no stack]`).
+    pub unwound_none: u64,
     /// User stacks memperf unwound while recording and truncated (its feature section).
     pub recorded_unwound: u64,
     pub recorded_truncated: u64,

@@ -5,7 +5,7 @@
 //! allocator calls matched per thread into `table`, the outstanding-allocation table, in
 //! time order with every other sample), and `resident` joins fault addresses to the
 //! allocations that hold them; `frames` memoises each process's
-//! stack frames for the handler. `replay` rebuilds the table from a recording's allocator
+//! stack frames for the handler, and `unwinds` counts its stacks that were truncated. `replay` rebuilds the table from a recording's allocator
 //! calls, for readers of a file (`mem report --by allocation`). `leak` and `rss` report on
 //! it; neither imports the other.
 
@@ -19,3 +19,4 @@ pub(crate) mod resident;
 pub(crate) mod run;
 pub(crate) mod sink;
 pub(crate) mod table;
+pub(crate) mod unwinds;

@@ -94,17 +94,19 @@ impl Columns {
         let mut book = StackBook::new(crate::config::report::StackSpace::All);
         book.frames = std::mem::take(&mut sink.frames);
         book.stacks = std::mem::take(&mut sink.stacks);
+        let mut stats = ReadStats {
+            samples: vec![0; events],
+            kept: vec![1; events],
+            lost,
+            ..ReadStats::default()
+        };
+        sink.stack_counts.add_to(&mut stats);
         Aggregate {
             book,
             prefixes: self.prefixes,
             counts: self.counts,
             maps,
-            stats: ReadStats {
-                samples: vec![0; events],
-                kept: vec![1; events],
-                lost,
-                ..ReadStats::default()
-            },
+            stats,
             by: FxHashMap::default(),
             timeline: std::collections::BTreeMap::new(),
             sized: vec![true; events],

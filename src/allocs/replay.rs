@@ -276,7 +276,9 @@ fn replay_file(file: &PerfDataFile, input: &str, heap: Option<usize>) -> Result<
     }
     let lost = st.lost + st.lost_samples;
     let now = st.last_time.unwrap_or(0);
-    let sink = allocs.sink;
+    let mut sink = allocs.sink;
+    let recorded = super::unwinds::recorded(file, sink.events().len());
+    sink.stack_counts = super::unwinds::StackCounts::of(&sink, &recorded);
     super::run::summary(&sink, lost, 0);
     if sink.unread_results > 0 {
         eprintln!(

@@ -19,6 +19,7 @@ use crate::session::{Handler, Processes, SampleCtx, Session, SideBand};
 
 use super::plan::{self, Planned, ProbeHold};
 use super::sink::LeakSink;
+use super::unwinds::StackCounts;
 
 /// What a finished run leaves for the command's report.
 pub(crate) struct Traced {
@@ -152,7 +153,8 @@ pub(crate) fn trace(
         on_signal: OnSignal::ForwardAndStop,
     };
     let rec = recorder::record(run, &mut tracer)?;
-    let sink = tracer.sink;
+    let mut sink = tracer.sink;
+    sink.stack_counts = StackCounts::of(&sink, &rec.session.stats().unwinds);
     summary(&sink, rec.lost, rec.drain.corrupt_bytes);
     if write.is_some() {
         eprintln!(
@@ -223,6 +225,9 @@ pub(crate) fn summary(sink: &LeakSink, lost: u64, corrupt_bytes: u64) {
             "memperf: {} mmap/munmap/mremap calls made by the allocator itself were left out",
             s.internal_calls
         );
+    }
+    if let Some(line) = sink.stack_counts.sentence() {
+        crate::output::wrap::eprint(&line);
     }
     if let Some(line) = loss_line(lost, corrupt_bytes, sink.malformed) {
         eprintln!("{line}");

@@ -87,6 +87,11 @@ pub struct LeakSink {
     pub frame_memo: super::frames::FrameMemo,
     /// The allocator's own code, to recognise its mapping calls (user mode).
     allocator: Option<AllocatorCode>,
+    /// Allocation stacks copied but with no frame past the allocator's (not unwound).
+    pub stackless: u64,
+    /// The allocation stacks unwound and truncated, once the run has ended
+    /// (`allocs::unwinds`).
+    pub stack_counts: super::unwinds::StackCounts,
 }
 
 /// The allocator object and its functions' file ranges.
@@ -142,6 +147,8 @@ impl LeakSink {
             leaf_first: Vec::with_capacity(128),
             frame_memo: super::frames::FrameMemo::default(),
             allocator: None,
+            stackless: 0,
+            stack_counts: super::unwinds::StackCounts::default(),
         }
     }
 
@@ -208,6 +215,9 @@ impl LeakSink {
                 } else {
                     AllocStack::Unsampled
                 };
+                if stack == AllocStack::Missing && !matches!(func, Func::Free | Func::Munmap) {
+                    self.stackless += 1;
+                }
                 let reg = |r: u32| s.regs_user.as_ref().and_then(|regs| regs.get(r));
                 let args = Args {
                     a0: reg(b::PERF_REG_X86_DI).unwrap_or(0),

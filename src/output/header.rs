@@ -91,6 +91,9 @@ pub fn losses(st: &ReadStats) -> String {
         if t.reasons.total() > 0 {
             s.push_str(&format!(" ({})", t.reasons));
         }
+        if st.unwound_none > 0 {
+            s.push_str(&format!(", {} of them not unwound at all", st.unwound_none));
+        }
     }
     if st.foreign_skipped > 0 {
         s.push_str(&format!(
@@ -116,6 +119,20 @@ pub fn losses(st: &ReadStats) -> String {
     }
     if st.read_error.is_some() {
         s.push_str("; the data section ends early");
+    }
+    s
+}
+
+/// `; 3 of 300 user stacks truncated`, with those not unwound at all when there are: the
+/// part of a subtitle that says what the stacks lost; empty when none was unwound.
+pub fn truncated_part(st: &ReadStats) -> String {
+    let t = truncation(st);
+    if t.unwound == 0 {
+        return String::new();
+    }
+    let mut s = format!("; {} of {} user stacks truncated", t.truncated, t.unwound);
+    if st.unwound_none > 0 {
+        s.push_str(&format!(", {} of them not unwound at all", st.unwound_none));
     }
     s
 }

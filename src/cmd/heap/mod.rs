@@ -88,6 +88,7 @@ pub fn run(cfg: HeapConfig) -> Result<i32> {
                 dropped: sink.table.stats.dropped_full,
                 lost,
                 now: Some(now),
+                stacks: crate::allocs::unwinds::StackCounts::of(sink, &session.stats().unwinds),
             };
             let mut out = std::io::stdout().lock();
             writeln!(out, "[{}] Heap so far:", crate::cmd::leak::wall_clock())?;
@@ -185,6 +186,7 @@ fn report(
     text: bool,
 ) -> Result<()> {
     let dropped = traced.sink.table.stats.dropped_full;
+    let stacks = traced.sink.stack_counts;
     let maps = traced.session.take_maps().unwrap_or_default();
     let mut built = output::build(output::Data {
         heap,
@@ -215,6 +217,7 @@ fn report(
                 dropped,
                 lost: traced.lost,
                 now: None,
+                stacks,
             };
             if cfg.interval.is_some() {
                 writeln!(out, "[{}] Heap at the end:", crate::cmd::leak::wall_clock())?;

@@ -184,6 +184,8 @@ pub(super) struct Summary<'a> {
     pub lost: u64,
     /// The sample clock of a report while tracing goes on (None: the final report).
     pub now: Option<u64>,
+    /// The allocation stacks unwound so far, and those truncated.
+    pub stacks: crate::allocs::unwinds::StackCounts,
 }
 
 /// The text report.
@@ -241,6 +243,9 @@ pub(super) fn write_text(
             s.lost, s.dropped
         );
         wrap::write_hanging(w, &incomplete, LABEL)?;
+    }
+    if s.stacks.unwound > 0 {
+        wrap::write_hanging(w, &format!("  stacks     {}", s.stacks.clause()), LABEL)?;
     }
     let tables: [(&str, HeapMetric); 4] = [
         ("PEAK CONSUMERS (live bytes at the peak)", HeapMetric::Peak),
@@ -427,7 +432,10 @@ pub(super) fn write_flamegraph(
     let flame = output::Flame {
         output: path,
         title: format!("Heap: {what}"),
-        subtitle: format!("memperf heap: {total} {what}"),
+        subtitle: format!(
+            "memperf heap: {total} {what}{}",
+            crate::output::header::truncated_part(&b.agg.stats)
+        ),
         count_name: count_name.to_string(),
         width: None,
         colors: "mem",

@@ -18,6 +18,7 @@ use anyhow::Result;
 
 use crate::allocs::run::{self, Schedule};
 use crate::allocs::sink::LeakSink;
+use crate::allocs::unwinds::StackCounts;
 use crate::config::leak::{LeakConfig, LeakTarget};
 use crate::config::record::Target;
 use crate::live::driver::Flow;
@@ -34,7 +35,9 @@ pub fn run(cfg: LeakConfig) -> Result<i32> {
         reports += 1;
         if !cfg.data_on_stdout() {
             let lost = session.stats().lost + session.stats().lost_samples;
-            print_report(&cfg, sink, session.procs(), &mut names, now, lost)?;
+            let stacks = StackCounts::of(sink, &session.stats().unwinds);
+            let at = Moment { now, lost, stacks };
+            print_report(&cfg, sink, session.procs(), &mut names, &at)?;
         }
         if cfg.count.is_some_and(|c| reports >= c) {
             return Ok(Flow::Stop);
@@ -56,14 +59,12 @@ pub fn run(cfg: LeakConfig) -> Result<i32> {
     // The final report: when tracing ended otherwise than by reaching the count.
     if !traced.requested && !cfg.data_on_stdout() {
         let mut names = output::Names::default();
-        print_report(
-            &cfg,
-            &traced.sink,
-            traced.session.procs(),
-            &mut names,
-            traced.now,
-            traced.lost,
-        )?;
+        let at = Moment {
+            now: traced.now,
+            lost: traced.lost,
+            stacks: traced.sink.stack_counts,
+        };
+        print_report(&cfg, &traced.sink, traced.session.procs(), &mut names, &at)?;
     }
     write_profiles(
         &cfg,
@@ -162,20 +163,27 @@ fn report_config(cfg: &LeakConfig) -> crate::config::report::ReportConfig {
     }
 }
 
+/// When a report is made: the sample clock, the events lost and the stacks truncated so far.
+struct Moment {
+    now: u64,
+    lost: u64,
+    stacks: StackCounts,
+}
+
 /// One report on standard output.
 fn print_report(
     cfg: &LeakConfig,
     sink: &LeakSink,
     procs: &crate::session::Processes,
     names: &mut output::Names,
-    now: u64,
-    lost: u64,
+    at: &Moment,
 ) -> Result<()> {
     let done = output::Completeness {
-        lost,
+        lost: at.lost,
         sample_rate: cfg.sample_rate,
+        stacks: at.stacks,
     };
     let mut out = std::io::stdout().lock();
     let maps = procs.maps().unwrap_or(ProcessMaps::empty());
-    output::write_report(&mut out, cfg, sink, maps, names, now, &done)
+    output::write_report(&mut out, cfg, sink, maps, names, at.now, &done)
 }

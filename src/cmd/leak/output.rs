@@ -140,6 +140,8 @@ pub fn per_stack(sink: &LeakSink, now: u64, older_ns: u64) -> FxHashMap<AllocSta
 pub struct Completeness {
     pub lost: u64,
     pub sample_rate: u64,
+    /// The allocation stacks unwound so far, and those truncated.
+    pub stacks: crate::allocs::unwinds::StackCounts,
 }
 
 /// One memleak report: `[HH:MM:SS] Top N stacks with outstanding allocations:`, then the
@@ -337,6 +339,9 @@ fn write_completeness(w: &mut dyn Write, sink: &LeakSink, done: &Completeness) -
             sink.unread_results
         )?;
     }
+    if let Some(line) = done.stacks.report_line() {
+        crate::output::wrap::write_line(w, &line)?;
+    }
     Ok(())
 }
 
@@ -415,17 +420,19 @@ pub fn to_aggregate(
     book.frames = std::mem::take(&mut sink.frames);
     book.stacks = std::mem::take(&mut sink.stacks);
     book.kernel_frames = sink.kernel_frames;
+    let mut stats = ReadStats {
+        samples: vec![0],
+        kept: vec![1],
+        lost,
+        ..ReadStats::default()
+    };
+    sink.stack_counts.add_to(&mut stats);
     Aggregate {
         book,
         prefixes,
         counts,
         maps,
-        stats: ReadStats {
-            samples: vec![0],
-            kept: vec![1],
-            lost,
-            ..ReadStats::default()
-        },
+        stats,
         by: FxHashMap::default(),
         timeline: std::collections::BTreeMap::new(),
         sized: vec![true],

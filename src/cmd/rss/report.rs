@@ -289,8 +289,9 @@ pub(super) fn write_flamegraph(path: &Path, cfg: &RssConfig, b: &mut Built) -> R
         output: path,
         title: format!("Resident memory by allocation stack: {what}"),
         subtitle: format!(
-            "memperf rss: {total} pages resident in live allocations; faults outside them \
-             under [outside allocations]"
+            "memperf rss: {total} pages resident in live allocations{}; faults outside them \
+             under [outside allocations]",
+            crate::output::header::truncated_part(&b.agg.stats)
         ),
         count_name: "bytes".to_string(),
         width: None,

@@ -1,0 +1,120 @@
+//! What the allocation stacks lost: how many the unwind did not take to the program's root
+//! (the stack copy ended first and the live process could not finish them, or unwind
+//! information was missing), and how many it could not unwind at all. The session counts
+//! truncated stacks per event (`session::Unwinds`), as `record` and `report` print them; the
+//! allocation tools count those of their allocating entry probes (free's and munmap's
+//! stacks are no allocation's) and say them in their summaries, interval reports and the
+//! headers of their outputs. A truncated stack keeps the frames its copy held and no other:
+//! its root is the outermost frame reached, never one it did not have.
+
+use crate::aggregate::ReadStats;
+use crate::session::Unwinds;
+
+use super::sink::{LeakSink, Role};
+use super::table::Func;
+
+/// Allocation stacks unwound, truncated, and with no frame past the allocator's.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct StackCounts {
+    pub unwound: u64,
+    pub truncated: u64,
+    /// Of the truncated ones, those with no frame past the allocator's own: not unwound at
+    /// all (`[no stack]` in the outputs).
+    pub none: u64,
+}
+
+/// Whether an entry probe's stack is an allocation's.
+pub(crate) fn allocates(role: &Role) -> bool {
+    matches!(role, Role::Entry(f) if !matches!(f, Func::Free | Func::Munmap))
+}
+
+impl StackCounts {
+    /// The allocation stacks among `per_event` (the session's counts, or a recording's), the
+    /// events as `sink` has them; `sink` counted those left without a frame.
+    pub fn of(sink: &LeakSink, per_event: &[Unwinds]) -> StackCounts {
+        let mut c = StackCounts {
+            none: sink.stackless,
+            ..StackCounts::default()
+        };
+        for (e, u) in sink.events().iter().zip(per_event) {
+            if e.stack && allocates(&e.role) {
+                c.unwound += u.unwound;
+                c.truncated += u.truncated;
+            }
+        }
+        // A sample without registers is counted truncated, never unwound.
+        c.unwound = c.unwound.max(c.truncated);
+        c.none = c.none.min(c.truncated);
+        c
+    }
+
+    /// `200 of 530 allocation stacks truncated (37.7%), 0 of them not unwound at all`.
+    pub fn clause(&self) -> String {
+        format!(
+            "{} of {} allocation stacks truncated ({:.1}%), {} of them not unwound at all",
+            self.truncated,
+            self.unwound,
+            self.truncated as f64 * 100.0 / self.unwound.max(1) as f64,
+            self.none
+        )
+    }
+
+    /// The summary's sentence, when any stack was unwound.
+    pub fn sentence(&self) -> Option<String> {
+        (self.unwound > 0).then(|| {
+            format!(
+                "memperf: {}: the unwind stopped before the program's root (the stack copy \
+                 ended and the live process could not finish it, or unwind information was \
+                 missing), so their outermost callers are missing (--call-graph \
+                 dwarf,BYTES sets how much of each stack is copied)",
+                self.clause()
+            )
+        })
+    }
+
+    /// The line of a report made while tracing goes on: nothing when every stack is whole.
+    pub fn report_line(&self) -> Option<String> {
+        (self.truncated > 0).then(|| format!("Stacks: {}", self.clause()))
+    }
+
+    /// Puts the counts where every output's header finds them (`output::header`).
+    pub fn add_to(&self, st: &mut ReadStats) {
+        st.unwound = self.unwound;
+        st.truncated = self.truncated;
+        st.unwound_none = self.none;
+    }
+}
+
+/// The stacks a recording's recorder unwound and truncated per event (its memperf
+/// feature section), for a replay: its stacks were unwound while recording.
+pub(crate) fn recorded(file: &crate::perfdata::PerfDataFile, events: usize) -> Vec<Unwinds> {
+    let Some(m) = &file.features.memperf_stats else {
+        return Vec::new();
+    };
+    (0..events)
+        .map(|ev| Unwinds {
+            unwound: m.get(&format!("unwound.event.{ev}")).unwrap_or(0),
+            truncated: m.get(&format!("truncated.event.{ev}")).unwrap_or(0),
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_clause_gives_both_counts() {
+        let c = StackCounts {
+            unwound: 530,
+            truncated: 200,
+            none: 3,
+        };
+        assert_eq!(
+            c.clause(),
+            "200 of 530 allocation stacks truncated (37.7%), 3 of them not unwound at all"
+        );
+        assert!(StackCounts::default().sentence().is_none());
+        assert!(StackCounts::default().report_line().is_none());
+    }
+}

@@ -1,0 +1,153 @@
+//! The allocation tools say how many of their allocation stacks were truncated, and a
+//! truncated stack keeps only the frames it had: `fixtures/deepalloc.c` allocates from a
+//! stack too deep for any copy or for the live process to finish (its own count of calls),
+//! then at the same depth from a shallow one, and `leak`, `heap` and `rss` must count
+//! exactly the deep calls as truncated, keep the shallow stacks whole, and never put a
+//! deep stack under a root frame it did not have.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use common::*;
+
+/// Ring pages per CPU: a whole run's samples, whatever the reader's pace.
+const RING: &str = "16384";
+const ROUNDS: u64 = 10;
+const DEEP: u64 = 20;
+const SHALLOW: u64 = 30;
+
+/// The (truncated, unwound, not unwound) counts of a summary's `N of M allocation stacks
+/// truncated (P%), K of them not unwound at all`.
+fn stack_counts(err: &str) -> (u64, u64, u64) {
+    let text = joined(err);
+    let line = text
+        .lines()
+        .find(|l| l.contains("allocation stacks truncated"))
+        .unwrap_or_else(|| panic!("no truncation count in\n{err}"));
+    let words: Vec<&str> = line.split_whitespace().collect();
+    let at = words.iter().position(|w| *w == "allocation").unwrap();
+    let num = |w: &str| {
+        w.trim_matches(|c: char| !c.is_ascii_digit())
+            .parse()
+            .unwrap()
+    };
+    let none = words.iter().position(|w| *w == "them").unwrap() - 2;
+    (num(words[at - 3]), num(words[at - 1]), num(words[none]))
+}
+
+/// The calls the fixture says each phase made.
+fn phase_calls(out: &str, phase: &str) -> u64 {
+    out.lines()
+        .find_map(|l| l.strip_prefix(phase)?.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {phase} line in {out}"))
+}
+
+/// Whether a stack (root first, the command first) is one the fixture can have: the deep
+/// phase's frames rootward from `deep_alloc` are `descend`s, then `deep_phase` and `main`
+/// (a truncated one stops anywhere on the way), the shallow phase's are `shallow_phase`
+/// and `main`, whole.
+fn wrong(frames: &[&str]) -> Option<String> {
+    let rootward = |i: usize| frames[1..i].iter().rev().copied();
+    if let Some(i) = frames.iter().position(|f| *f == "deep_alloc") {
+        let up: Vec<&str> = rootward(i).skip_while(|f| *f == "descend").collect();
+        let want = ["deep_phase", "main"];
+        if up.iter().zip(want).any(|(have, want)| *have != want) {
+            return Some(format!("a deep stack with a root it never had: {frames:?}"));
+        }
+    }
+    if let Some(i) = frames.iter().position(|f| *f == "shallow_alloc") {
+        let up: Vec<&str> = rootward(i).take(2).collect();
+        if up != ["shallow_phase", "main"] {
+            return Some(format!("a shallow stack not whole: {frames:?}"));
+        }
+    }
+    None
+}
+
+#[test]
+fn leak_heap_and_rss_count_the_truncated_allocation_stacks_exactly() {
+    if !require_perf("allocation stacks too deep for the copy") {
+        return;
+    }
+    let prog = fixture("deepalloc", Variant::NoFp);
+    let args = [ROUNDS.to_string(), DEEP.to_string(), SHALLOW.to_string()];
+    let cmd = format!("{} {}", prog.display(), args.join(" "));
+    let _turn = recording_turn();
+
+    // leak's folded stacks (outstanding bytes), its summary on stderr.
+    let o = run_memperf(&["leak", "-m", RING, "--folded", "-c", &cmd]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let err = stderr(&o);
+    let folded = String::from_utf8_lossy(&o.stdout).into_owned();
+    let deep = ROUNDS * DEEP;
+    let (truncated, unwound, none) = stack_counts(&err);
+    assert_eq!(truncated, deep, "{err}");
+    assert_eq!(none, 0, "{err}");
+    assert!(unwound >= deep + ROUNDS * SHALLOW, "{err}");
+    let (mut deep_seen, mut shallow_seen) = (0, 0);
+    for line in folded.lines() {
+        let (stack, bytes) = line.rsplit_once(' ').unwrap();
+        let bytes: u64 = bytes.parse().unwrap();
+        let frames: Vec<&str> = stack.split(';').collect();
+        if let Some(w) = wrong(&frames) {
+            panic!("{w}\n{folded}");
+        }
+        if frames.contains(&"deep_alloc") {
+            // Truncated: never down to main, and visibly so.
+            assert!(!frames.contains(&"main"), "{line}");
+            deep_seen += bytes / 64;
+        }
+        if frames.contains(&"shallow_alloc") {
+            shallow_seen += bytes / 48;
+        }
+    }
+    assert_eq!(
+        (deep_seen, shallow_seen),
+        (deep, ROUNDS * SHALLOW),
+        "{folded}"
+    );
+
+    // The same counts in heap's and rss's summaries, and in heap's text report.
+    for tool in ["heap", "rss"] {
+        let o = run_memperf(&[
+            tool,
+            "-m",
+            RING,
+            "--",
+            prog.to_str().unwrap(),
+            &args[0],
+            &args[1],
+            &args[2],
+        ]);
+        assert!(o.status.success(), "{tool}: {}", stderr(&o));
+        let err = stderr(&o);
+        assert_eq!(stack_counts(&err).0, deep, "{tool}: {err}");
+        let out = String::from_utf8_lossy(&o.stdout).into_owned();
+        if tool == "heap" {
+            assert_eq!(stack_counts(&out).0, deep, "heap's report:\n{out}");
+            assert_eq!(phase_calls(&out, "deep"), deep, "{out}");
+        }
+    }
+
+    // pprof's comments (go tool pprof -comments) say it too.
+    if !have_go() {
+        return;
+    }
+    let dir = scratch();
+    let pb = dir.path().join("deep.pb.gz");
+    let o = run_memperf(&[
+        "leak",
+        "-m",
+        RING,
+        "--pprof",
+        pb.to_str().unwrap(),
+        "-c",
+        &cmd,
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let comments = go_pprof(&pb, &["-comments"]);
+    assert!(
+        comments.contains(&format!("{deep} of ")) && comments.contains("user stacks truncated"),
+        "{comments}"
+    );
+}
