@@ -114,11 +114,14 @@ SQLITE=$(command -v sqlite3)
 # uprobe_events while a memperf leak runs, placed under another group for each floor run
 # and removed after it (perf probe's `FUNC%return` may also land on a PLT stub, and a probe
 # there beside memperf's made the kernel refuse every new uprobe on libc with EINVAL).
+# Only this memperf's group (memperf_PID): another memperf running beside it has probes of
+# its own there, on other files, under the same names.
 "$MEMPERF" leak -- sleep 2 >/dev/null 2>&1 &
+leak_pid=$!
 sleep 1.5
 TRACEFS=/sys/kernel/tracing
 [ -e $TRACEFS/uprobe_events ] || TRACEFS=/sys/kernel/debug/tracing
-grep -E '^[pr]:memperf_[0-9]+/' $TRACEFS/uprobe_events | awk '{print $1, $2}' |
+grep -E "^[pr]:memperf_$leak_pid/" $TRACEFS/uprobe_events | awk '{print $1, $2}' |
     sed -E 's#^([pr]):memperf_[0-9]+/#\1:heapcost/#' | sort -u > "$work/floor.probes" || true
 wait
 floor_ok=0
