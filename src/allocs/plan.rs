@@ -147,6 +147,7 @@ pub(crate) fn record_config(
         side_band: true,
         stack_auto: false,
         cgroups: Vec::new(),
+        shed_stacks: true,
     })
 }
 

@@ -21,6 +21,8 @@ pub struct StackCounts {
     /// Of the truncated ones, those with no frame past the allocator's own: not unwound at
     /// all (`[no stack]` in the outputs).
     pub none: u64,
+    /// Of those, the ones left out while the reader was behind (`session::shed`).
+    pub shed: u64,
 }
 
 /// Whether an entry probe's stack is an allocation's.
@@ -40,23 +42,32 @@ impl StackCounts {
             if e.stack && allocates(&e.role) {
                 c.unwound += u.unwound;
                 c.truncated += u.truncated;
+                c.shed += u.shed;
             }
         }
         // A sample without registers is counted truncated, never unwound.
         c.unwound = c.unwound.max(c.truncated);
         c.none = c.none.min(c.truncated);
+        c.shed = c.shed.min(c.none);
         c
     }
 
     /// `200 of 530 allocation stacks truncated (37.7%), 0 of them not unwound at all`.
     pub fn clause(&self) -> String {
-        format!(
+        let mut s = format!(
             "{} of {} allocation stacks truncated ({:.1}%), {} of them not unwound at all",
             self.truncated,
             self.unwound,
             self.truncated as f64 * 100.0 / self.unwound.max(1) as f64,
             self.none
-        )
+        );
+        if self.shed > 0 {
+            s.push_str(&format!(
+                " ({} left out while memperf was behind, to lose no event)",
+                self.shed
+            ));
+        }
+        s
     }
 
     /// The summary's sentence, when any stack was unwound.
@@ -95,6 +106,7 @@ pub(crate) fn recorded(file: &crate::perfdata::PerfDataFile, events: usize) -> V
         .map(|ev| Unwinds {
             unwound: m.get(&format!("unwound.event.{ev}")).unwrap_or(0),
             truncated: m.get(&format!("truncated.event.{ev}")).unwrap_or(0),
+            shed: m.get(&format!("shed.event.{ev}")).unwrap_or(0),
         })
         .collect()
 }
@@ -109,6 +121,7 @@ mod tests {
             unwound: 530,
             truncated: 200,
             none: 3,
+            shed: 0,
         };
         assert_eq!(
             c.clause(),

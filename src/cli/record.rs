@@ -405,6 +405,7 @@ impl RecordArgs {
             side_band: true,
             stack_auto,
             cgroups: Vec::new(),
+            shed_stacks: false,
         })
     }
 }

@@ -81,6 +81,10 @@ pub struct RecordConfig {
     /// perf's cgroup mode (`-G`): system-wide events opened on these cgroups' directories,
     /// which count only their tasks (and their descendants').
     pub cgroups: Vec<sys::cgroup::Cgroup>,
+    /// While the reader is behind, hand samples on without their user stacks (counted)
+    /// instead of letting the rings overflow (`session::shed`): the allocation tools', whose
+    /// tables a lost free or allocation makes wrong.
+    pub shed_stacks: bool,
 }
 
 impl RecordConfig {

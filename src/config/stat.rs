@@ -54,6 +54,7 @@ impl StatConfig {
             side_band: false,
             stack_auto: false,
             cgroups: Vec::new(),
+            shed_stacks: false,
         }
     }
 }

@@ -48,6 +48,7 @@ pub fn round(
         .iter()
         .zip(&sizes)
         .any(|(rd, &size)| rd.pending_bytes() > size / 2);
+    session.set_behind(still_behind(&readers, &sizes, false));
     let limit = if pressed {
         stats.pressed_rounds += 1;
         None
@@ -79,7 +80,12 @@ pub fn round(
         rd.consume();
         stats.records += 1;
         heads[i] = head_time(rd, session);
+        if stats.records.is_multiple_of(BEHIND_EVERY) {
+            let behind = still_behind(&readers, &sizes, session.is_behind());
+            session.set_behind(behind);
+        }
     }
+    session.set_behind(false);
     for rd in &mut readers {
         if rd.corrupt() {
             // Without a valid header the rest cannot be framed: drop it (counted) so that
@@ -90,6 +96,31 @@ pub fn round(
         }
     }
     Ok(())
+}
+
+/// How many records are read between two looks at how far behind the reader is.
+const BEHIND_EVERY: u64 = 256;
+
+/// Whether the reader is behind: a ring more than three quarters full, or, once behind,
+/// more than half (so that it does not go back to unwinding every stack at the edge).
+/// Below that the ring still holds what comes while the reader catches up, and every stack
+/// is unwound. `MEMPERF_BEHIND_BYTES=N` puts the mark at N unread bytes instead (for tests:
+/// 0 leaves out every stack the session would unwind).
+fn still_behind(readers: &[crate::sys::ring::RingReader<'_>], sizes: &[usize], was: bool) -> bool {
+    let fixed = behind_bytes();
+    readers.iter().zip(sizes).any(|(rd, &size)| {
+        let mark = fixed.unwrap_or(if was { size / 2 } else { size / 4 * 3 });
+        rd.unread_now() > mark
+    })
+}
+
+fn behind_bytes() -> Option<usize> {
+    static AT: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
+    *AT.get_or_init(|| {
+        std::env::var("MEMPERF_BEHIND_BYTES")
+            .ok()
+            .and_then(|v| v.parse().ok())
+    })
 }
 
 /// The time of the next record of a ring (0 when it has none: process it now).

@@ -85,6 +85,7 @@ impl Session {
     /// unwound from the copied stack. Returns the index among the user frames of the first
     /// one read from the live process, if any was.
     fn unwind_sample(&mut self, ev: usize, sample: &Sample<'_>) -> Option<u32> {
+        let shed = self.shedding();
         self.chain.clear();
         if let Some(cc) = &sample.callchain {
             self.chain.extend(cc.iter());
@@ -106,6 +107,11 @@ impl Session {
             self.stats.count_truncated(ev);
             return None;
         };
+        if shed {
+            // The reader is behind: the stack is left out, counted, so that no event is.
+            self.stats.count_shed(ev);
+            return None;
+        }
         unwinders.set_thread(sample.tid.unwrap_or(pid));
         let outcome = unwinders.unwind_copy(pid, user, stack.data, stack.size, &mut self.frames);
         let recovered = unwinders

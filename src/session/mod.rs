@@ -25,6 +25,7 @@ pub mod order;
 mod processes;
 mod reap;
 mod remaps;
+mod shed;
 mod stats;
 mod twins;
 mod unwinds;
@@ -153,6 +154,8 @@ pub struct Session {
     clock: Option<ClockOffset>,
     /// The mremap events, when there are (see `remaps`).
     remaps: Option<remaps::Remaps>,
+    /// Whether stacks are left out while the reader is behind (see `shed`).
+    shed: shed::Shed,
 }
 
 impl Session {
@@ -202,6 +205,7 @@ impl Session {
             followed: None,
             clock: None,
             remaps: None,
+            shed: shed::Shed::default(),
         }
     }
 

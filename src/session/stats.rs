@@ -38,6 +38,9 @@ pub struct SessionStats {
     pub truncated: u64,
     /// The same per event.
     pub unwinds: Vec<Unwinds>,
+    /// Of the truncated, the user stacks left out (not unwound at all) because the reader
+    /// was behind (see `shed`).
+    pub shed: u64,
     pub first_time: Option<u64>,
     pub last_time: Option<u64>,
     /// Whether any sample carried a kernel callchain.

@@ -8,6 +8,8 @@ use super::SessionStats;
 pub struct Unwinds {
     pub unwound: u64,
     pub truncated: u64,
+    /// Of the truncated, those left out while the reader was behind (`shed`).
+    pub shed: u64,
 }
 
 impl SessionStats {
@@ -21,6 +23,15 @@ impl SessionStats {
     pub(super) fn count_truncated(&mut self, ev: usize) {
         self.truncated += 1;
         self.event_unwinds(ev).truncated += 1;
+    }
+
+    /// One stack of event `ev` left out, not unwound, while the reader was behind: counted
+    /// unwound and truncated too, as every stack that did not reach its root.
+    pub(super) fn count_shed(&mut self, ev: usize) {
+        self.count_unwound(ev);
+        self.count_truncated(ev);
+        self.shed += 1;
+        self.event_unwinds(ev).shed += 1;
     }
 
     fn event_unwinds(&mut self, ev: usize) -> &mut Unwinds {

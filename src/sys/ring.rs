@@ -122,7 +122,9 @@ impl RingBuffer {
         let data = unsafe {
             std::slice::from_raw_parts(map.as_ptr().add(self.data_offset), self.data_size)
         };
-        RingReader::from_parts(data, head, tail, tail_word, &mut self.scratch)
+        let mut reader = RingReader::from_parts(data, head, tail, tail_word, &mut self.scratch);
+        reader.head_word = Some(head_word);
+        reader
     }
 }
 
@@ -182,6 +184,8 @@ pub struct RingReader<'a> {
     first: &'a [u8],
     second: &'a [u8],
     tail: &'a AtomicU64,
+    /// The kernel's data_head, to tell how full the ring is while the snapshot is read.
+    head_word: Option<&'a AtomicU64>,
     start: u64,
     head: u64,
     skipped: bool,
@@ -211,6 +215,7 @@ impl<'a> RingReader<'a> {
             first,
             second,
             tail: tail_word,
+            head_word: None,
             start: tail,
             head,
             skipped: false,
@@ -305,6 +310,16 @@ impl<'a> RingReader<'a> {
     /// Bytes between the consumed position and the snapshot's head.
     pub fn pending_bytes(&self) -> usize {
         self.total() - self.pos
+    }
+
+    /// Bytes the kernel has written that this reader has not consumed, now: the snapshot's
+    /// rest and what was written since (how full the ring is).
+    pub fn unread_now(&self) -> usize {
+        let consumed = self.start.wrapping_add(self.pos as u64);
+        let head = self
+            .head_word
+            .map_or(self.head, |w| w.load(Ordering::Relaxed));
+        usize::try_from(head.wrapping_sub(consumed)).unwrap_or(usize::MAX)
     }
 
     /// Whether a malformed record header was seen; the caller counts it and usually calls

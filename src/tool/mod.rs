@@ -575,6 +575,7 @@ fn live<T: Tool>(
         side_band: true,
         stack_auto: false,
         cgroups: Vec::new(),
+        shed_stacks: false,
     };
     let mut cx = Cx::new(out, formats, cfg.stacks);
     cx.present = present;

@@ -74,6 +74,7 @@ pub(crate) fn this_thread(
         side_band: false,
         stack_auto: false,
         cgroups: Vec::new(),
+        shed_stacks: false,
     }
 }
 

@@ -171,6 +171,7 @@ fn memperf_stats(session: &Session) -> MemperfStats {
     let mut counts = vec![
         ("unwound".to_string(), st.unwound),
         ("truncated".to_string(), st.truncated),
+        ("shed".to_string(), st.shed),
         ("foreign_ids".to_string(), st.foreign_ids),
         (
             "foreign_skipped".to_string(),
@@ -181,6 +182,9 @@ fn memperf_stats(session: &Session) -> MemperfStats {
     for (ev, u) in st.unwinds.iter().enumerate() {
         counts.push((format!("unwound.event.{ev}"), u.unwound));
         counts.push((format!("truncated.event.{ev}"), u.truncated));
+        if u.shed > 0 {
+            counts.push((format!("shed.event.{ev}"), u.shed));
+        }
     }
     if let Some(u) = session.unwinders() {
         let s = u.stats();
