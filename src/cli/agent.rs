@@ -155,6 +155,16 @@ pub struct AgentArgs {
     #[arg(long = "ca-file", value_name = "PEM")]
     pub ca_file: Option<PathBuf>,
 
+    /// Show this certificate (PEM, the agent's own first, then any intermediates) to
+    /// `https://` and `grpcs://` backends that ask for one: mutual TLS (else
+    /// $MEMPERF_CLIENT_CERT). Needs --client-key.
+    #[arg(long = "client-cert", value_name = "PEM")]
+    pub client_cert: Option<PathBuf>,
+
+    /// The private key of --client-cert's certificate (PEM; else $MEMPERF_CLIENT_KEY).
+    #[arg(long = "client-key", value_name = "PEM")]
+    pub client_key: Option<PathBuf>,
+
     /// Send `Authorization: Bearer TOKEN` to every backend (else $MEMPERF_BEARER_TOKEN).
     #[arg(long = "bearer-token", value_name = "TOKEN")]
     pub bearer_token: Option<String>,
@@ -217,6 +227,12 @@ impl AgentArgs {
             self.basic_auth.or_else(|| env("MEMPERF_BASIC_AUTH")),
             self.tenant.or_else(|| env("MEMPERF_TENANT")),
         )?;
+        let client_cert = client_cert(
+            self.client_cert
+                .or_else(|| env("MEMPERF_CLIENT_CERT").map(PathBuf::from)),
+            self.client_key
+                .or_else(|| env("MEMPERF_CLIENT_KEY").map(PathBuf::from)),
+        )?;
         if self.max_stacks == 0 {
             bail!("--max-stacks must be at least 1");
         }
@@ -273,6 +289,7 @@ impl AgentArgs {
             pyroscope: self.pyroscope,
             spool: self.spool,
             ca_file: self.ca_file,
+            client_cert,
             spool_bytes: self.spool_max_mb.saturating_mul(1 << 20),
             headers,
             comms: (!self.comms.is_empty()).then_some(self.comms),
@@ -396,6 +413,19 @@ fn found_otel_memory_events(target: Option<OtelTarget>, alone: bool) -> Result<V
                 .collect::<Vec<_>>()
                 .join(", ")
         ),
+    }
+}
+
+/// The client certificate and its key, given both or neither.
+fn client_cert(
+    cert: Option<PathBuf>,
+    key: Option<PathBuf>,
+) -> Result<Option<crate::config::agent::ClientCert>> {
+    match (cert, key) {
+        (Some(cert), Some(key)) => Ok(Some(crate::config::agent::ClientCert { cert, key })),
+        (None, None) => Ok(None),
+        (Some(_), None) => bail!("--client-cert needs --client-key (its private key)"),
+        (None, Some(_)) => bail!("--client-key needs --client-cert (the certificate it signs)"),
     }
 }
 

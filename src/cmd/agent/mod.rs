@@ -192,7 +192,7 @@ fn backend(
 }
 
 /// TLS for the backends whose URL asks for it (`https`, `grpcs`), trusting `--ca-file`'s
-/// certificates or the system's.
+/// certificates or the system's, with `--client-cert`'s certificate shown when asked.
 fn with_tls(cfg: &AgentConfig, backends: Vec<Backend>) -> Result<Vec<Backend>> {
     if !backends.iter().any(|b| b.endpoint.tls) {
         if let Some(ca) = &cfg.ca_file {
@@ -201,9 +201,15 @@ fn with_tls(cfg: &AgentConfig, backends: Vec<Backend>) -> Result<Vec<Backend>> {
                 ca.display()
             );
         }
+        if let Some(c) = &cfg.client_cert {
+            bail!(
+                "--client-cert `{}` is given, but no backend's URL is https:// or grpcs://",
+                c.cert.display()
+            );
+        }
         return Ok(backends);
     }
-    let tls = Tls::new(cfg.ca_file.as_deref())?;
+    let tls = Tls::new(cfg.ca_file.as_deref(), cfg.client_cert.as_ref())?;
     Ok(backends
         .into_iter()
         .map(|b| {
