@@ -264,6 +264,8 @@ impl AgentArgs {
             all_cpus: all,
             cpu: None,
             pid: self.pid,
+            // The agent resolves its -G itself (its services are named after them).
+            cgroups: Vec::new(),
             tid: None,
             count: self.count,
             freq: None,
