@@ -3,7 +3,7 @@
 //! answer `ExportProfilesServiceResponse { partial_success { rejected_profiles,
 //! error_message } }` (the OTLP specification's "Partial Success"). The OpenTelemetry
 //! Collector's receiver never answers one of its own, so a small server here does, over
-//! HTTP, as the specification words it (the response's protobuf written out by hand: field 1,
+//! HTTP and over gRPC (h2, as memperf's own client uses it), as the specification words it (the response's protobuf written out by hand: field 1,
 //! a message of field 1 varint and field 2 string). The agent must count those requests as
 //! taken in part, with the profiles rejected, never as sent, and say each distinct message
 //! once.
@@ -132,4 +132,97 @@ fn a_partial_success_without_rejected_profiles_is_a_warning_and_sent() {
     );
     // Sent: the exit has nothing to say of it.
     assert!(!err.contains("taken in part"), "{err}");
+}
+
+/// A gRPC server (cleartext HTTP/2) answering every call with status OK and `answer` as its
+/// message; counts the calls.
+fn serve_grpc(answer: Vec<u8>) -> (u16, Arc<AtomicU64>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let count = Arc::new(AtomicU64::new(0));
+    let seen = count.clone();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async move {
+            let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+            while let Ok((socket, _)) = listener.accept().await {
+                let (answer, seen) = (answer.clone(), seen.clone());
+                tokio::spawn(async move {
+                    let Ok(mut conn) = h2::server::handshake(socket).await else {
+                        return;
+                    };
+                    while let Some(Ok((request, respond))) = conn.accept().await {
+                        tokio::spawn(answer_call(request, respond, answer.clone(), seen.clone()));
+                    }
+                });
+            }
+        });
+    });
+    (port, count)
+}
+
+/// One call: its message read whole, then `answer` framed, then grpc-status 0.
+async fn answer_call(
+    request: http::Request<h2::RecvStream>,
+    mut respond: h2::server::SendResponse<bytes::Bytes>,
+    answer: Vec<u8>,
+    seen: Arc<AtomicU64>,
+) {
+    assert_eq!(
+        request.uri().path(),
+        "/opentelemetry.proto.collector.profiles.v1development.ProfilesService/Export"
+    );
+    let mut body = request.into_body();
+    while let Some(chunk) = body.data().await {
+        let chunk = chunk.unwrap();
+        let _ = body.flow_control().release_capacity(chunk.len());
+    }
+    seen.fetch_add(1, Ordering::SeqCst);
+    let head = http::Response::builder()
+        .status(200)
+        .header("content-type", "application/grpc")
+        .body(())
+        .unwrap();
+    let mut send = respond.send_response(head, false).unwrap();
+    let mut framed = vec![0];
+    framed.extend_from_slice(&(answer.len() as u32).to_be_bytes());
+    framed.extend_from_slice(&answer);
+    send.send_data(framed.into(), false).unwrap();
+    let mut trailers = http::HeaderMap::new();
+    trailers.insert("grpc-status", http::HeaderValue::from_static("0"));
+    send.send_trailers(trailers).unwrap();
+}
+
+#[test]
+fn over_grpc_a_partial_success_counts_the_rejected_profiles() {
+    if !require_perf("memperf agent --otlp") {
+        return;
+    }
+    const WHY: &str = "2 of the request's profiles carry no sample";
+    let (port, calls) = serve_grpc(partial_success(2, WHY));
+    let o = memperf()
+        .args(["agent", "--interval", "30", "--otlp"])
+        .arg(format!("grpc://127.0.0.1:{port}"))
+        .arg("--")
+        .arg(fixture("pagefault", Variant::Fp))
+        .arg("100")
+        .output()
+        .unwrap();
+    let err = stderr(&o);
+    assert!(o.status.success(), "{err}");
+    assert_eq!(calls.load(Ordering::SeqCst), 1, "{err}");
+    assert_eq!(
+        err.matches(&format!("answered with a partial success: {WHY}"))
+            .count(),
+        1,
+        "{err}"
+    );
+    assert!(
+        err.contains("0 requests sent, 1 taken in part (2 profiles rejected), 0 not delivered"),
+        "{err}"
+    );
 }
