@@ -273,6 +273,18 @@ fn without_a_path_a_command_without_the_probes_is_refused_clearly() {
         "{err}"
     );
     assert!(err.contains("objects of `true`"), "{err}");
+    // A script: the programs it starts are not known before it runs.
+    let dir = scratch();
+    let script = dir.path().join("run.sh");
+    std::fs::write(&script, "#!/bin/sh\nexec true\n").unwrap();
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let o = memperf()
+        .args(["agent", "--output", "/tmp", "--otel-memory", "--"])
+        .arg(&script)
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("a script?"), "{}", stderr(&o));
     // The whole system: no target to look in.
     let o = memperf()
         .args(["agent", "--output", "/tmp", "--otel-memory"])

@@ -353,10 +353,17 @@ impl OtelTarget {
                 let list: Vec<String> = pids.iter().map(u32::to_string).collect();
                 Ok((all, format!("process {}", list.join(", "))))
             }
-            OtelTarget::Command(argv0) => Ok((
-                crate::probes::carriers::command_objects(argv0)?,
-                format!("`{}`", argv0.to_string_lossy()),
-            )),
+            OtelTarget::Command(argv0) => {
+                let (objects, missing) = crate::probes::carriers::command_objects(argv0)?;
+                if let Some(why) = missing {
+                    eprintln!(
+                        "memperf agent: --otel-memory: the libraries of `{}` are not looked \
+                         at: {why}",
+                        argv0.to_string_lossy()
+                    );
+                }
+                Ok((objects, format!("`{}`", argv0.to_string_lossy())))
+            }
         }
     }
 }

@@ -81,17 +81,28 @@ pub fn process_objects(pid: u32) -> Result<Vec<PathBuf>> {
 }
 
 /// The executable a command names and the libraries the dynamic loader loads for it at
-/// start.
-pub fn command_objects(argv0: &std::ffi::OsStr) -> Result<Vec<PathBuf>> {
+/// start; when the loader cannot list them, the executable alone and why.
+pub fn command_objects(argv0: &std::ffi::OsStr) -> Result<(Vec<PathBuf>, Option<String>)> {
     let exe = executable(argv0)?;
     let data = resolve::read(&exe)?;
-    let file = object::File::parse(&*data)
-        .map_err(|e| anyhow::anyhow!("`{}` is not an ELF file: {e}", exe.display()))?;
+    let file = object::File::parse(&*data).map_err(|e| {
+        anyhow::anyhow!(
+            "`{}` is not an ELF file ({e}; a script?): the programs it starts are not looked \
+             at, name the binary or library that carries the probes with --otel-memory PATH",
+            exe.display()
+        )
+    })?;
     let mut out = vec![exe.clone()];
-    if let Some(interp) = interpreter(&file, &data) {
-        out.extend(loaded_libraries(&interp, &exe)?);
+    let Some(interp) = interpreter(&file, &data) else {
+        return Ok((out, None));
+    };
+    match loaded_libraries(&interp, &exe) {
+        Ok(libs) => {
+            out.extend(libs);
+            Ok((out, None))
+        }
+        Err(e) => Ok((out, Some(format!("{e:#}")))),
     }
-    Ok(out)
 }
 
 /// The file `execvp` runs for `argv0`: itself when it holds a `/`, else the first
@@ -193,7 +204,8 @@ mod tests {
 
     #[test]
     fn a_command_is_found_in_path_with_its_libraries() {
-        let objects = command_objects(std::ffi::OsStr::new("sh")).unwrap();
+        let (objects, why) = command_objects(std::ffi::OsStr::new("sh")).unwrap();
+        assert_eq!(why, None);
         assert!(objects[0].ends_with("sh"), "{objects:?}");
         assert!(
             objects
