@@ -466,8 +466,11 @@ fn mutual_tls(proto: Protocol) {
     exact_stacks_as(proto, Trust::Mutual);
 }
 
-/// What rustls says when a server ends the handshake for want of a client certificate.
-const CERTIFICATE_REQUIRED: &str = "CertificateRequired";
+/// What the agent says when a server that asked for a client certificate ends the
+/// connection (with an alert the agent may read, CertificateRequired, or before it can: a
+/// broken pipe, a closed stream).
+const CERTIFICATE_REQUIRED: &str =
+    "(the server asked for a client certificate, and none was given: --client-cert, --client-key)";
 
 fn exact_stacks_labels_and_sample_types(proto: Protocol) {
     exact_stacks_as(proto, Trust::Server);

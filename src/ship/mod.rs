@@ -251,8 +251,14 @@ impl Backend {
     }
 
     fn attempt(&mut self, req: &Request, timeout: Duration) -> Outcome {
+        // A connection that failed over TLS says when the server asked for a client
+        // certificate the agent has not got.
+        let explain = |why: String| match &self.tls {
+            Some(tls) => tls.explain(why),
+            None => why,
+        };
         if let Transport::Grpc(ch) = &mut self.transport {
-            return call(ch, &self.headers, req, timeout);
+            return call(ch, &self.headers, req, timeout, explain);
         }
         let ep = Endpoint {
             path: req.path.clone(),
@@ -263,7 +269,7 @@ impl Backend {
         match http::post(&ep, self.tls.as_ref(), &headers, &req.body, timeout) {
             Ok(r) if r.is_success() => Outcome::Taken(r.body),
             Ok(r) => by_http_status(&ep.url(), r.status, &r.summary()),
-            Err(e) => Outcome::Retry(format!("{}: {e}", ep.url())),
+            Err(e) => Outcome::Retry(explain(format!("{}: {e}", ep.url()))),
         }
     }
 }
@@ -288,6 +294,7 @@ fn call(
     headers: &[(String, String)],
     req: &Request,
     timeout: Duration,
+    explain: impl Fn(String) -> String,
 ) -> Outcome {
     let url = format!("{}{}", ch.url(), req.path);
     match ch.unary(&req.path, headers, &req.body, timeout) {
@@ -300,7 +307,7 @@ fn call(
             grpc::code_name(code)
         )),
         Ok(grpc::Answer::Http(status, summary)) => by_http_status(&url, status, &summary),
-        Err(e) => Outcome::Retry(format!("{url}: {e}")),
+        Err(e) => Outcome::Retry(explain(format!("{url}: {e}"))),
     }
 }
 

@@ -8,11 +8,14 @@ use std::io::{self, Read, Write};
 use std::net::TcpStream;
 use std::path::Path;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use anyhow::{Context, Result, bail};
+use rustls::client::ResolvesClientCert;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
-use rustls::{ClientConfig, RootCertStore};
+use rustls::sign::CertifiedKey;
+use rustls::{ClientConfig, RootCertStore, SignatureScheme};
 
 pub use crate::config::agent::ClientCert;
 
@@ -20,6 +23,28 @@ pub use crate::config::agent::ClientCert;
 #[derive(Debug, Clone)]
 pub struct Tls {
     config: Arc<ClientConfig>,
+    /// Without a client certificate: what notices a server asking for one.
+    unanswered: Option<Arc<NoClientCert>>,
+}
+
+/// The client "certificate resolver" of a configuration without a certificate: it gives
+/// none, and remembers that a server asked. A server that requires one ends the connection
+/// after the handshake, with an alert the client may or may not read before its own write
+/// fails (a broken pipe, a closed stream): the request says why either way.
+#[derive(Debug, Default)]
+struct NoClientCert {
+    asked: AtomicBool,
+}
+
+impl ResolvesClientCert for NoClientCert {
+    fn resolve(&self, _hints: &[&[u8]], _schemes: &[SignatureScheme]) -> Option<Arc<CertifiedKey>> {
+        self.asked.store(true, Ordering::Relaxed);
+        None
+    }
+
+    fn has_certs(&self) -> bool {
+        false
+    }
 }
 
 impl Tls {
@@ -35,9 +60,11 @@ impl Tls {
             .with_safe_default_protocol_versions()
             .context("no TLS protocol version")?
             .with_root_certificates(roots);
-        let mut config = match client {
-            None => builder.with_no_client_auth(),
-            Some(c) => {
+        let unanswered = client.is_none().then(|| Arc::new(NoClientCert::default()));
+        let mut config = match (client, &unanswered) {
+            (None, Some(notice)) => builder.with_client_cert_resolver(notice.clone()),
+            (None, None) => builder.with_no_client_auth(),
+            (Some(c), _) => {
                 let (chain, key) = (chain_of(&c.cert)?, key_of(&c.key)?);
                 builder.with_client_auth_cert(chain, key).with_context(|| {
                     format!(
@@ -51,7 +78,20 @@ impl Tls {
         config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
         Ok(Tls {
             config: Arc::new(config),
+            unanswered,
         })
+    }
+
+    /// A failed attempt's message, with the likely cause when a server asked for a client
+    /// certificate and none was given.
+    pub fn explain(&self, why: String) -> String {
+        match &self.unanswered {
+            Some(n) if n.asked.load(Ordering::Relaxed) => format!(
+                "{why} (the server asked for a client certificate, and none was given: \
+                 --client-cert, --client-key)"
+            ),
+            _ => why,
+        }
     }
 
     /// The same trust, offering only `protocol` by ALPN.
