@@ -7,8 +7,8 @@ mod common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::{Duration, Instant};
 
+use common::cgroup::TestCgroup;
 use common::{Variant, fixture, have_go, memperf, require_perf, scratch, stderr};
 
 /// `go tool pprof ARGS FILES...` (the profiles merged).
@@ -39,58 +39,6 @@ fn files_in(dir: &Path) -> Vec<PathBuf> {
         .collect();
     files.sort();
     files
-}
-
-/// A cgroup of the hierarchy perf events follow (v1's `perf_event` where it is mounted, else
-/// cgroup v2), made for one test; dropping it kills what is left in it and removes it.
-struct TestCgroup {
-    dir: PathBuf,
-    /// Its path under the hierarchy's root, as `-G` takes it.
-    name: String,
-}
-
-impl TestCgroup {
-    fn new(name: &str) -> Option<TestCgroup> {
-        let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap();
-        let fields: Vec<Vec<&str>> = mounts
-            .lines()
-            .map(|l| l.split_whitespace().collect())
-            .filter(|f: &Vec<&str>| f.len() >= 4)
-            .collect();
-        let v1 = fields
-            .iter()
-            .find(|f| f[2] == "cgroup" && f[3].split(',').any(|o| o == "perf_event"));
-        let v2 = fields.iter().find(|f| f[2] == "cgroup2");
-        let root = PathBuf::from(v1.or(v2)?[1]);
-        let name = format!("memperf-test-{name}-{}", std::process::id());
-        let dir = root.join(&name);
-        if let Err(e) = std::fs::create_dir(&dir) {
-            eprintln!("cannot create {}: {e}", dir.display());
-            return None;
-        }
-        Some(TestCgroup { dir, name })
-    }
-}
-
-impl Drop for TestCgroup {
-    fn drop(&mut self) {
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
-            let pids = std::fs::read_to_string(self.dir.join("cgroup.procs")).unwrap_or_default();
-            let pids: Vec<&str> = pids.split_whitespace().collect();
-            if !pids.is_empty() {
-                let _ = Command::new("kill").arg("-9").args(&pids).status();
-            }
-            match std::fs::remove_dir(&self.dir) {
-                Ok(()) => return,
-                Err(e) if Instant::now() > deadline => {
-                    eprintln!("could not remove {}: {e}", self.dir.display());
-                    return;
-                }
-                Err(_) => std::thread::sleep(Duration::from_millis(50)),
-            }
-        }
-    }
 }
 
 #[test]

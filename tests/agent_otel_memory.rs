@@ -10,7 +10,10 @@
 mod common;
 
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::ffi::OsStr;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
 
 use common::{Variant, fixture, have_go, memperf, require_perf, scratch, stderr};
 
@@ -52,37 +55,15 @@ fn cum(top: &str, name: &str) -> String {
         .to_string()
 }
 
-#[test]
-fn the_agent_reads_the_otel_memory_contract_as_alloc_objects_and_alloc_space() {
-    if !require_perf("memperf agent --otel-memory") || !have_go() {
-        return;
-    }
-    let program = fixture("otelmem", Variant::Fp);
-    let dir = scratch();
-    let o = memperf()
-        .args([
-            "agent",
-            "--interval",
-            "0.2",
-            "--call-graph",
-            "fp",
-            "--output",
-        ])
-        .arg(dir.path())
-        .arg("--otel-memory")
-        .arg(&program)
-        .arg("--")
-        .arg(&program)
-        .arg("3000")
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "agent failed: {}", stderr(&o));
-    let own = own_totals(&String::from_utf8_lossy(&o.stdout));
-    let files: Vec<PathBuf> = std::fs::read_dir(dir.path())
+/// The profiles `memperf agent --otel-memory` wrote into `dir`, checked with `go tool pprof`
+/// against the fixture's own totals (its standard output).
+fn check_contract_figures(dir: &Path, stdout: &str, err: &str) {
+    let own = own_totals(stdout);
+    let files: Vec<PathBuf> = std::fs::read_dir(dir)
         .unwrap()
         .map(|e| e.unwrap().path())
         .collect();
-    assert!(!files.is_empty(), "no profile: {}", stderr(&o));
+    assert!(!files.is_empty(), "no profile: {err}");
     let objects = pprof(
         &files,
         &[
@@ -119,6 +100,198 @@ fn the_agent_reads_the_otel_memory_contract_as_alloc_objects_and_alloc_space() {
         "{types}"
     );
     assert!(!types.contains("page-faults"), "{types}");
+}
+
+/// `memperf agent --interval 0.2 --call-graph fp --output DIR OTEL_MEMORY -- PROGRAM 3000`.
+fn agent_on(program: &Path, otel_memory: &[&OsStr], dir: &Path) -> std::process::Output {
+    memperf()
+        .args([
+            "agent",
+            "--interval",
+            "0.2",
+            "--call-graph",
+            "fp",
+            "--output",
+        ])
+        .arg(dir)
+        .args(otel_memory)
+        .arg("--")
+        .arg(program)
+        .arg("3000")
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn the_agent_reads_the_otel_memory_contract_as_alloc_objects_and_alloc_space() {
+    if !require_perf("memperf agent --otel-memory") || !have_go() {
+        return;
+    }
+    let program = fixture("otelmem", Variant::Fp);
+    let dir = scratch();
+    let o = agent_on(
+        &program,
+        &["--otel-memory".as_ref(), program.as_os_str()],
+        dir.path(),
+    );
+    let err = stderr(&o);
+    assert!(o.status.success(), "agent failed: {err}");
+    check_contract_figures(dir.path(), &String::from_utf8_lossy(&o.stdout), &err);
+}
+
+#[test]
+fn without_a_path_the_agent_finds_the_probes_in_the_commands_executable() {
+    if !require_perf("memperf agent --otel-memory") || !have_go() {
+        return;
+    }
+    let program = fixture("otelmem", Variant::Fp);
+    let dir = scratch();
+    let o = agent_on(&program, &["--otel-memory".as_ref()], dir.path());
+    let err = stderr(&o);
+    assert!(o.status.success(), "agent failed: {err}");
+    let canonical = program.canonicalize().unwrap();
+    assert!(
+        err.contains(&format!(
+            "otel_memory:alloc and otel_memory:free found in {}",
+            program.display()
+        )) || err.contains(&format!("found in {}", canonical.display())),
+        "{err}"
+    );
+    check_contract_figures(dir.path(), &String::from_utf8_lossy(&o.stdout), &err);
+}
+
+/// The fixture split in two: the probes' side as `libotelmem.so`, and a program linked
+/// against it (found by its RUNPATH), in `dir`.
+fn otelmem_as_a_library(dir: &Path) -> (PathBuf, PathBuf) {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/otelmem.c");
+    let lib = dir.join("libotelmem.so");
+    let program = dir.join("otelmem-linked");
+    let cc = |args: &[&OsStr]| {
+        let o = Command::new("cc")
+            .args(["-O2", "-g", "-fno-omit-frame-pointer"])
+            .args(args)
+            .output()
+            .expect("run cc (install gcc)");
+        assert!(o.status.success(), "cc {args:?}: {}", stderr(&o));
+    };
+    cc(&[
+        "-DOTELMEM_LIB".as_ref(),
+        "-shared".as_ref(),
+        "-fPIC".as_ref(),
+        "-o".as_ref(),
+        lib.as_os_str(),
+        src.as_os_str(),
+    ]);
+    let rpath = format!("-Wl,-rpath,{}", dir.display());
+    cc(&[
+        "-DOTELMEM_MAIN".as_ref(),
+        "-o".as_ref(),
+        program.as_os_str(),
+        src.as_os_str(),
+        "-L".as_ref(),
+        dir.as_os_str(),
+        "-lotelmem".as_ref(),
+        rpath.as_ref(),
+    ]);
+    (lib, program)
+}
+
+#[test]
+fn without_a_path_the_agent_finds_the_probes_in_a_shared_library_the_command_loads() {
+    if !require_perf("memperf agent --otel-memory") || !have_go() {
+        return;
+    }
+    let build = scratch();
+    let (lib, program) = otelmem_as_a_library(build.path());
+    let dir = scratch();
+    let o = agent_on(&program, &["--otel-memory".as_ref()], dir.path());
+    let err = stderr(&o);
+    assert!(o.status.success(), "agent failed: {err}");
+    assert!(
+        err.contains(&format!(
+            "otel_memory:alloc and otel_memory:free found in {}",
+            lib.display()
+        )),
+        "{err}"
+    );
+    check_contract_figures(dir.path(), &String::from_utf8_lossy(&o.stdout), &err);
+}
+
+#[test]
+fn without_a_path_the_agent_finds_the_probes_of_a_running_process() {
+    if !require_perf("memperf agent --otel-memory") {
+        return;
+    }
+    let build = scratch();
+    let (lib, program) = otelmem_as_a_library(build.path());
+    // A few allocations, then held for 5 s with its blocks (and the library) mapped.
+    let mut child = Command::new(&program)
+        .args(["10", "5000"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    BufReader::new(child.stdout.as_mut().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    let dir = scratch();
+    let o = memperf()
+        .args(["agent", "--duration", "0.3", "--otel-memory", "-p"])
+        .arg(child.id().to_string())
+        .arg("--output")
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let err = stderr(&o);
+    assert!(o.status.success(), "agent failed: {err}");
+    // Through the process's root, as every file of a target process is opened.
+    let through_root = format!(
+        "/proc/{}/root{}",
+        child.id(),
+        lib.canonicalize().unwrap().display()
+    );
+    assert!(
+        err.contains(&format!(
+            "otel_memory:alloc and otel_memory:free found in {through_root}"
+        )),
+        "{err}"
+    );
+}
+
+#[test]
+fn without_a_path_a_command_without_the_probes_is_refused_clearly() {
+    let o = memperf()
+        .args(["agent", "--output", "/tmp", "--otel-memory", "--", "true"])
+        .output()
+        .unwrap();
+    let err = stderr(&o);
+    assert!(!o.status.success(), "{err}");
+    assert!(
+        err.contains("carries the otel_memory probes; a library opened later with dlopen"),
+        "{err}"
+    );
+    assert!(err.contains("objects of `true`"), "{err}");
+    // A script: the programs it starts are not known before it runs.
+    let dir = scratch();
+    let script = dir.path().join("run.sh");
+    std::fs::write(&script, "#!/bin/sh\nexec true\n").unwrap();
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let o = memperf()
+        .args(["agent", "--output", "/tmp", "--otel-memory", "--"])
+        .arg(&script)
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("a script?"), "{}", stderr(&o));
+    // The whole system: no target to look in.
+    let o = memperf()
+        .args(["agent", "--output", "/tmp", "--otel-memory"])
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("--otel-memory PATH"), "{}", stderr(&o));
 }
 
 #[test]

@@ -75,7 +75,7 @@ impl Protocol {
 /// A CA (`ca.pem`) and a certificate it signed for 127.0.0.1 (`server.pem`, `server.key`)
 /// in `dir`, made with the openssl command.
 fn certificates(dir: &Path) {
-    if dir.join("server.pem").exists() {
+    if dir.join("client.pem").exists() {
         return;
     }
     let openssl = |args: &[&str]| {
@@ -133,10 +133,55 @@ fn certificates(dir: &Path) {
         "-extfile",
         "server.ext",
     ]);
+    // The agent's own, for mutual TLS: `client.pem`, `client.key`.
+    openssl(
+        &[
+            &["req"][..],
+            &ec,
+            &["-keyout", "client.key", "-out", "client.csr"],
+            &["-subj", "/CN=memperf agent"],
+        ]
+        .concat(),
+    );
+    std::fs::write(
+        dir.join("client.ext"),
+        "extendedKeyUsage=clientAuth\nbasicConstraints=CA:FALSE\n",
+    )
+    .unwrap();
+    openssl(&[
+        "x509",
+        "-req",
+        "-in",
+        "client.csr",
+        "-CA",
+        "ca.pem",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-out",
+        "client.pem",
+        "-days",
+        "1",
+        "-extfile",
+        "client.ext",
+    ]);
 }
 
 impl Collector {
     fn start(bin: &Path, dir: &Path, proto: Protocol, port: u16, out: &Path) -> Collector {
+        Collector::start_as(bin, dir, proto, port, out, Trust::Server)
+    }
+
+    /// With `Trust::Mutual` its TLS receiver asks for a client certificate the test's CA
+    /// signed (`client_ca_file`) and refuses a client without one.
+    fn start_as(
+        bin: &Path,
+        dir: &Path,
+        proto: Protocol,
+        port: u16,
+        out: &Path,
+        trust: Trust,
+    ) -> Collector {
         let config = dir.join(format!(
             "config-{}.yaml",
             out.file_stem().unwrap().to_string_lossy()
@@ -144,9 +189,16 @@ impl Collector {
         let tls = if proto.tls() {
             certificates(dir);
             format!(
-                "        tls:\n          cert_file: {}\n          key_file: {}\n",
+                "        tls:\n          cert_file: {}\n          key_file: {}\n{}",
                 dir.join("server.pem").display(),
-                dir.join("server.key").display()
+                dir.join("server.key").display(),
+                match trust {
+                    Trust::Server => String::new(),
+                    Trust::Mutual => format!(
+                        "          client_ca_file: {}\n",
+                        dir.join("ca.pem").display()
+                    ),
+                }
             )
         } else {
             String::new()
@@ -195,6 +247,13 @@ impl Drop for Collector {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// Whom the collector's TLS receiver checks: the server only, or the client too.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Trust {
+    Server,
+    Mutual,
 }
 
 /// An integer of OTLP JSON: int64 fields are strings, int32 numbers, zero left out.
@@ -363,7 +422,61 @@ fn a_server_no_trusted_ca_vouches_for_is_sent_nothing() {
     assert_eq!(std::fs::read_to_string(&out).unwrap_or_default(), "");
 }
 
+/// A receiver that asks for a client certificate is sent nothing by an agent without one
+/// (each attempt refused by the handshake, said at exit), and takes the fixture's exact
+/// stacks from an agent that shows one its CA signed.
+#[test]
+fn over_mutual_tls_only_an_agent_with_a_client_certificate_is_taken() {
+    mutual_tls(Protocol::Https);
+}
+
+#[test]
+fn over_grpc_and_mutual_tls_only_an_agent_with_a_client_certificate_is_taken() {
+    mutual_tls(Protocol::Grpcs);
+}
+
+fn mutual_tls(proto: Protocol) {
+    if !require_perf("memperf agent --otlp") {
+        return;
+    }
+    let Some(bin) = collector() else {
+        return;
+    };
+    let dir = scratch();
+    let port = free_port();
+    let out = dir.path().join("refused.json");
+    let collector = Collector::start_as(&bin, dir.path(), proto, port, &out, Trust::Mutual);
+    let o = memperf()
+        .args(["agent", "--interval", "0.3", "--otlp"])
+        .arg(proto.url(port))
+        .args(proto.agent_args(dir.path()))
+        .arg("--")
+        .arg(fixture("pagefault", Variant::Fp))
+        .arg("100")
+        .output()
+        .unwrap();
+    let err = stderr(&o);
+    collector.stop();
+    assert!(o.status.success(), "{err}");
+    assert!(
+        err.contains("not delivered at exit") && err.contains(CERTIFICATE_REQUIRED),
+        "{err}"
+    );
+    assert_eq!(std::fs::read_to_string(&out).unwrap_or_default(), "");
+    exact_stacks_as(proto, Trust::Mutual);
+}
+
+/// What the agent says when a server that asked for a client certificate ends the
+/// connection (with an alert the agent may read, CertificateRequired, or before it can: a
+/// broken pipe, a closed stream).
+const CERTIFICATE_REQUIRED: &str =
+    "(the server asked for a client certificate, and none was given: --client-cert, --client-key)";
+
 fn exact_stacks_labels_and_sample_types(proto: Protocol) {
+    exact_stacks_as(proto, Trust::Server);
+}
+
+fn exact_stacks_as(proto: Protocol, trust: Trust) {
     if !require_perf("memperf agent --otlp") {
         return;
     }
@@ -373,12 +486,27 @@ fn exact_stacks_labels_and_sample_types(proto: Protocol) {
     let dir = scratch();
     let port = free_port();
     let out = dir.path().join("profiles.json");
-    let collector = Collector::start(&bin, dir.path(), proto, port, &out);
+    let collector = Collector::start_as(&bin, dir.path(), proto, port, &out, trust);
     let pages = 3000;
+    let client: Vec<PathBuf> = match trust {
+        Trust::Server => Vec::new(),
+        Trust::Mutual => ["--client-cert", "client.pem", "--client-key", "client.key"]
+            .iter()
+            .enumerate()
+            .map(|(i, a)| {
+                if i % 2 == 1 {
+                    dir.path().join(a)
+                } else {
+                    PathBuf::from(a)
+                }
+            })
+            .collect(),
+    };
     let o = memperf()
         .args(["agent", "--interval", "0.3", "--otlp"])
         .arg(proto.url(port))
         .args(proto.agent_args(dir.path()))
+        .args(&client)
         .arg("--")
         .arg(fixture("pagefault", Variant::Fp))
         .arg(pages.to_string())

@@ -23,6 +23,9 @@ EXAMPLES:
         Only these commands' samples.
     memperf agent --output out/ -- ./app
         One program, from start to exit.
+    memperf agent --otel-memory --otlp http://collector:4318 -- ./app
+        A program's OpenTelemetry memory probes (otel_memory:alloc and :free), found in
+        its executable or the shared libraries it loads, as alloc_* and inuse_*.
     memperf agent -G system.slice/nginx.service,machine.slice --output out/
         Only the tasks of these cgroups (perf's -G), each CPU's events opened on them.
     memperf agent --pyroscope http://pyroscope:4040 --tenant team-a
@@ -54,8 +57,16 @@ pub struct AgentArgs {
     /// without BPF, as the sample types alloc_objects (count), alloc_space (the
     /// weighted_bytes, which undo the program's own sampling), inuse_objects and inuse_space
     /// (the blocks not freed at each window's end, by allocation stack). Added to the -e
-    /// events (page-faults only if given).
-    #[arg(long = "otel-memory", value_name = "PATH")]
+    /// events (page-faults only if given). Without PATH (or with `auto`), with -p or a
+    /// command: the object that carries the probes is found among the target's executable
+    /// and shared libraries (those it maps, or a command's executable and the libraries
+    /// the loader loads for it), and named on standard error.
+    #[arg(
+        long = "otel-memory",
+        value_name = "PATH",
+        num_args = 0..=1,
+        default_missing_value = OTEL_MEMORY_AUTO
+    )]
     pub otel_memory: Option<PathBuf>,
 
     /// A tracepoint filter for the events of the `-e` before it, applied by the kernel.
@@ -144,6 +155,16 @@ pub struct AgentArgs {
     #[arg(long = "ca-file", value_name = "PEM")]
     pub ca_file: Option<PathBuf>,
 
+    /// Show this certificate (PEM, the agent's own first, then any intermediates) to
+    /// `https://` and `grpcs://` backends that ask for one: mutual TLS (else
+    /// $MEMPERF_CLIENT_CERT). Needs --client-key.
+    #[arg(long = "client-cert", value_name = "PEM")]
+    pub client_cert: Option<PathBuf>,
+
+    /// The private key of --client-cert's certificate (PEM; else $MEMPERF_CLIENT_KEY).
+    #[arg(long = "client-key", value_name = "PEM")]
+    pub client_key: Option<PathBuf>,
+
     /// Send `Authorization: Bearer TOKEN` to every backend (else $MEMPERF_BEARER_TOKEN).
     #[arg(long = "bearer-token", value_name = "TOKEN")]
     pub bearer_token: Option<String>,
@@ -206,6 +227,12 @@ impl AgentArgs {
             self.basic_auth.or_else(|| env("MEMPERF_BASIC_AUTH")),
             self.tenant.or_else(|| env("MEMPERF_TENANT")),
         )?;
+        let client_cert = client_cert(
+            self.client_cert
+                .or_else(|| env("MEMPERF_CLIENT_CERT").map(PathBuf::from)),
+            self.client_key
+                .or_else(|| env("MEMPERF_CLIENT_KEY").map(PathBuf::from)),
+        )?;
         if self.max_stacks == 0 {
             bail!("--max-stacks must be at least 1");
         }
@@ -217,6 +244,14 @@ impl AgentArgs {
         let all = (self.pid.is_none() && self.command.is_empty()) || !cgroups.is_empty();
         let mut events = self.events;
         match &self.otel_memory {
+            Some(path) if path.as_os_str() == OTEL_MEMORY_AUTO => {
+                let target = if cgroups.is_empty() {
+                    OtelTarget::of(self.pid.as_deref(), &self.command)?
+                } else {
+                    None
+                };
+                events.extend(found_otel_memory_events(target, events.is_empty())?);
+            }
             Some(path) => events.extend(otel_memory_events(path)?),
             None if events.is_empty() => events.push("page-faults".to_string()),
             None => {}
@@ -229,6 +264,8 @@ impl AgentArgs {
             all_cpus: all,
             cpu: None,
             pid: self.pid,
+            // The agent resolves its -G itself (its services are named after them).
+            cgroups: Vec::new(),
             tid: None,
             count: self.count,
             freq: None,
@@ -254,6 +291,7 @@ impl AgentArgs {
             pyroscope: self.pyroscope,
             spool: self.spool,
             ca_file: self.ca_file,
+            client_cert,
             spool_bytes: self.spool_max_mb.saturating_mul(1 << 20),
             headers,
             comms: (!self.comms.is_empty()).then_some(self.comms),
@@ -265,6 +303,14 @@ impl AgentArgs {
 
 /// The events `--otel-memory PATH` adds: the contract's two probes in PATH.
 fn otel_memory_events(path: &std::path::Path) -> Result<[String; 2]> {
+    Ok([
+        contract_event(path, "alloc")?,
+        contract_event(path, "free")?,
+    ])
+}
+
+/// The event of the contract's probe `name` in the object at `path`.
+fn contract_event(path: &std::path::Path, name: &str) -> Result<String> {
     let text = path.to_str().unwrap_or_default();
     if text.is_empty() || text.contains([':', ',']) {
         bail!(
@@ -273,10 +319,123 @@ fn otel_memory_events(path: &std::path::Path) -> Result<[String; 2]> {
             path.display()
         );
     }
-    Ok([
-        format!("sdt:{text}:otel_memory:alloc"),
-        format!("sdt:{text}:otel_memory:free"),
-    ])
+    Ok(format!("sdt:{text}:otel_memory:{name}"))
+}
+
+/// `--otel-memory` without a path: the contract's probes are looked for in the target's
+/// objects.
+const OTEL_MEMORY_AUTO: &str = "auto";
+
+/// Where `--otel-memory` looks for the contract's probes by itself.
+enum OtelTarget {
+    Pids(Vec<u32>),
+    Command(OsString),
+}
+
+impl OtelTarget {
+    /// The target of `-p` or of a command; none for the whole system.
+    fn of(pid: Option<&str>, command: &[OsString]) -> Result<Option<OtelTarget>> {
+        Ok(match (pid, command.first()) {
+            (Some(p), _) => Some(OtelTarget::Pids(super::parse_id_list(p, "pid")?)),
+            (None, Some(argv0)) => Some(OtelTarget::Command(argv0.clone())),
+            (None, None) => None,
+        })
+    }
+
+    /// Its executable and shared libraries, and how to name it.
+    fn objects(&self) -> Result<(Vec<PathBuf>, String)> {
+        match self {
+            OtelTarget::Pids(pids) => {
+                let mut all = Vec::new();
+                for &pid in pids {
+                    all.extend(crate::probes::carriers::process_objects(pid)?);
+                }
+                let list: Vec<String> = pids.iter().map(u32::to_string).collect();
+                Ok((all, format!("process {}", list.join(", "))))
+            }
+            OtelTarget::Command(argv0) => {
+                let (objects, missing) = crate::probes::carriers::command_objects(argv0)?;
+                if let Some(why) = missing {
+                    eprintln!(
+                        "memperf agent: --otel-memory: the libraries of `{}` are not looked \
+                         at: {why}",
+                        argv0.to_string_lossy()
+                    );
+                }
+                Ok((objects, format!("`{}`", argv0.to_string_lossy())))
+            }
+        }
+    }
+}
+
+/// The contract's events in the one object of the target that carries its probes, said on
+/// standard error. None found is an error when nothing else is sampled, else a warning.
+fn found_otel_memory_events(target: Option<OtelTarget>, alone: bool) -> Result<Vec<String>> {
+    let Some(target) = target else {
+        bail!(
+            "--otel-memory without a path looks for the probes in the objects of -p's \
+             processes or of the command after --: for the whole system or -G, name the \
+             binary or library that carries them (--otel-memory PATH)"
+        );
+    };
+    let (objects, named) = target.objects()?;
+    let found = crate::probes::carriers::carriers(&objects, "otel_memory", &["alloc", "free"]);
+    match found.carriers.as_slice() {
+        [] => {
+            let what = format!(
+                "--otel-memory: none of the {} objects of {named} (its executable and the \
+                 shared libraries it loads at start) carries the otel_memory probes; a library \
+                 opened later with dlopen is not looked at: name it with --otel-memory PATH",
+                found.looked_at
+            );
+            if alone {
+                bail!("{what}");
+            }
+            eprintln!("memperf agent: {what}; sampling the -e events only");
+            Ok(Vec::new())
+        }
+        [one] => {
+            let probes: Vec<String> = one
+                .names
+                .iter()
+                .map(|n| format!("otel_memory:{n}"))
+                .collect();
+            eprintln!(
+                "memperf agent: --otel-memory: {} found in {} (one of the {} objects of \
+                 {named} looked at)",
+                probes.join(" and "),
+                one.path.display(),
+                found.looked_at
+            );
+            let mut events = Vec::new();
+            for name in &one.names {
+                events.push(contract_event(&one.path, name)?);
+            }
+            Ok(events)
+        }
+        many => bail!(
+            "--otel-memory: {} objects of {named} carry the otel_memory probes ({}): name the \
+             one to read with --otel-memory PATH",
+            many.len(),
+            many.iter()
+                .map(|c| format!("`{}`", c.path.display()))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    }
+}
+
+/// The client certificate and its key, given both or neither.
+fn client_cert(
+    cert: Option<PathBuf>,
+    key: Option<PathBuf>,
+) -> Result<Option<crate::config::agent::ClientCert>> {
+    match (cert, key) {
+        (Some(cert), Some(key)) => Ok(Some(crate::config::agent::ClientCert { cert, key })),
+        (None, None) => Ok(None),
+        (Some(_), None) => bail!("--client-cert needs --client-key (its private key)"),
+        (None, Some(_)) => bail!("--client-key needs --client-cert (the certificate it signs)"),
+    }
 }
 
 /// An environment variable's value, when it is set and not empty.

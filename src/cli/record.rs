@@ -21,6 +21,8 @@ EXAMPLES:
         Faults and heap/mmap growth of process 1234 (all its threads), until Ctrl-C.
     memperf record -e major-faults --call-graph fp -o faults.data -- ./server --port 80
         Major faults of a command, with frame-pointer stacks only.
+    memperf record -G system.slice/nginx.service --duration 30
+        Page faults of one service's cgroup only (perf's -G), its stacks unwound.
     memperf record -e kmem:kmalloc -a -C 0 --duration 5
         Kernel allocations on CPU 0 for 5 seconds.
     memperf record -e kmem:kmalloc --filter 'bytes_alloc > 65536' -a
@@ -79,6 +81,18 @@ pub struct RecordArgs {
     /// created later.
     #[arg(short = 'p', long = "pid", value_name = "PIDS", conflicts_with_all = ["tid", "all_cpus"])]
     pub pid: Option<String>,
+
+    /// Record only the tasks of these cgroups and their descendants (comma-separated,
+    /// relative to the root of the hierarchy perf events follow, or a cgroup directory's
+    /// path), as perf's -G: every event is opened on each CPU for each cgroup, so the kernel
+    /// samples nothing else. System-wide; a command after `--` only bounds the recording.
+    #[arg(
+        short = 'G',
+        long = "cgroup",
+        value_name = "CGROUPS",
+        conflicts_with_all = ["pid", "tid"]
+    )]
+    pub cgroups: Vec<String>,
 
     /// Existing threads to record, comma-separated (no inheritance to new threads).
     #[arg(
@@ -378,11 +392,17 @@ impl RecordArgs {
         }
         let cpus = parse_cpus(self.cpu.as_deref())?;
         let has_command = !self.command.is_empty();
+        let cgroups = if self.cgroups.is_empty() {
+            Vec::new()
+        } else {
+            sys::cgroup::resolve(&self.cgroups)?
+        };
+        // Cgroup mode is system-wide: the cgroups, not a process, bound what is sampled.
         let target = parse_target(
             self.pid.as_deref(),
             self.tid.as_deref(),
             has_command,
-            self.all_cpus || self.cpu.is_some(),
+            self.all_cpus || self.cpu.is_some() || !cgroups.is_empty(),
         )?;
         let duration = parse_duration(self.duration)?;
         Ok(RecordConfig {
@@ -404,7 +424,7 @@ impl RecordArgs {
             include_self: self.include_self,
             side_band: true,
             stack_auto,
-            cgroups: Vec::new(),
+            cgroups,
             shed_stacks: false,
         })
     }

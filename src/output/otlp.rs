@@ -21,6 +21,33 @@ pub struct ExportProfilesServiceRequest {
     pub dictionary: Option<ProfilesDictionary>,
 }
 
+/// The receiver's answer to a request it took: empty, or what it rejected of it.
+#[derive(Clone, PartialEq, Message)]
+pub struct ExportProfilesServiceResponse {
+    #[prost(message, optional, tag = "1")]
+    pub partial_success: Option<ExportProfilesPartialSuccess>,
+}
+
+#[derive(Clone, PartialEq, Message)]
+pub struct ExportProfilesPartialSuccess {
+    /// How many profiles of the request the receiver rejected (0 with a message: a warning).
+    #[prost(int64, tag = "1")]
+    pub rejected_profiles: i64,
+    #[prost(string, tag = "2")]
+    pub error_message: String,
+}
+
+/// The rejected profiles and the message of a response's `partial_success`; `None` when the
+/// response has none (everything was taken), is empty (an HTTP answer without a body), or
+/// is no such message.
+pub fn partial_success(response: &[u8]) -> Option<(u64, String)> {
+    let p = ExportProfilesServiceResponse::decode(response)
+        .ok()?
+        .partial_success?;
+    let rejected = u64::try_from(p.rejected_profiles).unwrap_or(0);
+    (rejected > 0 || !p.error_message.is_empty()).then_some((rejected, p.error_message))
+}
+
 #[derive(Clone, PartialEq, Message)]
 pub struct ProfilesDictionary {
     #[prost(message, repeated, tag = "1")]
@@ -458,6 +485,23 @@ pub fn request(sources: &[Source<'_>], scope_version: &str) -> ExportProfilesSer
 mod tests {
     use super::*;
     use crate::output::pprof::{Label, Sample as PSample, ValueType as PValueType};
+
+    #[test]
+    fn a_partial_success_gives_its_rejected_profiles_and_message() {
+        // partial_success { rejected_profiles: 2, error_message: "old" }, as protoc encodes it.
+        assert_eq!(
+            partial_success(b"\x0a\x07\x08\x02\x12\x03old"),
+            Some((2, "old".to_string()))
+        );
+        assert_eq!(
+            partial_success(b"\x0a\x05\x12\x03old"),
+            Some((0, "old".to_string()))
+        );
+        // Everything taken: no body, an empty message, an empty partial_success.
+        for taken in [&b""[..], b"\x0a\x00", b"{}"] {
+            assert_eq!(partial_success(taken), None, "{taken:?}");
+        }
+    }
 
     /// A pprof profile of two columns and two samples on one location.
     fn two_columns() -> pprof::Profile {

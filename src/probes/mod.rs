@@ -6,6 +6,7 @@
 //! (`usdt`). Placing the probes (tracefs `uprobe_events` or the uprobe PMU) and removing them
 //! is `live::probes`.
 
+pub(crate) mod carriers;
 pub(crate) mod resolve;
 pub(crate) mod usdt;
 

@@ -77,8 +77,8 @@ pub fn url(ep: &Endpoint) -> String {
 /// How a call ended, when the server answered.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Answer {
-    /// grpc-status 0.
-    Ok,
+    /// grpc-status 0, with the response's message (empty when it sent none).
+    Ok(Vec<u8>),
     /// Another grpc-status, with its grpc-message.
     Status(u32, String),
     /// No gRPC answer: an HTTP status other than 200 (a proxy's, or no gRPC server).
@@ -275,6 +275,17 @@ fn frame(message: &[u8]) -> Bytes {
     Bytes::from(out)
 }
 
+/// The message of a response's first frame (none where it is compressed, which memperf never
+/// asks for, or cut short).
+fn unframe(data: &[u8]) -> Vec<u8> {
+    match data {
+        [0, a, b, c, d, message @ ..] => message
+            .get(..u32::from_be_bytes([*a, *b, *c, *d]) as usize)
+            .map_or_else(Vec::new, <[u8]>::to_vec),
+        _ => Vec::new(),
+    }
+}
+
 async fn bounded<T>(timeout: Duration, f: impl Future<Output = io::Result<T>>) -> io::Result<T> {
     match tokio::time::timeout(timeout, f).await {
         Ok(r) => r,
@@ -408,7 +419,7 @@ fn answer(
         .and_then(|c| c.trim().parse().ok())
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "a bad grpc-status"))?;
     if code == 0 {
-        return Ok(Answer::Ok);
+        return Ok(Answer::Ok(unframe(body)));
     }
     let message = meta
         .get("grpc-message")
@@ -489,7 +500,18 @@ mod tests {
         let mut t = HeaderMap::new();
         t.insert("grpc-status", HeaderValue::from_static("0"));
         let h = HeaderMap::new();
-        assert_eq!(answer(200, &h, Some(&t), b"").unwrap(), Answer::Ok);
+        assert_eq!(
+            answer(200, &h, Some(&t), b"").unwrap(),
+            Answer::Ok(Vec::new())
+        );
+        assert_eq!(
+            answer(200, &h, Some(&t), &frame(b"\x0a\x02\x08\x01")).unwrap(),
+            Answer::Ok(b"\x0a\x02\x08\x01".to_vec())
+        );
+        assert_eq!(
+            answer(200, &h, Some(&t), b"\x00\x00\x00\x00\x09cut").unwrap(),
+            Answer::Ok(Vec::new())
+        );
         let mut only = HeaderMap::new();
         only.insert("grpc-status", HeaderValue::from_static("3"));
         only.insert(

@@ -164,11 +164,42 @@ fn parse_response(raw: &[u8]) -> io::Result<Response> {
         return Err(bad());
     }
     let status = parts.next().and_then(|s| s.parse().ok()).ok_or_else(bad)?;
-    let body = raw
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .map_or(Vec::new(), |i| raw[i + 4..].to_vec());
+    let Some(head_end) = raw.windows(4).position(|w| w == b"\r\n\r\n") else {
+        return Ok(Response {
+            status,
+            body: Vec::new(),
+        });
+    };
+    let head = String::from_utf8_lossy(&raw[..head_end]).to_ascii_lowercase();
+    let body = &raw[head_end + 4..];
+    let chunked = head
+        .lines()
+        .any(|l| l.starts_with("transfer-encoding:") && l.contains("chunked"));
+    let body = if chunked {
+        dechunk(body)
+    } else {
+        body.to_vec()
+    };
     Ok(Response { status, body })
+}
+
+/// A chunked body's data (as much of it as is whole).
+fn dechunk(mut b: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    while let Some(eol) = b.windows(2).position(|w| w == b"\r\n") {
+        let size = std::str::from_utf8(&b[..eol])
+            .ok()
+            .and_then(|l| usize::from_str_radix(l.split(';').next()?.trim(), 16).ok());
+        let Some(size) = size.filter(|&n| n > 0) else {
+            break;
+        };
+        let Some(chunk) = b.get(eol + 2..eol + 2 + size) else {
+            break;
+        };
+        out.extend_from_slice(chunk);
+        b = b.get(eol + 2 + size + 2..).unwrap_or_default();
+    }
+    out
 }
 
 #[cfg(test)]
@@ -209,6 +240,11 @@ mod tests {
         assert_eq!(r.summary(), "down");
         assert!(!r.is_success());
         assert!(parse_response(b"SSH-2.0-OpenSSH\r\n").is_err());
+        let r = parse_response(
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2;x=y\r\nde\r\n0\r\n\r\n",
+        )
+        .unwrap();
+        assert_eq!(r.body, b"abcde");
         assert!(parse_response(b"").is_err());
     }
 }

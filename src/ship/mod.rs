@@ -65,6 +65,46 @@ pub struct Stats {
     pub pending: usize,
     pub dropped: u64,
     pub last_error: Option<String>,
+    /// Requests the backend took but for some of their profiles (OTLP's partial success),
+    /// which are not in `sent`, and how many profiles it rejected in them.
+    pub taken_in_part: u64,
+    pub rejected_profiles: u64,
+    /// The distinct messages of its partial successes, oldest first (at most
+    /// `MAX_PARTIAL_MESSAGES`).
+    pub partial_messages: Vec<String>,
+}
+
+/// The most distinct partial-success messages a backend keeps.
+const MAX_PARTIAL_MESSAGES: usize = 32;
+
+/// What a backend said of a request it took: how many of its profiles (or other items) it
+/// rejected, and why (OTLP's `partial_success`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Partial {
+    pub rejected: u64,
+    pub message: String,
+}
+
+/// Reads a backend's answer to a request it took; `None` when it took all of it.
+pub type ReadAnswer = fn(&[u8]) -> Option<Partial>;
+
+impl Stats {
+    /// Counts a partial success: a request with rejected items is taken in part, not sent;
+    /// one with a message alone (a warning) is sent. Each distinct message is kept once.
+    fn partial(&mut self, p: Partial) {
+        if p.rejected > 0 {
+            self.taken_in_part += 1;
+            self.rejected_profiles += p.rejected;
+        } else {
+            self.sent += 1;
+        }
+        if !p.message.is_empty()
+            && !self.partial_messages.contains(&p.message)
+            && self.partial_messages.len() < MAX_PARTIAL_MESSAGES
+        {
+            self.partial_messages.push(p.message);
+        }
+    }
 }
 
 /// A backend: its endpoint, headers and queue.
@@ -78,6 +118,8 @@ pub struct Backend {
     transport: Transport,
     /// TLS's configuration, for an `https` or `grpcs` endpoint.
     tls: Option<Tls>,
+    /// What reads the backend's answer to a request it took (OTLP's partial success).
+    read_answer: Option<ReadAnswer>,
 }
 
 /// How a backend's requests travel.
@@ -119,7 +161,14 @@ impl Backend {
             stats,
             transport: Transport::Http,
             tls: None,
+            read_answer: None,
         })
+    }
+
+    /// The same backend, its answers to the requests it took read by `read`.
+    pub fn reading_answers(mut self, read: ReadAnswer) -> Backend {
+        self.read_answer = Some(read);
+        self
     }
 
     /// The same backend, its requests sent as gRPC calls (each request's path the method).
@@ -173,10 +222,14 @@ impl Backend {
                 continue;
             };
             match self.attempt(&req, timeout) {
-                Outcome::Taken => {
+                Outcome::Taken(answer) => {
                     let _ = self.spool.pop();
                     self.backoff.reset();
-                    self.with_stats(|s| s.sent += 1);
+                    let partial = self.read_answer.and_then(|read| read(&answer));
+                    self.with_stats(|s| match partial {
+                        Some(p) => s.partial(p),
+                        None => s.sent += 1,
+                    });
                 }
                 Outcome::Refused(why) => {
                     let _ = self.spool.pop();
@@ -198,8 +251,14 @@ impl Backend {
     }
 
     fn attempt(&mut self, req: &Request, timeout: Duration) -> Outcome {
+        // A connection that failed over TLS says when the server asked for a client
+        // certificate the agent has not got.
+        let explain = |why: String| match &self.tls {
+            Some(tls) => tls.explain(why),
+            None => why,
+        };
         if let Transport::Grpc(ch) = &mut self.transport {
-            return call(ch, &self.headers, req, timeout);
+            return call(ch, &self.headers, req, timeout, explain);
         }
         let ep = Endpoint {
             path: req.path.clone(),
@@ -208,9 +267,9 @@ impl Backend {
         let mut headers = self.headers.clone();
         headers.push(("Content-Type".to_string(), req.content_type.clone()));
         match http::post(&ep, self.tls.as_ref(), &headers, &req.body, timeout) {
-            Ok(r) if r.is_success() => Outcome::Taken,
+            Ok(r) if r.is_success() => Outcome::Taken(r.body),
             Ok(r) => by_http_status(&ep.url(), r.status, &r.summary()),
-            Err(e) => Outcome::Retry(format!("{}: {e}", ep.url())),
+            Err(e) => Outcome::Retry(explain(format!("{}: {e}", ep.url()))),
         }
     }
 }
@@ -219,7 +278,7 @@ impl Backend {
 /// rest retried.
 fn by_http_status(url: &str, status: u16, summary: &str) -> Outcome {
     if (200..300).contains(&status) {
-        Outcome::Taken
+        Outcome::Taken(Vec::new())
     } else if (400..500).contains(&status) && !matches!(status, 408 | 429) {
         Outcome::Refused(format!("{url} refused a request: {status} {summary}"))
     } else {
@@ -235,10 +294,11 @@ fn call(
     headers: &[(String, String)],
     req: &Request,
     timeout: Duration,
+    explain: impl Fn(String) -> String,
 ) -> Outcome {
     let url = format!("{}{}", ch.url(), req.path);
     match ch.unary(&req.path, headers, &req.body, timeout) {
-        Ok(grpc::Answer::Ok) => Outcome::Taken,
+        Ok(grpc::Answer::Ok(message)) => Outcome::Taken(message),
         Ok(grpc::Answer::Status(code, msg)) if grpc::retryable(code) => {
             Outcome::Retry(format!("{url}: {} {msg}", grpc::code_name(code)))
         }
@@ -247,12 +307,13 @@ fn call(
             grpc::code_name(code)
         )),
         Ok(grpc::Answer::Http(status, summary)) => by_http_status(&url, status, &summary),
-        Err(e) => Outcome::Retry(format!("{url}: {e}")),
+        Err(e) => Outcome::Retry(explain(format!("{url}: {e}"))),
     }
 }
 
 enum Outcome {
-    Taken,
+    /// Taken, with the answer's body (an HTTP response's, a gRPC response's message).
+    Taken(Vec<u8>),
     Refused(String),
     Retry(String),
 }
@@ -402,6 +463,24 @@ mod tests {
         };
         assert_eq!(Request::from_bytes(&r.to_bytes()), Some(r));
         assert_eq!(Request::from_bytes(b"no newline"), None);
+    }
+
+    #[test]
+    fn a_partial_success_is_counted_and_its_messages_kept_once() {
+        let mut s = Stats::default();
+        let p = |rejected, m: &str| Partial {
+            rejected,
+            message: m.into(),
+        };
+        s.partial(p(2, "too old"));
+        s.partial(p(1, "too old"));
+        s.partial(p(0, "a warning"));
+        assert_eq!((s.sent, s.taken_in_part, s.rejected_profiles), (1, 2, 3));
+        assert_eq!(s.partial_messages, ["too old", "a warning"]);
+        for i in 0..100 {
+            s.partial(p(1, &i.to_string()));
+        }
+        assert_eq!(s.partial_messages.len(), MAX_PARTIAL_MESSAGES);
     }
 
     #[test]

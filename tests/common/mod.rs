@@ -3,6 +3,7 @@
 //! running memperf, and reading recordings back through `perf script`.
 #![allow(dead_code)]
 
+pub mod cgroup;
 pub mod kernel;
 pub mod tools;
 pub mod user;

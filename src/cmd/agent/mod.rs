@@ -70,6 +70,7 @@ pub fn run(cfg: AgentConfig) -> Result<i32> {
         kallsyms: None,
         symbolizer: None,
         cost: Cost::default(),
+        partial_said: std::collections::HashMap::new(),
     };
     let run = Run {
         cfg: &cfg.record,
@@ -88,16 +89,20 @@ pub fn run(cfg: AgentConfig) -> Result<i32> {
     agent.flush(&done.session)?;
     if let Some(shipper) = agent.shipper.take() {
         for (name, st) in shipper.finish(SHUTDOWN_GRACE) {
-            if st.pending > 0 || st.dropped > 0 || st.rejected > 0 {
+            agent.partial_messages(&name, &st);
+            if st.pending > 0 || st.dropped > 0 || st.rejected > 0 || st.taken_in_part > 0 {
                 let kept = if cfg.spool.is_some() {
                     "kept in the spool for the next start"
                 } else {
                     "lost (no --spool)"
                 };
                 eprintln!(
-                    "memperf agent: {name}: {} requests sent, {} not delivered at exit ({kept}), \
-                     {} dropped past the spool's bound, {} refused{}",
+                    "memperf agent: {name}: {} requests sent, {} taken in part ({} profiles \
+                     rejected), {} not delivered at exit ({kept}), {} dropped past the spool's \
+                     bound, {} refused{}",
                     st.sent,
+                    st.taken_in_part,
+                    st.rejected_profiles,
                     st.pending,
                     st.dropped,
                     st.rejected,
@@ -145,7 +150,8 @@ fn remotes(cfg: &AgentConfig, host: &HostLabels) -> Result<Remotes> {
             path,
             content_type,
         }));
-        let backend = backend(cfg, format!("otlp-{i}"), name, ep, cfg.headers.clone())?;
+        let backend = backend(cfg, format!("otlp-{i}"), name, ep, cfg.headers.clone())?
+            .reading_answers(sink::otlp_partial);
         backends.push(if over_grpc {
             backend.over_grpc()
         } else {
@@ -192,7 +198,7 @@ fn backend(
 }
 
 /// TLS for the backends whose URL asks for it (`https`, `grpcs`), trusting `--ca-file`'s
-/// certificates or the system's.
+/// certificates or the system's, with `--client-cert`'s certificate shown when asked.
 fn with_tls(cfg: &AgentConfig, backends: Vec<Backend>) -> Result<Vec<Backend>> {
     if !backends.iter().any(|b| b.endpoint.tls) {
         if let Some(ca) = &cfg.ca_file {
@@ -201,9 +207,15 @@ fn with_tls(cfg: &AgentConfig, backends: Vec<Backend>) -> Result<Vec<Backend>> {
                 ca.display()
             );
         }
+        if let Some(c) = &cfg.client_cert {
+            bail!(
+                "--client-cert `{}` is given, but no backend's URL is https:// or grpcs://",
+                c.cert.display()
+            );
+        }
         return Ok(backends);
     }
-    let tls = Tls::new(cfg.ca_file.as_deref())?;
+    let tls = Tls::new(cfg.ca_file.as_deref(), cfg.client_cert.as_ref())?;
     Ok(backends
         .into_iter()
         .map(|b| {
@@ -274,6 +286,8 @@ struct Agent<'c> {
     /// The symbolizer of the last window, its files loaded (`name_frames`).
     symbolizer: Option<Symbolizer>,
     cost: Cost,
+    /// How many of each backend's partial-success messages were said.
+    partial_said: std::collections::HashMap<String, usize>,
 }
 
 /// The most files a symbolizer kept from window to window holds; past it the next window
@@ -410,11 +424,18 @@ impl Agent<'_> {
                 u.live, u.unknown_frees, u.untracked
             ));
         }
-        for (name, st) in self.shipper.iter().flat_map(Shipper::stats) {
+        let stats: Vec<_> = self.shipper.iter().flat_map(Shipper::stats).collect();
+        for (name, st) in &stats {
             line.push_str(&format!(
                 "; {name}: {} sent, {} waiting, {} failed attempts, {} dropped, {} refused",
                 st.sent, st.pending, st.failed_attempts, st.dropped, st.rejected
             ));
+            if st.taken_in_part > 0 {
+                line.push_str(&format!(
+                    ", {} taken in part ({} profiles rejected)",
+                    st.taken_in_part, st.rejected_profiles
+                ));
+            }
         }
         c.cpu = (user, sys);
         c.lost = lost;
@@ -422,6 +443,19 @@ impl Agent<'_> {
         if !self.cfg.quiet {
             eprintln!("{line}");
         }
+        for (name, st) in &stats {
+            self.partial_messages(name, st);
+        }
+    }
+
+    /// Says each new message of a backend's partial successes, once (even with --quiet: a
+    /// backend rejecting profiles is an error).
+    fn partial_messages(&mut self, name: &str, st: &crate::ship::Stats) {
+        let said = self.partial_said.entry(name.to_string()).or_default();
+        for m in st.partial_messages.iter().skip(*said) {
+            eprintln!("memperf agent: {name} answered with a partial success: {m}");
+        }
+        *said = st.partial_messages.len();
     }
 }
 

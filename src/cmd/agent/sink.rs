@@ -80,6 +80,12 @@ pub(crate) const OTLP_GRPC_METHOD: &str =
 /// The port of OTLP over gRPC when a URL gives none.
 pub(crate) const OTLP_GRPC_PORT: u16 = 4317;
 
+/// An OTLP receiver's answer to a request it took: its `partial_success`, if any.
+pub(crate) fn otlp_partial(answer: &[u8]) -> Option<crate::ship::Partial> {
+    crate::output::otlp::partial_success(answer)
+        .map(|(rejected, message)| crate::ship::Partial { rejected, message })
+}
+
 /// The pprof labels each profile's resource carries instead (left out of the samples), and
 /// the sample labels given their OpenTelemetry names.
 const OTLP_LABELS: &[(&str, Option<&str>)] = &[

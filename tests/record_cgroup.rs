@@ -1,0 +1,82 @@
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+//! `memperf record -G`: perf's cgroup mode. Two copies of `fixtures/pagefault.c` run, one in
+//! a cgroup made for the test (removed on every way out) and one outside it; `perf script`
+//! reads from the recording exactly the inside copy's faults on `touch_pages`, and none of
+//! the other's.
+
+mod common;
+
+use std::process::Command;
+
+use common::cgroup::TestCgroup;
+use common::{
+    Variant, fixture, memperf, perf_script, require_perf, require_perf_tool, scratch, stderr,
+};
+
+#[test]
+fn only_the_cgroups_tasks_are_recorded() {
+    if !require_perf("memperf record -G") || !require_perf_tool("memperf record -G") {
+        return;
+    }
+    let Some(cg) = TestCgroup::new("record") else {
+        assert!(
+            std::env::var("MEMPERF_REQUIRE_PERF").as_deref() != Ok("1"),
+            "no cgroup could be made"
+        );
+        return;
+    };
+    let dir = scratch();
+    let out = dir.path().join("cgroup.data");
+    let (inside, outside) = (3000, 1700);
+    let bin = fixture("pagefault", Variant::Fp);
+    // The first copy moves its shell into the cgroup, then becomes the fixture; the second
+    // runs where the test runs.
+    let script = format!(
+        "sh -c 'echo $$ > {procs} && exec {bin} {inside}' && {bin} {outside}",
+        procs = cg.dir.join("cgroup.procs").display(),
+        bin = bin.display(),
+    );
+    let o = memperf()
+        .args(["record", "--call-graph", "fp", "-G"])
+        .arg(&cg.name)
+        .arg("-o")
+        .arg(&out)
+        .args(["--", "sh", "-c", &script])
+        .output()
+        .unwrap();
+    let err = stderr(&o);
+    assert!(o.status.success(), "{err}");
+    drop(cg);
+    let samples = perf_script(&out);
+    let touching = samples
+        .iter()
+        .filter(|s| s.frames.iter().any(|f| f == "touch_pages"))
+        .count();
+    assert_eq!(touching, inside, "{err}");
+    // Nothing of the test's own processes (the shells, the outside copy before its touches).
+    let tids: std::collections::BTreeSet<u32> = samples.iter().map(|s| s.tid).collect();
+    assert_eq!(tids.len(), 1, "{tids:?}\n{err}");
+}
+
+#[test]
+fn record_refuses_an_unknown_cgroup_and_one_beside_pids() {
+    let dir = scratch();
+    let out = dir.path().join("x.data");
+    let o = memperf()
+        .args(["record", "-G", "memperf-no-such-cgroup", "-o"])
+        .arg(&out)
+        .args(["--", "true"])
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    let err = stderr(&o);
+    assert!(err.contains("no cgroup `memperf-no-such-cgroup`"), "{err}");
+    assert!(!out.exists());
+    let o = Command::new(env!("CARGO_BIN_EXE_memperf"))
+        .args(["record", "-G", "x", "-p", "1", "-o"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("cannot be used with"), "{}", stderr(&o));
+}
