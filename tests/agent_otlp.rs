@@ -226,6 +226,8 @@ struct Seen {
     windows: BTreeSet<i64>,
     /// Each window's `page-faults` count on stacks holding `function`, by its start time.
     faults_by_window: std::collections::BTreeMap<i64, i64>,
+    /// Each window's `page-faults` count by the name of the stack's leaf function.
+    leaves_by_window: std::collections::BTreeMap<i64, std::collections::BTreeMap<String, i64>>,
 }
 
 /// Reads the collector's JSON lines, adding up the samples whose stack holds `function`.
@@ -290,6 +292,25 @@ fn add_request(v: &Value, function: &str, seen: &mut Seen) {
                         }
                         seen.sample_keys.insert(k);
                     }
+                    if key.0 == "page-faults" && key.1 == "count" {
+                        let leaf = list(
+                            &stacks[int(sample.get("stackIndex")) as usize],
+                            "locationIndices",
+                        )
+                        .first()
+                        .and_then(|l| list(&locations[int(Some(l)) as usize], "lines").first())
+                        .map_or("(none)".to_string(), |line| {
+                            let f = &functions[int(line.get("functionIndex")) as usize];
+                            s(f.get("nameStrindex"))
+                        });
+                        let n: i64 = list(sample, "values").iter().map(|x| int(Some(x))).sum();
+                        *seen
+                            .leaves_by_window
+                            .entry(int(p.get("timeUnixNano")))
+                            .or_default()
+                            .entry(leaf)
+                            .or_insert(0) += n;
+                    }
                     if holds(int(sample.get("stackIndex"))) {
                         let total: i64 = list(sample, "values").iter().map(|x| int(Some(x))).sum();
                         *seen.in_function.entry(key.clone()).or_insert(0) += total;
@@ -304,6 +325,21 @@ fn add_request(v: &Value, function: &str, seen: &mut Seen) {
             }
         }
     }
+}
+
+/// Each window's leaf functions holding 50 faults or more.
+fn big_leaves(seen: &Seen) -> Vec<(i64, Vec<(&str, i64)>)> {
+    seen.leaves_by_window
+        .iter()
+        .map(|(w, leaves)| {
+            let big = leaves
+                .iter()
+                .filter(|&(_, &n)| n >= 50)
+                .map(|(f, &n)| (f.as_str(), n))
+                .collect();
+            (*w, big)
+        })
+        .collect()
 }
 
 fn page_faults(seen: &Seen) -> (i64, i64) {
@@ -485,8 +521,11 @@ fn restarted_mid_run(proto: Protocol) {
     );
     let story = format!(
         "touch_pages faults by window start, first collector: {:?}\nsecond collector: {:?}\n\
-         agent:\n{err}",
-        one.faults_by_window, two.faults_by_window
+         leaf functions of the faults by window (50 or more): {:?} {:?}\nagent:\n{err}",
+        one.faults_by_window,
+        two.faults_by_window,
+        big_leaves(&one),
+        big_leaves(&two)
     );
     let seen = read_exported(&[first, second], "touch_pages");
     // The outage was seen, and every window with a profile reached the collector.
