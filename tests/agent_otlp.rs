@@ -283,6 +283,10 @@ struct Seen {
     comms: BTreeSet<String>,
     /// Each profile's start time: one a window.
     windows: BTreeSet<i64>,
+    /// Each window's `page-faults` count on stacks holding `function`, by its start time.
+    faults_by_window: std::collections::BTreeMap<i64, i64>,
+    /// Each window's `page-faults` count by the name of the stack's leaf function.
+    leaves_by_window: std::collections::BTreeMap<i64, std::collections::BTreeMap<String, i64>>,
 }
 
 /// Reads the collector's JSON lines, adding up the samples whose stack holds `function`.
@@ -347,14 +351,54 @@ fn add_request(v: &Value, function: &str, seen: &mut Seen) {
                         }
                         seen.sample_keys.insert(k);
                     }
+                    if key.0 == "page-faults" && key.1 == "count" {
+                        let leaf = list(
+                            &stacks[int(sample.get("stackIndex")) as usize],
+                            "locationIndices",
+                        )
+                        .first()
+                        .and_then(|l| list(&locations[int(Some(l)) as usize], "lines").first())
+                        .map_or("(none)".to_string(), |line| {
+                            let f = &functions[int(line.get("functionIndex")) as usize];
+                            s(f.get("nameStrindex"))
+                        });
+                        let n: i64 = list(sample, "values").iter().map(|x| int(Some(x))).sum();
+                        *seen
+                            .leaves_by_window
+                            .entry(int(p.get("timeUnixNano")))
+                            .or_default()
+                            .entry(leaf)
+                            .or_insert(0) += n;
+                    }
                     if holds(int(sample.get("stackIndex"))) {
                         let total: i64 = list(sample, "values").iter().map(|x| int(Some(x))).sum();
                         *seen.in_function.entry(key.clone()).or_insert(0) += total;
+                        if key.0 == "page-faults" && key.1 == "count" {
+                            *seen
+                                .faults_by_window
+                                .entry(int(p.get("timeUnixNano")))
+                                .or_insert(0) += total;
+                        }
                     }
                 }
             }
         }
     }
+}
+
+/// Each window's leaf functions holding 50 faults or more.
+fn big_leaves(seen: &Seen) -> Vec<(i64, Vec<(&str, i64)>)> {
+    seen.leaves_by_window
+        .iter()
+        .map(|(w, leaves)| {
+            let big = leaves
+                .iter()
+                .filter(|&(_, &n)| n >= 50)
+                .map(|(f, &n)| (f.as_str(), n))
+                .collect();
+            (*w, big)
+        })
+        .collect()
 }
 
 fn page_faults(seen: &Seen) -> (i64, i64) {
@@ -596,23 +640,38 @@ fn restarted_mid_run(proto: Protocol) {
     let err = stderr(&o);
     assert!(o.status.success(), "{err}");
     collector.stop();
-    let seen = read_exported(&[first, second], "touch_pages");
-    assert_eq!(
-        page_faults(&seen),
-        (rounds * pages, rounds * pages * 4096),
-        "{seen:?}\n{err}"
+    // Which collector wrote which window, and the fixture's faults in each, beside the
+    // agent's window lines: a failure says whether a window never reached a collector or a
+    // window reached one without some of the fixture's faults.
+    let (one, two) = (
+        read_exported(std::slice::from_ref(&first), "touch_pages"),
+        read_exported(std::slice::from_ref(&second), "touch_pages"),
     );
+    let story = format!(
+        "touch_pages faults by window start, first collector: {:?}\nsecond collector: {:?}\n\
+         leaf functions of the faults by window (50 or more): {:?} {:?}\nagent:\n{err}",
+        one.faults_by_window,
+        two.faults_by_window,
+        big_leaves(&one),
+        big_leaves(&two)
+    );
+    let seen = read_exported(&[first, second], "touch_pages");
     // The outage was seen, and every window with a profile reached the collector.
     assert!(
         err.lines()
             .any(|l| !l.contains(" 0 failed attempts") && l.contains("failed attempts")),
-        "{err}"
+        "{story}"
     );
     let windows = err
         .lines()
         .filter(|l| l.starts_with("memperf agent: window ") && !l.contains(" 0 profiles"))
         .count();
-    assert_eq!(seen.windows.len(), windows, "{err}");
+    assert_eq!(seen.windows.len(), windows, "{story}");
+    assert_eq!(
+        page_faults(&seen),
+        (rounds * pages, rounds * pages * 4096),
+        "{story}"
+    );
     assert_eq!(std::fs::read_dir(spool.join("otlp-0")).unwrap().count(), 0);
 }
 

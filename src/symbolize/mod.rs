@@ -36,6 +36,8 @@ mod perfmap;
 mod plt;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod window_tests;
 
 use crate::stacks::CodeAddr;
 use std::os::unix::fs::MetadataExt;
@@ -219,11 +221,20 @@ impl Symbolizer {
     }
 
     /// For a symbolizer kept from one window of `memperf agent` to the next: forgets what
-    /// belongs to processes (perf maps and jitdump files, which grow as they run) and the
-    /// counts, keeps the files loaded. Returns how many files it holds.
+    /// belongs to processes (perf maps and jitdump files, which grow as they run), which
+    /// file each process's paths led to, the files found missing, and the counts; keeps the
+    /// files loaded. Returns how many files it holds.
+    ///
+    /// A path is looked up through `/proc/PID/root` while its process lives: one that exits
+    /// (or execs) between the look and the open leaves its file missing for that window,
+    /// and that answer must not outlive the window, nor name the next window's frames of a
+    /// process the kernel gave the same pid (the next lookup of a loaded file costs a stat).
     pub fn next_window(&mut self) -> usize {
         self.perf_maps.clear();
         self.jit_dumps.clear();
+        self.by_path.clear();
+        self.by_file
+            .retain(|id, _| !matches!(id, FileId::Missing(_)));
         self.stats = SymbolizeStats::default();
         self.modules.len()
     }

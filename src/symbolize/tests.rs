@@ -12,7 +12,7 @@ use super::*;
 
 type TestResult = Result<(), Box<dyn Error>>;
 
-const LIBC: &str = "/usr/lib/x86_64-linux-gnu/libc.so.6";
+pub(super) const LIBC: &str = "/usr/lib/x86_64-linux-gnu/libc.so.6";
 
 fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -65,11 +65,11 @@ fn svma_to_offset(path: &Path, svma: u64) -> Result<u64, Box<dyn Error>> {
 }
 
 /// The file offset of function `name` plus `delta`, read from `path`.
-fn func_offset(path: &Path, name: &str, delta: u64) -> Result<u64, Box<dyn Error>> {
+pub(super) fn func_offset(path: &Path, name: &str, delta: u64) -> Result<u64, Box<dyn Error>> {
     svma_to_offset(path, symbol_svma(path, |n| n == name)? + delta)
 }
 
-fn key(path: &Path) -> ModuleKey<'_> {
+pub(super) fn key(path: &Path) -> ModuleKey<'_> {
     ModuleKey {
         path: path.as_os_str().as_bytes(),
         build_id: None,
@@ -77,7 +77,7 @@ fn key(path: &Path) -> ModuleKey<'_> {
     }
 }
 
-fn opts(inline: bool, lines: bool, demangle: bool) -> SymbolizeOptions {
+pub(super) fn opts(inline: bool, lines: bool, demangle: bool) -> SymbolizeOptions {
     SymbolizeOptions {
         inline,
         lines,
@@ -89,7 +89,7 @@ fn outer(s: &Symbolized) -> Option<&Frame> {
     s.frames.last()
 }
 
-fn outer_name(s: &Symbolized) -> Option<&str> {
+pub(super) fn outer_name(s: &Symbolized) -> Option<&str> {
     outer(s).and_then(|f| f.name.as_deref())
 }
 
