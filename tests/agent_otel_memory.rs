@@ -224,9 +224,9 @@ fn without_a_path_the_agent_finds_the_probes_of_a_running_process() {
     }
     let build = scratch();
     let (lib, program) = otelmem_as_a_library(build.path());
-    // A few allocations, then held for 5 s with its blocks (and the library) mapped.
+    // A few allocations, then held (the test kills it) with its blocks and library mapped.
     let mut child = Command::new(&program)
-        .args(["10", "5000"])
+        .args(["10", "60000"])
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();

@@ -147,7 +147,10 @@ pub(crate) fn record_config(
         side_band: true,
         stack_auto: false,
         cgroups: Vec::new(),
-        shed_stacks: true,
+        shed_stacks: planned
+            .iter()
+            .map(|p| super::unwinds::allocates(&p.role))
+            .collect(),
     })
 }
 
@@ -287,11 +290,10 @@ pub(crate) fn plan_user(
     // copies cost the traced program less but not the reader: on benches/heap-cost.sh's
     // sqlite3 workload (20,000 rows; stacks about 12 KiB deep, 5.4 KiB of them the shell's
     // `main`, which libc calls through a register, so a copy that ends in `main`'s frame is
-    // never finished from the live process) 2 KiB took heap to 1.8x the uprobe floor
-    // against 8 KiB's 2.3x and truncated 44% of the stacks against 99.9%, but each stack
-    // the live process finishes costs the reader its reads, and it lost 780,000 events a
-    // run against 145,000 (of about 1.3 million): a lost free is a false leak, a truncated
-    // stack is counted.
+    // never finished from the live process) 2 KiB took heap to 1.9x the uprobe floor
+    // against 8 KiB's 2.4x (release build), but each stack the live process finishes costs
+    // the reader its reads: it fell behind and left 71% of the stacks out (`session::shed`)
+    // where 8 KiB left none out (before shedding, it lost events instead).
     let stack_cg = cfg.call_graph;
     let mut planned = Vec::new();
     for site in &alloc.sites {

@@ -72,15 +72,21 @@ impl StackCounts {
 
     /// The summary's sentence, when any stack was unwound.
     pub fn sentence(&self) -> Option<String> {
-        (self.unwound > 0).then(|| {
-            format!(
-                "memperf: {}: the unwind stopped before the program's root (the stack copy \
-                 ended and the live process could not finish it, or unwind information was \
-                 missing), so their outermost callers are missing (--call-graph \
-                 dwarf,BYTES sets how much of each stack is copied)",
-                self.clause()
-            )
-        })
+        if self.truncated == 0 {
+            return (self.unwound > 0).then(|| {
+                format!(
+                    "memperf: {}: every one reached the program's root",
+                    self.clause()
+                )
+            });
+        }
+        Some(format!(
+            "memperf: {}: the unwind stopped before the program's root (the stack copy \
+             ended and the live process could not finish it, or unwind information was \
+             missing), so their outermost callers are missing (--call-graph \
+             dwarf,BYTES sets how much of each stack is copied)",
+            self.clause()
+        ))
     }
 
     /// The line of a report made while tracing goes on: nothing when every stack is whole.

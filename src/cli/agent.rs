@@ -346,10 +346,7 @@ impl OtelTarget {
     fn objects(&self) -> Result<(Vec<PathBuf>, String)> {
         match self {
             OtelTarget::Pids(pids) => {
-                let mut all = Vec::new();
-                for &pid in pids {
-                    all.extend(crate::probes::carriers::process_objects(pid)?);
-                }
+                let all = crate::probes::carriers::process_objects(pids)?;
                 let list: Vec<String> = pids.iter().map(u32::to_string).collect();
                 Ok((all, format!("process {}", list.join(", "))))
             }

@@ -425,7 +425,7 @@ impl RecordArgs {
             side_band: true,
             stack_auto,
             cgroups,
-            shed_stacks: false,
+            shed_stacks: Vec::new(),
         })
     }
 }

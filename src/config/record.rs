@@ -81,10 +81,11 @@ pub struct RecordConfig {
     /// perf's cgroup mode (`-G`): system-wide events opened on these cgroups' directories,
     /// which count only their tasks (and their descendants').
     pub cgroups: Vec<sys::cgroup::Cgroup>,
-    /// While the reader is behind, hand samples on without their user stacks (counted)
-    /// instead of letting the rings overflow (`session::shed`): the allocation tools', whose
-    /// tables a lost free or allocation makes wrong.
-    pub shed_stacks: bool,
+    /// By event index, the events whose samples are handed on without their user stacks
+    /// (counted) while the reader is behind, instead of letting the rings overflow
+    /// (`session::shed`): the allocation tools' allocating probes, whose tables a lost free
+    /// or allocation makes wrong. Empty: none.
+    pub shed_stacks: Vec<bool>,
 }
 
 impl RecordConfig {

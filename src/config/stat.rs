@@ -54,7 +54,7 @@ impl StatConfig {
             side_band: false,
             stack_auto: false,
             cgroups: Vec::new(),
-            shed_stacks: false,
+            shed_stacks: Vec::new(),
         }
     }
 }

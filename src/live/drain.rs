@@ -48,7 +48,7 @@ pub fn round(
         .iter()
         .zip(&sizes)
         .any(|(rd, &size)| rd.pending_bytes() > size / 2);
-    session.set_behind(still_behind(&readers, &sizes, false));
+    session.set_behind(still_behind(&readers, &sizes, session.is_behind()));
     let limit = if pressed {
         stats.pressed_rounds += 1;
         None
@@ -85,7 +85,6 @@ pub fn round(
             session.set_behind(behind);
         }
     }
-    session.set_behind(false);
     for rd in &mut readers {
         if rd.corrupt() {
             // Without a valid header the rest cannot be framed: drop it (counted) so that

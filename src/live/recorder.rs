@@ -302,7 +302,7 @@ fn new_session(
     let session = Session::new(ring, opened.ids.clone(), keep)
         .with_types(types)
         .with_max_stack(max_stack)
-        .with_shedding(cfg.shed_stacks)
+        .with_shedding(cfg.shed_stacks.clone())
         .with_remaps(&names)
         .with_exclude_pid(exclude_self.then(std::process::id))
         .with_exclude_until_exec(

@@ -58,13 +58,25 @@ pub fn carriers(paths: &[PathBuf], provider: &str, names: &[&str]) -> Found {
     found
 }
 
-/// The executable files process `pid` maps, each once, as paths through its root (so that a
+/// The executable files the processes `pids` map, each file once however many of them map
+/// it (one file is one probe site), as paths through the first one's root (so that a
 /// container's files are the container's).
-pub fn process_objects(pid: u32) -> Result<Vec<PathBuf>> {
-    let maps = crate::procfs::read_maps(pid)
-        .with_context(|| format!("failed to read the mappings of process {pid}"))?;
+pub fn process_objects(pids: &[u32]) -> Result<Vec<PathBuf>> {
     let mut seen = BTreeSet::new();
     let mut out = Vec::new();
+    for &pid in pids {
+        add_process_objects(pid, &mut seen, &mut out)?;
+    }
+    Ok(out)
+}
+
+fn add_process_objects(
+    pid: u32,
+    seen: &mut BTreeSet<(u32, u32, u64)>,
+    out: &mut Vec<PathBuf>,
+) -> Result<()> {
+    let maps = crate::procfs::read_maps(pid)
+        .with_context(|| format!("failed to read the mappings of process {pid}"))?;
     for m in maps
         .iter()
         .filter(|m| m.is_exec() && m.path.starts_with(b"/"))
@@ -77,7 +89,7 @@ pub fn process_objects(pid: u32) -> Result<Vec<PathBuf>> {
             Path::new(&format!("/proc/{pid}/root")).join(path.strip_prefix("/").unwrap_or(path)),
         );
     }
-    Ok(out)
+    Ok(())
 }
 
 /// The executable a command names and the libraries the dynamic loader loads for it at
@@ -217,7 +229,7 @@ mod tests {
 
     #[test]
     fn a_process_maps_its_executable_and_libc_once_each() {
-        let objects = process_objects(std::process::id()).unwrap();
+        let objects = process_objects(&[std::process::id(), std::process::id()]).unwrap();
         let libc = objects
             .iter()
             .filter(|p| crate::allocators::is_libc(&p.to_string_lossy()))

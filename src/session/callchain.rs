@@ -85,7 +85,7 @@ impl Session {
     /// unwound from the copied stack. Returns the index among the user frames of the first
     /// one read from the live process, if any was.
     fn unwind_sample(&mut self, ev: usize, sample: &Sample<'_>) -> Option<u32> {
-        let shed = self.shedding();
+        let shed = self.sheds(ev);
         self.chain.clear();
         if let Some(cc) = &sample.callchain {
             self.chain.extend(cc.iter());

@@ -193,11 +193,15 @@ fn dechunk(mut b: &[u8]) -> Vec<u8> {
         let Some(size) = size.filter(|&n| n > 0) else {
             break;
         };
-        let Some(chunk) = b.get(eol + 2..eol + 2 + size) else {
+        // A size past the body (even past usize, from a hostile server) ends the data.
+        let Some(chunk) = b.get(eol + 2..).and_then(|r| r.get(..size)) else {
             break;
         };
         out.extend_from_slice(chunk);
-        b = b.get(eol + 2 + size + 2..).unwrap_or_default();
+        b = b
+            .get(eol + 2..)
+            .and_then(|r| r.get(size.saturating_add(2)..))
+            .unwrap_or_default();
     }
     out
 }
@@ -206,6 +210,13 @@ fn dechunk(mut b: &[u8]) -> Vec<u8> {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_chunk_size_past_the_body_or_past_usize_ends_the_data() {
+        assert_eq!(dechunk(b"3\r\nabc\r\n0\r\n\r\n"), b"abc");
+        assert_eq!(dechunk(b"3\r\nabc\r\nffffffffffffffff\r\nxyz\r\n"), b"abc");
+        assert_eq!(dechunk(b"10\r\nabc"), b"");
+    }
 
     #[test]
     fn urls_give_host_port_and_path() {

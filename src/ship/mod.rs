@@ -251,6 +251,9 @@ impl Backend {
     }
 
     fn attempt(&mut self, req: &Request, timeout: Duration) -> Outcome {
+        if let Some(tls) = &self.tls {
+            tls.forget_asked();
+        }
         // A connection that failed over TLS says when the server asked for a client
         // certificate the agent has not got.
         let explain = |why: String| match &self.tls {

@@ -82,6 +82,14 @@ impl Tls {
         })
     }
 
+    /// Forgets that a server asked for a client certificate: each attempt says only what
+    /// its own servers asked (the flag is shared by the backends' copies of this trust).
+    pub fn forget_asked(&self) {
+        if let Some(n) = &self.unanswered {
+            n.asked.store(false, Ordering::Relaxed);
+        }
+    }
+
     /// A failed attempt's message, with the likely cause when a server asked for a client
     /// certificate and none was given.
     pub fn explain(&self, why: String) -> String {

@@ -575,7 +575,7 @@ fn live<T: Tool>(
         side_band: true,
         stack_auto: false,
         cgroups: Vec::new(),
-        shed_stacks: false,
+        shed_stacks: Vec::new(),
     };
     let mut cx = Cx::new(out, formats, cfg.stacks);
     cx.present = present;

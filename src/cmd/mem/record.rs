@@ -88,7 +88,7 @@ pub(super) fn record_config(cfg: &MemRecordConfig, specs: Vec<EventSpec>) -> Res
         side_band: true,
         stack_auto: false,
         cgroups: Vec::new(),
-        shed_stacks: false,
+        shed_stacks: Vec::new(),
     })
 }
 

@@ -74,7 +74,7 @@ pub(crate) fn this_thread(
         side_band: false,
         stack_auto: false,
         cgroups: Vec::new(),
-        shed_stacks: false,
+        shed_stacks: Vec::new(),
     }
 }
 
