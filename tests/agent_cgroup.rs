@@ -46,24 +46,14 @@ fn only_the_cgroups_tasks_are_profiled_under_its_name() {
     if !require_perf("memperf agent -G") || !have_go() {
         return;
     }
-    let Some(cg) = TestCgroup::new("agent") else {
-        assert!(
-            std::env::var("MEMPERF_REQUIRE_PERF").as_deref() != Ok("1"),
-            "no cgroup could be made"
-        );
+    let Some(cg) = TestCgroup::for_test("agent") else {
         return;
     };
     let dir = scratch();
     let out = dir.path().join("profiles");
     let (inside, outside) = (3000, 1700);
     let bin = fixture("pagefault", Variant::Fp);
-    // The first copy moves its shell into the cgroup, then becomes the fixture; the second
-    // runs where the test runs.
-    let script = format!(
-        "sh -c 'echo $$ > {procs} && exec {bin} {inside}' && {bin} {outside}",
-        procs = cg.dir.join("cgroup.procs").display(),
-        bin = bin.display(),
-    );
+    let script = cg.inside_then_outside(&bin, inside, outside);
     let o = memperf()
         .args(["agent", "--interval", "0.3", "-G"])
         .arg(&cg.name)

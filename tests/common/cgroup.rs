@@ -35,6 +35,34 @@ impl TestCgroup {
     }
 }
 
+impl TestCgroup {
+    /// A cgroup for a test, or `None` (the test skips) where none can be made; under
+    /// `MEMPERF_REQUIRE_PERF=1` that is a failure.
+    pub fn for_test(name: &str) -> Option<TestCgroup> {
+        let cg = TestCgroup::new(name);
+        assert!(
+            cg.is_some() || std::env::var("MEMPERF_REQUIRE_PERF").as_deref() != Ok("1"),
+            "no cgroup could be made"
+        );
+        cg
+    }
+
+    /// A shell script that runs `bin inside` in this cgroup (its shell moves itself in,
+    /// then becomes the program), then `bin outside` where the test runs.
+    pub fn inside_then_outside(
+        &self,
+        bin: &std::path::Path,
+        inside: impl std::fmt::Display,
+        outside: impl std::fmt::Display,
+    ) -> String {
+        format!(
+            "sh -c 'echo $$ > {procs} && exec {bin} {inside}' && {bin} {outside}",
+            procs = self.dir.join("cgroup.procs").display(),
+            bin = bin.display(),
+        )
+    }
+}
+
 impl Drop for TestCgroup {
     fn drop(&mut self) {
         let deadline = Instant::now() + Duration::from_secs(10);
