@@ -209,3 +209,39 @@ fn stacks_left_out_while_behind_are_counted_and_no_event_is_lost() {
         );
     }
 }
+
+/// A copy that ends inside `main`'s frame is finished past it: the C library calls `main`
+/// through a register, which ties nothing read past the copy to it, except that the callee
+/// is the `main` the program's `_start` names, whose caller never changes
+/// (`unwind::entry`). `fixtures/bigmain.c`'s 12 KiB main frame puts the default 8 KiB
+/// copy's end there: every one of its allocation stacks is whole, none truncated (it lingers
+/// a second, so that memperf finds it alive when it reads past the copies).
+#[test]
+fn a_copy_that_ends_in_mains_frame_is_finished() {
+    if !require_perf("allocation stacks cut in main's frame") {
+        return;
+    }
+    let prog = fixture("bigmain", Variant::NoFp);
+    let _turn = recording_turn();
+    let o = run_memperf(&[
+        "leak",
+        "-m",
+        RING,
+        "--folded",
+        "--",
+        prog.to_str().unwrap(),
+        "3000",
+        "1000",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let err = stderr(&o);
+    let folded = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert_eq!(stack_counts(&err).0, 0, "{err}\n{folded}");
+    let under_main: u64 = folded
+        .lines()
+        .filter_map(|l| l.rsplit_once(' '))
+        .filter(|(stack, _)| stack.contains(";main;grow"))
+        .map(|(_, bytes)| bytes.parse::<u64>().unwrap() / 40)
+        .sum();
+    assert_eq!(under_main, 3000, "{err}\n{folded}");
+}

@@ -8,6 +8,7 @@
 
 mod confirm;
 mod elf;
+mod entry;
 #[cfg(test)]
 mod fixture;
 mod fp;

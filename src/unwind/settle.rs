@@ -23,7 +23,7 @@ use super::confirm::{CallSite, Callee, Verdict, judge, plt_slot};
 use super::live::Recovery;
 use super::stats::Reject;
 use super::{
-    CodeSite, FhCache, ProcModule, Process, StackCopy, TruncReason, UnwindOutcome,
+    CodeSite, FhCache, ProcModule, Process, StackCopy, TruncReason, UnwindOutcome, entry,
     in_entry_function,
 };
 
@@ -35,6 +35,9 @@ use super::{
 pub(super) struct Confirmed {
     calls: FxHashSet<(u32, u64, u64)>,
     starts: FxHashMap<CodeSite, Option<u64>>,
+    /// Each file's `main`, by its distance from the file's entry point (`entry`), keyed by
+    /// the file (`ProcModule::path_hash`).
+    mains: FxHashMap<u64, Option<u64>>,
 }
 
 const CONFIRMED_MAX: usize = 1 << 16;
@@ -43,6 +46,7 @@ impl Confirmed {
     pub(super) fn clear(&mut self) {
         self.calls.clear();
         self.starts.clear();
+        self.mains.clear();
     }
 
     fn insert(&mut self, key: (u32, u64, u64)) {
@@ -155,7 +159,14 @@ impl Checks<'_, '_> {
         if !self.rec.climbs() {
             return Err(Some(Reject::NotClimbing));
         }
-        let kept = self.confirm_calls(out, first)?;
+        let (confirmed, indirect, main_at_cut) = self.confirm_calls(out, first)?;
+        let kept = (confirmed, indirect);
+        if main_at_cut {
+            // Past the cut there is only the main thread's base, which does not change while
+            // main runs; once main has returned its slot names `exit`. Nothing below the cut
+            // has to be read again, and the thread's state says nothing more.
+            return Ok(kept);
+        }
         match self.rec.copy_unchanged(self.copy) {
             Some(true) => {}
             Some(false) => return Err(Some(Reject::CopyChanged)),
@@ -196,9 +207,10 @@ impl Checks<'_, '_> {
 
     /// Confirms the call before each recovered return address (from `first` on, whose
     /// callee is the last frame the copy gave): how many were confirmed and how many
-    /// indirect, or the check that failed.
-    fn confirm_calls(&mut self, out: &[u64], first: usize) -> Result<(u64, u64), Failed> {
-        let (mut confirmed, mut indirect) = (0, 0);
+    /// indirect, and whether the cut was in `main`'s frame (`main_at_cut`), or the check
+    /// that failed.
+    fn confirm_calls(&mut self, out: &[u64], first: usize) -> Result<(u64, u64, bool), Failed> {
+        let (mut confirmed, mut indirect, mut main_at_cut) = (0, 0, false);
         for i in first.max(1)..out.len() {
             let ra = out[i];
             let callee = if i == 1 {
@@ -218,16 +230,68 @@ impl Checks<'_, '_> {
                 }
                 // At the cut, the call is all that ties the frames read later to the copy:
                 // one that names no target ties nothing (a later phase's frame through a
-                // register call passes every other check).
+                // register call passes every other check), unless its callee is `main`,
+                // whose caller never changes (`unwind::entry`).
                 Verdict::Indirect if i == first.max(1) => {
-                    return Err(Some(Reject::IndirectAtCut));
+                    if !self.main_at_cut(callee, out.len() - i) {
+                        return Err(Some(Reject::IndirectAtCut));
+                    }
+                    main_at_cut = true;
+                    indirect += 1;
                 }
                 Verdict::Indirect => indirect += 1,
                 Verdict::NotACall => return Err(Some(Reject::NotACall)),
                 Verdict::WrongCallee => return Err(Some(Reject::WrongCallee)),
             }
         }
-        Ok((confirmed, indirect))
+        Ok((confirmed, indirect, main_at_cut))
+    }
+
+    /// Whether the frame below a cut whose call went through a register is the program's
+    /// `main` (the function its `_start` hands the C library), with no more than the main
+    /// thread's base (`__libc_start_call_main`, `__libc_start_main`, `_start`: `above`
+    /// frames) read past the copy.
+    fn main_at_cut(&mut self, callee_pc: u64, above: usize) -> bool {
+        const BASE_FRAMES: usize = 3;
+        if above > BASE_FRAMES {
+            return false;
+        }
+        let Some(m) = self.p.module_at(callee_pc) else {
+            return false;
+        };
+        let (Some(entry), Some(start)) = (m.entry_avma, m.function_start(callee_pc)) else {
+            return false;
+        };
+        let key = m.path_hash;
+        let from_entry = match self.confirmed.mains.get(&key) {
+            Some(&known) => known,
+            None => {
+                let code = self.start_code(m, entry);
+                let rec = self.rec;
+                let main = code
+                    .and_then(|c| entry::main_passed_by_start(&c, entry, |slot| rec.word(slot)));
+                let from_entry = main.map(|a| a.wrapping_sub(entry));
+                // A file whose code could not be read is tried again.
+                if code.is_some() {
+                    self.confirmed.mains.insert(key, from_entry);
+                }
+                from_entry
+            }
+        };
+        from_entry.is_some_and(|d| entry.wrapping_add(d) == start)
+    }
+
+    /// The first bytes of `_start`, at `entry` in module `m`.
+    fn start_code(&self, m: &ProcModule, entry: u64) -> Option<[u8; entry::START_CODE]> {
+        let mut code = [0u8; entry::START_CODE];
+        for (k, chunk) in code.chunks_mut(16).enumerate() {
+            let at = entry + 16 * k as u64;
+            if !m.avma.contains(&(at + 15)) {
+                return None;
+            }
+            chunk.copy_from_slice(&self.rec.code(at, m.site(at))?);
+        }
+        Some(code)
     }
 
     fn judge_frame(&mut self, ra: u64, callee_pc: u64) -> Verdict {

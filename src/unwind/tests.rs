@@ -682,3 +682,38 @@ fn a_thread_blocked_above_the_cut_has_moved_on() {
         );
     }
 }
+
+/// A copy that ends inside `main`'s frame, just short of its return address: the call past
+/// the cut goes through a register (`__libc_start_call_main`'s `call *%rax`), which ties
+/// nothing to the copy, except that its callee is the `main` the fixture's `_start` names
+/// (`unwind::entry`), whose caller never changes. The stack is finished to `_start`.
+#[test]
+fn a_cut_in_mains_frame_is_finished_through_the_c_librarys_register_call() {
+    let (dump, regs) = run_fixture(true);
+    let (mut u, pid) = unwinders_for(&dump, UnwindMode::Dwarf);
+    let mut whole = Vec::new();
+    assert_eq!(
+        u.unwind(pid, regs, &dump.stack, &mut whole),
+        UnwindOutcome::Complete
+    );
+    let names = exe_frame_names(&dump, &whole);
+    let in_main = names.iter().position(|n| n == "main").expect("main");
+    // main's return address, and the slot it sits in.
+    let ra = whole[in_main + 1];
+    let slot = dump
+        .stack
+        .chunks_exact(8)
+        .position(|w| u64::from_ne_bytes(w.try_into().unwrap()) == ra)
+        .expect("main's return address in the dump")
+        * 8;
+    let mut u = unwinders_for(&dump, UnwindMode::Dwarf).0;
+    u.set_live(Some(Box::new(FakeLive::of(&dump, dump.stack.clone()))));
+    let mut frames = Vec::new();
+    let outcome = u.unwind(pid, regs, &dump.stack[..slot], &mut frames);
+    let s = u.stats();
+    assert_eq!(outcome, UnwindOutcome::Complete, "{s:?}");
+    assert_eq!(frames, whole);
+    assert_eq!(u.last_recovered(), Some(in_main + 1));
+    assert_eq!(s.rejected.indirect_at_cut, 0);
+    assert_eq!(s.recovered_indirect, 1, "{s:?}");
+}
