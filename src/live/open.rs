@@ -66,6 +66,9 @@ pub struct ResolvedEvent {
     /// event (sample_period 0) that still describes samples as the others do, so that the
     /// file's events share one sample id layout.
     pub counting: bool,
+    /// For a user probe's second and later sites (a USDT probe the compiler placed in several
+    /// places, each an event of its own, `NAME_1`...): the index of its first site's event.
+    pub first_site: Option<usize>,
 }
 
 /// Everything opened for one recording. (`events` is the last field: fields drop in order,
