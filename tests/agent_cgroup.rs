@@ -86,6 +86,49 @@ fn only_the_cgroups_tasks_are_profiled_under_its_name() {
     drop(cg);
 }
 
+/// perf's cgroup events match a cgroup's descendants too: with `-G outer,outer/inner` a task
+/// of `inner` fires the events opened on both. Each fault is counted once, in the profiles of
+/// the innermost cgroup given.
+#[test]
+fn a_cgroup_inside_another_given_is_counted_once_under_its_own_name() {
+    if !require_perf("memperf agent -G") || !have_go() {
+        return;
+    }
+    let Some(outer) = TestCgroup::for_test("agent-nested") else {
+        return;
+    };
+    let inner = outer.child("inner");
+    let dir = scratch();
+    let out = dir.path().join("profiles");
+    let (inside, outside) = (2000, 1300);
+    let bin = fixture("pagefault", Variant::Fp);
+    let script = inner.inside_then_outside(&bin, inside, outside);
+    let o = memperf()
+        .args(["agent", "--interval", "0.3", "-G"])
+        .arg(format!("{},{}", outer.name, inner.name))
+        .arg("--output")
+        .arg(&out)
+        .args(["--", "sh", "-c", &script])
+        .output()
+        .unwrap();
+    let err = stderr(&o);
+    assert!(o.status.success(), "{err}");
+    drop(inner);
+    drop(outer);
+    let files = files_in(&out);
+    assert!(!files.is_empty(), "no profile\n{err}");
+    let inner_files: Vec<PathBuf> = files
+        .iter()
+        .filter(|f| f.to_string_lossy().ends_with("-inner.pb.gz"))
+        .cloned()
+        .collect();
+    let counts = pprof(&files, &["-top", "-cum", "-sample_index=page-faults"]);
+    assert_eq!(cum(&counts, "touch_pages"), inside.to_string(), "{counts}");
+    let counts = pprof(&inner_files, &["-top", "-cum", "-sample_index=page-faults"]);
+    assert_eq!(cum(&counts, "touch_pages"), inside.to_string(), "{counts}");
+    assert!(err.contains("inner` is inside"), "{err}");
+}
+
 #[test]
 fn an_unknown_cgroup_is_refused_clearly() {
     let dir = scratch();

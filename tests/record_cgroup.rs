@@ -48,6 +48,44 @@ fn only_the_cgroups_tasks_are_recorded() {
     assert_eq!(tids.len(), 1, "{tids:?}\n{err}");
 }
 
+/// perf's cgroup events match a cgroup's descendants too: with `-G outer,outer/inner` a task
+/// of `inner` fires the events opened on both. Each fault is recorded once, and memperf says
+/// that `inner` is recorded through `outer`'s events.
+#[test]
+fn a_cgroup_inside_another_given_is_recorded_once() {
+    if !require_perf("memperf record -G") || !require_perf_tool("memperf record -G") {
+        return;
+    }
+    let Some(outer) = TestCgroup::for_test("record-nested") else {
+        return;
+    };
+    let inner = outer.child("inner");
+    let dir = scratch();
+    let out = dir.path().join("cgroup.data");
+    let (inside, outside) = (2000, 1300);
+    let bin = fixture("pagefault", Variant::Fp);
+    let script = inner.inside_then_outside(&bin, inside, outside);
+    let o = memperf()
+        .args(["record", "--call-graph", "fp", "-G"])
+        .arg(format!("{},{}", outer.name, inner.name))
+        .arg("-o")
+        .arg(&out)
+        .args(["--", "sh", "-c", &script])
+        .output()
+        .unwrap();
+    let err = stderr(&o);
+    assert!(o.status.success(), "{err}");
+    drop(inner);
+    drop(outer);
+    let samples = perf_script(&out);
+    let touching = samples
+        .iter()
+        .filter(|s| s.frames.iter().any(|f| f == "touch_pages"))
+        .count();
+    assert_eq!(touching, inside, "{err}");
+    assert!(err.contains("inner` is inside"), "{err}");
+}
+
 #[test]
 fn record_refuses_an_unknown_cgroup_and_one_beside_pids() {
     let dir = scratch();

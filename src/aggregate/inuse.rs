@@ -38,14 +38,23 @@ struct Site {
     bytes: u64,
 }
 
+/// Where a site of the allocation probe has its arguments.
+#[derive(Debug)]
+struct AllocSite {
+    ptr: FieldFormat,
+    weighted: FieldFormat,
+}
+
 /// The in-use table of a live run whose events hold the contract's two probes.
 #[derive(Debug)]
 pub struct InUse {
-    alloc: usize,
+    /// Each site of the allocation probe (a program may fire it from several places, each
+    /// an event of its own, its arguments where its compiler put them), by event.
+    allocs: FxHashMap<usize, AllocSite>,
+    /// Each site of the free probe, by event: where its pointer is.
+    frees: FxHashMap<usize, FieldFormat>,
+    /// The column the blocks in use are added to: the free probe's first site's event.
     free: usize,
-    ptr: FieldFormat,
-    weighted: FieldFormat,
-    free_ptr: FieldFormat,
     /// (pid, ptr) → (site, weighted bytes).
     blocks: FxHashMap<(u32, u64), (u32, u64)>,
     per_pid: FxHashMap<u32, u64>,
@@ -57,18 +66,35 @@ pub struct InUse {
 }
 
 impl InUse {
-    /// The table, when the events hold both probes with their arguments (placed through
-    /// tracefs: the uprobe PMU fetches none).
+    /// The table, when the events hold both probes with their arguments at every site
+    /// (placed through tracefs: the uprobe PMU fetches none).
     pub fn of(events: &[LiveEvent]) -> Option<InUse> {
-        let find = |is: fn(&str) -> bool| events.iter().position(|e| is(&e.name));
-        let (alloc, free) = (find(is_otel_memory_alloc)?, find(is_otel_memory_free)?);
+        // Every site of a probe: the events whose column is the probe's first site's.
+        let sites = |is: fn(&str) -> bool| -> Vec<usize> {
+            (0..events.len())
+                .filter(|&i| events.get(events[i].column).is_some_and(|c| is(&c.name)))
+                .collect()
+        };
+        let (alloc_sites, free_sites) = (sites(is_otel_memory_alloc), sites(is_otel_memory_free));
+        let free = events[*free_sites.first()?].column;
+        alloc_sites.first()?;
         let field = |ev: usize, name: &str| events[ev].format.as_ref()?.field(name).cloned();
+        let mut allocs = FxHashMap::default();
+        for ev in alloc_sites {
+            let site = AllocSite {
+                ptr: field(ev, "arg1")?,
+                weighted: field(ev, "arg3")?,
+            };
+            allocs.insert(ev, site);
+        }
+        let mut frees = FxHashMap::default();
+        for ev in free_sites {
+            frees.insert(ev, field(ev, "arg1")?);
+        }
         Some(InUse {
-            alloc,
+            allocs,
+            frees,
             free,
-            ptr: field(alloc, "arg1")?,
-            weighted: field(alloc, "arg3")?,
-            free_ptr: field(free, "arg1")?,
             blocks: FxHashMap::default(),
             per_pid: FxHashMap::default(),
             sites: Vec::new(),
@@ -78,25 +104,30 @@ impl InUse {
         })
     }
 
+    /// Whether `ev` is a site of the allocation probe.
     pub fn is_alloc(&self, ev: usize) -> bool {
-        ev == self.alloc
+        self.allocs.contains_key(&ev)
     }
 
-    /// The free probe's event: its samples are only paired, and its column carries the
-    /// blocks in use.
+    /// Whether `ev` is a site of the free probe: its samples are only paired, and the
+    /// probe's column carries the blocks in use.
     pub fn is_free(&self, ev: usize) -> bool {
-        ev == self.free
+        self.frees.contains_key(&ev)
     }
 
-    /// An allocation counted at `key` (prefix, stack) of `agg`.
+    /// An allocation at site `ev`, counted at `key` (prefix, stack) of `agg`.
     pub fn allocated(
         &mut self,
+        ev: usize,
         pid: u32,
         raw: &[u8],
         key: (u32, Option<StackId>),
         agg: &Aggregate,
     ) {
-        let (Some(ptr), Some(bytes)) = (self.ptr.read(raw), self.weighted.read(raw)) else {
+        let Some(site) = self.allocs.get(&ev) else {
+            return;
+        };
+        let (Some(ptr), Some(bytes)) = (site.ptr.read(raw), site.weighted.read(raw)) else {
             return;
         };
         if ptr == 0 {
@@ -116,9 +147,9 @@ impl InUse {
         *self.per_pid.entry(pid).or_insert(0) += 1;
     }
 
-    /// A free: its block leaves the table, or, never seen, is counted.
-    pub fn freed(&mut self, pid: u32, raw: &[u8]) {
-        match self.free_ptr.read(raw) {
+    /// A free at site `ev`: its block leaves the table, or, never seen, is counted.
+    pub fn freed(&mut self, ev: usize, pid: u32, raw: &[u8]) {
+        match self.frees.get(&ev).and_then(|f| f.read(raw)) {
             Some(0) | None => {}
             Some(ptr) => {
                 if !self.release(pid, ptr) {
@@ -255,12 +286,14 @@ mod tests {
 
     /// A table whose alloc is event 0 (arg1 at 0, arg3 at 16) and free event 1 (arg1 at 0).
     fn table() -> InUse {
-        InUse {
-            alloc: 0,
-            free: 1,
+        let site = super::AllocSite {
             ptr: field("arg1", 0),
             weighted: field("arg3", 16),
-            free_ptr: field("arg1", 0),
+        };
+        InUse {
+            allocs: [(0, site)].into_iter().collect(),
+            frees: [(1, field("arg1", 0))].into_iter().collect(),
+            free: 1,
             blocks: Default::default(),
             per_pid: Default::default(),
             sites: Vec::new(),
@@ -301,12 +334,12 @@ mod tests {
     fn blocks_in_use_are_carried_across_windows_until_freed() {
         let mut t = table();
         let (agg, key) = window(2);
-        t.allocated(7, &raw(&[0x1000, 24, 96]), key, &agg);
-        t.allocated(7, &raw(&[0x2000, 24, 96]), key, &agg);
-        t.allocated(8, &raw(&[0x1000, 8, 8]), key, &agg);
-        t.freed(7, &raw(&[0x2000]));
+        t.allocated(0, 7, &raw(&[0x1000, 24, 96]), key, &agg);
+        t.allocated(0, 7, &raw(&[0x2000, 24, 96]), key, &agg);
+        t.allocated(0, 8, &raw(&[0x1000, 8, 8]), key, &agg);
+        t.freed(1, 7, &raw(&[0x2000]));
         // A block allocated before the agent started.
-        t.freed(7, &raw(&[0x9000]));
+        t.freed(1, 7, &raw(&[0x9000]));
         let mut agg = agg;
         t.add_to(&mut agg);
         assert_eq!(in_use(&agg), (2, 104));
@@ -320,7 +353,7 @@ mod tests {
         assert_eq!(frames.len(), 2);
         // Process 8 exits, 7 frees its last block.
         t.exited(8);
-        t.freed(7, &raw(&[0x1000]));
+        t.freed(1, 7, &raw(&[0x1000]));
         let (mut last, _) = window(2);
         t.add_to(&mut last);
         assert_eq!(in_use(&last), (0, 0));
@@ -333,7 +366,7 @@ mod tests {
         let mut t = table();
         let (agg, key) = window(2);
         for ptr in 1..=super::MAX_BLOCKS as u64 + 3 {
-            t.allocated(1, &raw(&[ptr * 16, 1, 1]), key, &agg);
+            t.allocated(0, 1, &raw(&[ptr * 16, 1, 1]), key, &agg);
         }
         assert_eq!(t.stats.untracked, 3);
         assert_eq!(t.blocks.len(), super::MAX_BLOCKS);
@@ -345,6 +378,7 @@ mod tests {
             name: name.into(),
             format,
             period: None,
+            column: if name.ends_with("free") { 1 } else { 0 },
         };
         let alloc_only = [ev("sdt:/a:otel_memory:alloc", None)];
         assert!(InUse::of(&alloc_only).is_none());
@@ -353,5 +387,29 @@ mod tests {
             ev("sdt:/a:otel_memory:free", None),
         ];
         assert!(InUse::of(&no_args).is_none());
+    }
+
+    #[test]
+    fn every_site_of_each_probe_is_paired_with_its_own_arguments() {
+        // Sites: alloc 0 and 2 (its arg1 at 8, arg3 at 24), free 1 and 3 (arg1 at 8).
+        let mut t = table();
+        let second = super::AllocSite {
+            ptr: field("arg1", 8),
+            weighted: field("arg3", 24),
+        };
+        t.allocs.insert(2, second);
+        t.frees.insert(3, field("arg1", 8));
+        assert!(t.is_alloc(2) && t.is_free(3) && !t.is_alloc(3));
+        let (agg, key) = window(2);
+        t.allocated(0, 7, &raw(&[0x1000, 24, 96]), key, &agg);
+        t.allocated(2, 7, &raw(&[0, 0x2000, 8, 4000]), key, &agg);
+        t.allocated(2, 7, &raw(&[0, 0x3000, 8, 4000]), key, &agg);
+        // Each freed at the other probe's site.
+        t.freed(3, 7, &raw(&[0, 0x1000]));
+        t.freed(1, 7, &raw(&[0x2000]));
+        let mut agg = agg;
+        t.add_to(&mut agg);
+        assert_eq!(in_use(&agg), (1, 4000));
+        assert_eq!(t.stats.unknown_frees, 0);
     }
 }

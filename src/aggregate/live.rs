@@ -25,6 +25,9 @@ pub struct LiveEvent {
     pub format: Option<EventFormat>,
     /// Its fixed sample period, when it has one (not a frequency).
     pub period: Option<u64>,
+    /// The event whose columns its samples count in: its own index, or for a probe's later
+    /// site its first site's (one probe is one column however many places fire it).
+    pub column: usize,
 }
 
 /// The aggregation of a live run, taken a window at a time.
@@ -40,9 +43,13 @@ impl<'c> Windowed<'c> {
     pub fn new(cfg: &'c ReportConfig, events: &[LiveEvent], stack_limit: usize) -> Windowed<'c> {
         debug_assert!(matches!(cfg.output, ReportOutput::Pprof(_)));
         debug_assert!(cfg.prefix == Prefix::Pid);
+        // A later site is weighed by its probe's rule, from its own arguments' places.
         let weighers: Vec<Weigher> = events
             .iter()
-            .map(|e| weigh::weigher(&e.name, e.format.as_ref(), cfg.weight_field.as_deref()))
+            .map(|e| {
+                let name = &events.get(e.column).unwrap_or(e).name;
+                weigh::weigher(name, e.format.as_ref(), cfg.weight_field.as_deref())
+            })
             .collect();
         let exit_brk = events.iter().enumerate().find_map(|(i, e)| {
             let ret = e.format.as_ref()?.field("ret")?;
@@ -60,6 +67,7 @@ impl<'c> Windowed<'c> {
             prefix_of: FxHashMap::default(),
             stack_limit: Some(stack_limit.max(1)),
             last_key: None,
+            columns: events.iter().map(|e| e.column).collect(),
         };
         a.agg.sized = sized(&a.weighers);
         Windowed {
@@ -93,6 +101,11 @@ impl<'c> Windowed<'c> {
     pub fn weighers(&self) -> &[Weigher] {
         &self.a.weighers
     }
+
+    /// The column each event's samples count in (see [`LiveEvent::column`]).
+    pub fn columns(&self) -> &[usize] {
+        &self.a.columns
+    }
 }
 
 fn sized(weighers: &[Weigher]) -> Vec<bool> {
@@ -110,7 +123,7 @@ impl Handler for Windowed<'_> {
         let (pid, raw) = (c.sample.pid.unwrap_or(0), c.sample.raw.unwrap_or(&[]));
         if u.is_free(c.ev) {
             // Paired, not counted: its columns are the blocks in use.
-            u.freed(pid, raw);
+            u.freed(c.ev, pid, raw);
             return Ok(());
         }
         self.a.last_key = None;
@@ -118,7 +131,7 @@ impl Handler for Windowed<'_> {
         if u.is_alloc(c.ev)
             && let Some((_, prefix, stack)) = self.a.last_key
         {
-            u.allocated(pid, raw, (prefix, stack), &self.a.agg);
+            u.allocated(c.ev, pid, raw, (prefix, stack), &self.a.agg);
         }
         Ok(())
     }

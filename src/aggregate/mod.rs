@@ -214,6 +214,10 @@ struct Aggregator<'c> {
     /// The (event, prefix, stack) the last sample counted went to (`inuse` pairs a block
     /// with its allocation's).
     pub(super) last_key: Option<(usize, u32, Option<StackId>)>,
+    /// The event each event's samples are counted under, where it is not the event itself
+    /// (`live::Windowed`: a probe's later sites count in its first site's columns); empty,
+    /// each event is its own.
+    pub(super) columns: Vec<usize>,
 }
 
 /// Reads every record of `file` through the session into an aggregate of stacks;
@@ -248,6 +252,7 @@ pub fn read<'c>(
         prefix_of: FxHashMap::default(),
         stack_limit: None,
         last_key: None,
+        columns: Vec::new(),
     };
     a.agg.book.jit = ToMonotonic::of(file).map(JitTimes::new);
     a.agg.sized = a
@@ -403,7 +408,9 @@ impl Aggregator<'_> {
     }
 
     fn sample(&mut self, c: &SampleCtx<'_>) -> io::Result<()> {
-        let (ev, s) = (c.ev, c.sample);
+        let (opened, s) = (c.ev, c.sample);
+        // Counted under its column; weighed, filtered and paired as the event it is.
+        let ev = self.columns.get(opened).copied().unwrap_or(opened);
         // The session's event indices are the file's (one at least): `get_mut` only so that
         // no index can panic on a file's word.
         if let Some(n) = self.agg.stats.samples.get_mut(ev) {
@@ -414,12 +421,12 @@ impl Aggregator<'_> {
             self.agg.stats.last_time = Some(t);
         }
         if let Some((exit_ev, ret)) = &self.exit_brk
-            && *exit_ev == ev
+            && *exit_ev == opened
             && let Some(v) = ret.read(s.raw.unwrap_or(&[]))
         {
             self.brk.exited(s.pid.unwrap_or(0), v);
         }
-        if !self.keep(ev, s, c.procs) {
+        if !self.keep(opened, s, c.procs) {
             return Ok(());
         }
         if let Some(n) = self.agg.stats.kept.get_mut(ev) {
@@ -429,7 +436,8 @@ impl Aggregator<'_> {
         if let ReportOutput::Timeline(interval) = self.cfg.output {
             let start = self.agg.stats.first_time.unwrap_or(0);
             let slot = s.time.unwrap_or(start).saturating_sub(start) / interval;
-            let bytes = self.weigh_or_defer(ev, pid, s, c.procs, || Target::Timeline((slot, ev)));
+            let bytes =
+                self.weigh_or_defer(opened, pid, s, c.procs, || Target::Timeline((slot, ev)));
             let e = self.agg.timeline.entry((slot, ev)).or_insert((0, 0));
             e.0 += 1;
             e.1 += bytes;
@@ -438,7 +446,7 @@ impl Aggregator<'_> {
         if let ReportOutput::By(by) = self.cfg.output {
             let label = by::label(c.procs, by, pid, tid, s.addr);
             let key = (ev, label.name, label.start);
-            let bytes = self.weigh_or_defer(ev, pid, s, c.procs, || Target::By(key.clone()));
+            let bytes = self.weigh_or_defer(opened, pid, s, c.procs, || Target::By(key.clone()));
             // A mapping that grows (the heap) keeps one row, with its largest extent.
             let row = self.agg.by.entry(key).or_default();
             row.samples += 1;
@@ -470,9 +478,9 @@ impl Aggregator<'_> {
         let key = (ev, prefix, stack);
         self.last_key = Some(key);
         if matches!(self.cfg.output, ReportOutput::Pprof(_))
-            && !matches!(self.weighers.get(ev), Some(Weigher::None) | None)
+            && !matches!(self.weighers.get(opened), Some(Weigher::None) | None)
         {
-            let b = self.weigh_or_defer(ev, pid, s, c.procs, || Target::Bytes(key));
+            let b = self.weigh_or_defer(opened, pid, s, c.procs, || Target::Bytes(key));
             *self.agg.bytes.entry(key).or_insert(0) += b;
             *self.agg.counts.entry(key).or_insert(0) += 1;
             return Ok(());
@@ -480,8 +488,8 @@ impl Aggregator<'_> {
         let weight = match self.cfg.weight {
             Weight::Count => 1,
             // An event without a size is counted, as --by counts it.
-            Weight::Bytes if !self.agg.sized.get(ev).copied().unwrap_or(false) => 1,
-            Weight::Bytes => self.weigh_or_defer(ev, pid, s, c.procs, || Target::Counts(key)),
+            Weight::Bytes if !self.agg.sized.get(opened).copied().unwrap_or(false) => 1,
+            Weight::Bytes => self.weigh_or_defer(opened, pid, s, c.procs, || Target::Counts(key)),
         };
         *self.agg.counts.entry(key).or_insert(0) += weight;
         Ok(())

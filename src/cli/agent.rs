@@ -342,27 +342,72 @@ impl OtelTarget {
         })
     }
 
-    /// Its executable and shared libraries, and how to name it.
-    fn objects(&self) -> Result<(Vec<PathBuf>, String)> {
+    /// Its executable and shared libraries, what they are and how to name it.
+    fn objects(&self) -> Result<Objects> {
         match self {
             OtelTarget::Pids(pids) => {
                 let all = crate::probes::carriers::process_objects(pids)?;
                 let list: Vec<String> = pids.iter().map(u32::to_string).collect();
-                Ok((all, format!("process {}", list.join(", "))))
+                Ok(Objects {
+                    paths: all,
+                    named: format!("process {}", list.join(", ")),
+                    what: "the executable files they map",
+                    unseen: LATER_DLOPEN.to_string(),
+                    said_unseen: false,
+                })
             }
             OtelTarget::Command(argv0) => {
                 let (objects, missing) = crate::probes::carriers::command_objects(argv0)?;
+                let named = format!("`{}`", argv0.to_string_lossy());
                 if let Some(why) = missing {
                     eprintln!(
-                        "memperf agent: --otel-memory: the libraries of `{}` are not looked \
-                         at: {why}",
-                        argv0.to_string_lossy()
+                        "memperf agent: --otel-memory: the libraries of {named} are not looked \
+                         at: {why}"
                     );
                 }
-                Ok((objects, format!("`{}`", argv0.to_string_lossy())))
+                // A program that calls dlopen may keep its probes in a library it opens
+                // while it runs: no file names that library before it starts.
+                let opens = objects
+                    .first()
+                    .is_some_and(|exe| crate::probes::carriers::calls_dlopen(exe));
+                let unseen = if opens {
+                    format!(
+                        "{named} calls dlopen, and a library it opens while it runs is not \
+                         known before it starts, so it is not looked at: name the one that \
+                         carries the probes with --otel-memory PATH (the probes are placed on \
+                         the file and fire once the program opens it)"
+                    )
+                } else {
+                    LATER_DLOPEN.to_string()
+                };
+                Ok(Objects {
+                    paths: objects,
+                    named,
+                    what: "its executable and the shared libraries it loads at start",
+                    unseen,
+                    said_unseen: opens,
+                })
             }
         }
     }
+}
+
+/// What `--otel-memory` without a path does not look at.
+const LATER_DLOPEN: &str =
+    "a library opened later with dlopen is not looked at: name it with --otel-memory PATH";
+
+/// The objects `--otel-memory` looks in.
+struct Objects {
+    paths: Vec<PathBuf>,
+    /// The target, as the messages name it.
+    named: String,
+    /// What the objects are.
+    what: &'static str,
+    /// What is not looked at, and how to name it.
+    unseen: String,
+    /// Whether the target is known to open libraries while it runs: said even when the
+    /// probes are found.
+    said_unseen: bool,
 }
 
 /// The contract's events in the one object of the target that carries its probes, said on
@@ -375,15 +420,16 @@ fn found_otel_memory_events(target: Option<OtelTarget>, alone: bool) -> Result<V
              binary or library that carries them (--otel-memory PATH)"
         );
     };
-    let (objects, named) = target.objects()?;
-    let found = crate::probes::carriers::carriers(&objects, "otel_memory", &["alloc", "free"]);
+    let objects = target.objects()?;
+    let named = &objects.named;
+    let found =
+        crate::probes::carriers::carriers(&objects.paths, "otel_memory", &["alloc", "free"]);
     match found.carriers.as_slice() {
         [] => {
             let what = format!(
-                "--otel-memory: none of the {} objects of {named} (its executable and the \
-                 shared libraries it loads at start) carries the otel_memory probes; a library \
-                 opened later with dlopen is not looked at: name it with --otel-memory PATH",
-                found.looked_at
+                "--otel-memory: none of the {} objects of {named} ({}) carries the \
+                 otel_memory probes; {}",
+                found.looked_at, objects.what, objects.unseen
             );
             if alone {
                 bail!("{what}");
@@ -399,10 +445,15 @@ fn found_otel_memory_events(target: Option<OtelTarget>, alone: bool) -> Result<V
                 .collect();
             eprintln!(
                 "memperf agent: --otel-memory: {} found in {} (one of the {} objects of \
-                 {named} looked at)",
+                 {named} looked at){}",
                 probes.join(" and "),
                 one.path.display(),
-                found.looked_at
+                found.looked_at,
+                if objects.said_unseen {
+                    format!("; {}", objects.unseen)
+                } else {
+                    String::new()
+                }
             );
             let mut events = Vec::new();
             for name in &one.names {

@@ -66,6 +66,9 @@ pub struct ResolvedEvent {
     /// event (sample_period 0) that still describes samples as the others do, so that the
     /// file's events share one sample id layout.
     pub counting: bool,
+    /// For a user probe's second and later sites (a USDT probe the compiler placed in several
+    /// places, each an event of its own, `NAME_1`...): the index of its first site's event.
+    pub first_site: Option<usize>,
 }
 
 /// Everything opened for one recording. (`events` is the last field: fields drop in order,
@@ -385,22 +388,24 @@ pub fn open_all(
     facts: &SystemFacts,
 ) -> Result<Opened> {
     // In cgroup mode (-G) each target is a cgroup's directory, kept open until the events
-    // are.
-    let cgroup_fds = crate::sys::cgroup::open(&cfg.cgroups)?;
+    // are; of nested cgroups only the outermost, whose events take the others' samples too.
+    let (cgroups, nested) = crate::sys::cgroup::outermost(&cfg.cgroups);
+    let cgroup_fds = crate::sys::cgroup::open(&cgroups)?;
     let (targets, flags) = if cgroup_fds.is_empty() {
         (open_targets(cfg, child)?, 0)
     } else {
         let fds = cgroup_fds.iter().map(|f| f.as_raw_fd()).collect();
         (fds, crate::abi::PERF_FLAG_PID_CGROUP)
     };
-    let notes = glob_notes(&events);
+    let mut notes = glob_notes(&events);
+    notes.extend(nested);
     if cfg.target == Target::SystemWide && !cfg.include_self {
         // As perf's --exclude-perf: the kernel drops memperf's own tracepoint hits (the
         // session leaves out its other samples).
         exclude_self(&mut events)?;
     }
     let mut rings = Rings::new(cfg, facts, &events, notes);
-    rings.in_cgroups(flags, &targets);
+    rings.in_cgroups(flags, &targets, &cgroups);
     check_groups(&events)?;
     for &cpu in &cfg.cpus {
         rings.open_cpu(cpu, &targets, &mut events)?;

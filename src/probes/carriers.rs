@@ -117,6 +117,20 @@ pub fn command_objects(argv0: &std::ffi::OsStr) -> Result<(Vec<PathBuf>, Option<
     }
 }
 
+/// Whether the object at `path` imports `dlopen` (or `dlmopen`): a program that may open
+/// libraries while it runs, which cannot be looked at before it starts.
+pub fn calls_dlopen(path: &Path) -> bool {
+    use object::{Object, ObjectSymbol};
+    let Ok(data) = resolve::read(path) else {
+        return false;
+    };
+    let Ok(file) = object::File::parse(&*data) else {
+        return false;
+    };
+    file.dynamic_symbols()
+        .any(|s| s.is_undefined() && matches!(s.name(), Ok("dlopen" | "dlmopen")))
+}
+
 /// The file `execvp` runs for `argv0`: itself when it holds a `/`, else the first
 /// executable file of that name in PATH.
 fn executable(argv0: &std::ffi::OsStr) -> Result<PathBuf> {

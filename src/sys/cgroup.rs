@@ -91,10 +91,52 @@ fn resolve_one(root: &Path, name: &str) -> Result<Cgroup> {
             dir.display()
         );
     }
+    // One spelling per cgroup (`a//b/.` is `a/b`), so that nesting is told by the path.
+    let rel: Vec<&str> = rel
+        .split('/')
+        .filter(|c| !c.is_empty() && *c != ".")
+        .collect();
+    let rel = rel.join("/");
     Ok(Cgroup {
         path: format!("/{rel}"),
-        dir,
+        dir: root.join(&rel),
     })
+}
+
+/// The cgroups events are opened on: each of `cgroups` that is not inside another of them
+/// (nor given twice), with a sentence for each left out. An event opened on a cgroup also
+/// fires for the tasks of every cgroup below it, so events on both `a` and `a/b` would take
+/// each sample of a task in `a/b` twice; `a`'s events alone take it once.
+pub fn outermost(cgroups: &[Cgroup]) -> (Vec<Cgroup>, Vec<String>) {
+    let mut kept: Vec<Cgroup> = Vec::new();
+    let mut notes = Vec::new();
+    for (i, c) in cgroups.iter().enumerate() {
+        if cgroups[..i].iter().any(|o| o.path == c.path) {
+            continue;
+        }
+        let outer = cgroups
+            .iter()
+            .filter(|o| o.path != c.path && holds(&o.path, &c.path))
+            .min_by_key(|o| o.path.len());
+        match outer {
+            Some(o) => notes.push(format!(
+                "-G: `{}` is inside `{}`: its tasks are sampled once, by the events opened on \
+                 `{}` (a cgroup's events also fire for the cgroups below it)",
+                c.path, o.path, o.path
+            )),
+            None => kept.push(c.clone()),
+        }
+    }
+    (kept, notes)
+}
+
+/// Whether cgroup `outer` holds cgroup `inner` (or is it): paths as `/proc/PID/cgroup` shows.
+fn holds(outer: &str, inner: &str) -> bool {
+    let outer = outer.trim_end_matches('/');
+    inner == outer
+        || inner
+            .strip_prefix(outer)
+            .is_some_and(|rest| rest.starts_with('/'))
 }
 
 /// The cgroups' directories, opened for `perf_event_open`.
@@ -145,5 +187,36 @@ mod tests {
         assert_eq!(by_name, by_dir.ok());
         assert!(resolve_one(&root, "../etc").is_err());
         assert!(resolve_one(&root, "no-such-cgroup-here").is_err());
+    }
+
+    #[test]
+    fn only_the_outermost_of_nested_cgroups_is_opened() {
+        let cg = |p: &str| Cgroup {
+            path: p.to_string(),
+            dir: PathBuf::from(format!("/sys/fs/cgroup{p}")),
+        };
+        let given = [
+            cg("/a/b"),
+            cg("/ab"),
+            cg("/a"),
+            cg("/a/b/c"),
+            cg("/ab"),
+            cg("/c"),
+        ];
+        let (kept, notes) = outermost(&given);
+        let kept: Vec<&str> = kept.iter().map(|c| c.path.as_str()).collect();
+        assert_eq!(kept, ["/ab", "/a", "/c"]);
+        assert_eq!(notes.len(), 2, "{notes:?}");
+        assert!(
+            notes[0].starts_with("-G: `/a/b` is inside `/a`"),
+            "{notes:?}"
+        );
+        assert!(
+            notes[1].starts_with("-G: `/a/b/c` is inside `/a`"),
+            "{notes:?}"
+        );
+        // The root holds every cgroup.
+        let (kept, _) = outermost(&[cg("/a"), cg("/")]);
+        assert_eq!(kept, [cg("/")]);
     }
 }

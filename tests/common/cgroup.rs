@@ -33,6 +33,16 @@ impl TestCgroup {
         }
         Some(TestCgroup { dir, name })
     }
+
+    /// A cgroup inside this one (drop it first: a cgroup with children cannot be removed).
+    pub fn child(&self, leaf: &str) -> TestCgroup {
+        let dir = self.dir.join(leaf);
+        std::fs::create_dir(&dir).unwrap_or_else(|e| panic!("create {}: {e}", dir.display()));
+        TestCgroup {
+            dir,
+            name: format!("{}/{leaf}", self.name),
+        }
+    }
 }
 
 impl TestCgroup {

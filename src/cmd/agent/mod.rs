@@ -239,11 +239,13 @@ fn report_config(cfg: &AgentConfig) -> ReportConfig {
     }
 }
 
-/// Each opened event's name and, for a tracepoint, its format (what its bytes are read from).
+/// Each opened event's name and, for a tracepoint, its format (what its bytes are read from),
+/// a probe's later sites counted in its first site's columns.
 fn live_events(events: &[ResolvedEvent], tracefs: Option<&Tracefs>) -> Vec<LiveEvent> {
     events
         .iter()
-        .map(|e| {
+        .enumerate()
+        .map(|(i, e)| {
             let format = match (&e.spec.kind, tracefs) {
                 (EventKind::Tracepoint { system, name }, Some(t)) => t
                     .format(system, name)
@@ -255,6 +257,7 @@ fn live_events(events: &[ResolvedEvent], tracefs: Option<&Tracefs>) -> Vec<LiveE
                 name: e.spec.name.clone(),
                 format,
                 period: None,
+                column: e.first_site.unwrap_or(i),
             }
         })
         .collect()
@@ -349,6 +352,7 @@ impl Agent<'_> {
             host: &self.host,
             times,
             inuse: self.win.inuse_stats().is_some(),
+            columns: self.win.columns(),
         };
         let samples: u64 = agg.stats.kept.iter().sum();
         let folded = agg.stats.folded;

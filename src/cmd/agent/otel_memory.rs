@@ -13,15 +13,21 @@ use crate::live::open::ResolvedEvent;
 use crate::output::pprof::{Profile, short};
 
 /// With the contract's allocation event beside it, a free's stack is never used (its block
-/// keeps its allocation's stack): its event copies none, as `allocs::plan` opens free's.
+/// keeps its allocation's stack): its event copies none, at any of its sites, as
+/// `allocs::plan` opens free's.
 pub(super) fn free_without_stack(events: &mut [ResolvedEvent]) {
     if !events.iter().any(|e| is_otel_memory_alloc(&e.spec.name)) {
         return;
     }
-    for e in events
-        .iter_mut()
-        .filter(|e| is_otel_memory_free(&e.spec.name))
-    {
+    let frees: Vec<bool> = (0..events.len())
+        .map(|i| {
+            let first = events[i].first_site.unwrap_or(i);
+            events
+                .get(first)
+                .is_some_and(|e| is_otel_memory_free(&e.spec.name))
+        })
+        .collect();
+    for (e, _) in events.iter_mut().zip(frees).filter(|(_, free)| *free) {
         e.spec.terms.call_graph = Some(CallGraph::None);
     }
 }

@@ -56,6 +56,9 @@ pub(crate) struct Cut<'a> {
     pub times: WindowTimes,
     /// Whether the free probe's columns carry the blocks in use (`aggregate::inuse`).
     pub inuse: bool,
+    /// The column each event's samples count in (a probe's later sites have none of their
+    /// own).
+    pub columns: &'a [usize],
 }
 
 /// A prefix `COMM-PID` (`Prefix::Pid`) split into its command and pid.
@@ -103,8 +106,10 @@ pub(crate) fn cut(
         }
     }
     // Every profile has every event's columns, whether or not this window saw it.
-    for k in agg.stats.kept.iter_mut() {
-        *k = (*k).max(1);
+    for (i, k) in agg.stats.kept.iter_mut().enumerate() {
+        if cut.columns.get(i).is_none_or(|&c| c == i) {
+            *k = (*k).max(1);
+        }
     }
     let folded = agg.stats.folded;
     let mut out = Vec::new();

@@ -37,9 +37,12 @@ pub fn resolve_events_in(
                 Target::Tids(t) => t.iter().filter_map(|&t| procfs::tgid(t).ok()).collect(),
                 _ => Vec::new(),
             };
-            for (one, placed) in super::super::probes::place(spec, probe, &pids, &mut tracefs)? {
+            let first = out.len();
+            let sites = super::super::probes::place(spec, probe, &pids, &mut tracefs)?;
+            for (i, (one, placed)) in sites.into_iter().enumerate() {
                 let mut ev = resolve_one(&one, &mut tracefs)?;
                 ev.probe = Some(placed);
+                ev.first_site = (i > 0).then_some(first);
                 if let Some(label) = &spec.terms.label {
                     ev.spec.name = label.clone();
                 }
@@ -214,6 +217,7 @@ fn resolve_one(spec: &EventSpec, tracefs: &mut Option<Tracefs>) -> Result<Resolv
         sample_extra: 0,
         leader: None,
         counting: false,
+        first_site: None,
     })
 }
 

@@ -106,15 +106,20 @@ impl<'a> Rings<'a> {
         }
     }
 
-    /// Cgroup mode (-G): `targets` are the fds of `cfg.cgroups`' directories, in order.
-    pub(super) fn in_cgroups(&mut self, flags: u64, targets: &[i32]) {
+    /// Cgroup mode (-G): `targets` are the fds of the directories of `cgroups`, in order.
+    pub(super) fn in_cgroups(
+        &mut self,
+        flags: u64,
+        targets: &[i32],
+        cgroups: &[crate::sys::cgroup::Cgroup],
+    ) {
         self.flags = flags;
         if flags & crate::abi::PERF_FLAG_PID_CGROUP == 0 {
             return;
         }
         self.cgroup_of = targets
             .iter()
-            .zip(&self.cfg.cgroups)
+            .zip(cgroups)
             .map(|(&fd, c)| (fd, c.path.clone()))
             .collect();
     }
