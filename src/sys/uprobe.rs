@@ -12,6 +12,7 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
 use super::tracefs::Tracefs;
+use super::uprobe_clash;
 
 /// The prefix of every probe group memperf creates: `memperf_<pid>`.
 pub const GROUP_PREFIX: &str = "memperf_";
@@ -28,6 +29,9 @@ pub enum UprobeError {
         path: PathBuf,
         cause: io::Error,
     },
+    /// Refused beside another tracefs probe of the same instruction (`sys::uprobe_clash`).
+    #[error("{0}")]
+    Clash(String),
     #[error("failed to read the id of probe `{group}:{name}`: {cause}")]
     Id {
         group: String,
@@ -156,21 +160,13 @@ impl UprobeGroup {
     /// Creates the probe and returns its tracepoint id.
     pub fn add(&mut self, def: &ProbeDef) -> Result<u64, UprobeError> {
         let line = def.line(&self.group)?;
-        append_line(&self.events_file(), &line)?;
-        self.created.push(def.name.clone());
-        self.tracefs
-            .event_id(&self.group, &def.name)
-            .map_err(|cause| UprobeError::Id {
-                group: self.group.clone(),
-                name: def.name.clone(),
-                cause,
-            })
+        self.add_line(&def.name, &line)
     }
 
     /// Creates probe `name` from a whole definition line (`p:GROUP/NAME PATH:0xOFF(0xREF)
     /// ARGS`, as built by `ProbeDef::line` and extended) and returns its tracepoint id.
     pub fn add_line(&mut self, name: &str, line: &str) -> Result<u64, UprobeError> {
-        append_line(&self.events_file(), line)?;
+        append_line(&self.events_file(), line).map_err(|e| self.why_refused(line, e))?;
         self.created.push(name.to_string());
         self.tracefs
             .event_id(&self.group, name)
@@ -179,6 +175,32 @@ impl UprobeGroup {
                 name: name.to_string(),
                 cause,
             })
+    }
+
+    /// A definition refused with EINVAL beside another tool's tracefs probe of the same
+    /// instruction with another reference counter: said so, naming that probe.
+    fn why_refused(&self, line: &str, e: UprobeError) -> UprobeError {
+        let UprobeError::Write { cause, .. } = &e else {
+            return e;
+        };
+        let events = self.events_file();
+        let others = match (
+            cause.raw_os_error() == Some(libc::EINVAL),
+            uprobe_clash::parse_definition(line),
+            fs::read_to_string(&events),
+        ) {
+            (true, Some(ours), Ok(text)) => {
+                let others = uprobe_clash::clashing_definitions(&text, &ours.site);
+                (!others.is_empty()).then_some((ours, others))
+            }
+            _ => None,
+        };
+        match others {
+            Some((ours, others)) => UprobeError::Clash(uprobe_clash::explain_definition(
+                &ours.site, &others, &events,
+            )),
+            None => e,
+        }
     }
 
     /// Removes every probe this group created; returns the first failure, after trying all.
@@ -310,6 +332,12 @@ impl PmuPath {
         CString::new(path.as_os_str().as_bytes())
             .map(PmuPath)
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))
+    }
+
+    /// The probed file's path.
+    pub fn path(&self) -> PathBuf {
+        use std::os::unix::ffi::OsStrExt;
+        PathBuf::from(std::ffi::OsStr::from_bytes(self.0.as_bytes()))
     }
 
     /// The value for `attr.config1` (`uprobe_path`). Valid while `self` lives.
