@@ -266,7 +266,9 @@ pub fn stale_probes(text: &str, alive: impl Fn(u32) -> bool) -> Vec<(String, Str
 }
 
 /// Removes the probes of groups whose pid is no running memperf (`is_memperf` says which
-/// is); returns how many were removed.
+/// is); returns how many were removed, or the first failure after trying all. A probe the
+/// kernel keeps (EBUSY) has events open on it: some live program uses it, it is no stale
+/// one, and is left.
 pub fn remove_stale(
     tracefs: &Tracefs,
     is_memperf: impl Fn(u32) -> bool,
@@ -275,11 +277,18 @@ pub fn remove_stale(
     let Ok(text) = fs::read_to_string(&path) else {
         return Ok(0);
     };
-    let stale = stale_probes(&text, is_memperf);
-    for (group, name) in &stale {
-        append_line(&path, &format!("-:{group}/{name}"))?;
+    let mut removed = 0;
+    let mut first = None;
+    for (group, name) in stale_probes(&text, is_memperf) {
+        match append_line(&path, &format!("-:{group}/{name}")) {
+            Ok(()) => removed += 1,
+            Err(UprobeError::Write { cause, .. }) if cause.raw_os_error() == Some(libc::EBUSY) => {}
+            Err(e) => {
+                first.get_or_insert(e);
+            }
+        }
     }
-    Ok(stale.len())
+    first.map_or(Ok(removed), Err)
 }
 
 /// The uprobe PMU: its type and the config bit that makes a return probe.
