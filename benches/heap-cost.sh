@@ -12,8 +12,12 @@
 #   bpftrace           bpftrace counting the same functions (its probes sit at the functions'
 #                      first instruction: free's is single-stepped, which costs tens of us a
 #                      call on some VMs, so this column can lie far above the floor)
-#   memleak-bpfcc      BCC's memleak, attached with -p (kernel headers: linux-headers-amd64)
-#   heaptrack          heaptrack, LD_PRELOAD, writing its file
+#   memleak-bpfcc      BCC's memleak, attached with -p (kernel headers: linux-headers-amd64),
+#                      stopped with SIGINT and waited for: BCC gives each probe a random
+#                      reference counter offset (iovisor/bcc#5236), and while its probe on
+#                      malloc remains the kernel refuses memperf's there (EINVAL)
+#   heaptrack          heaptrack, LD_PRELOAD, writing its file (started on the workload's
+#                      program itself: it does not follow the script's exec)
 #   memperf leak/heap/rss, exact and with -s SAMPLE
 # The figure is the workload's own time (the median over the rounds) over the floor's, and
 # the cost (time above alone) over the floor's cost; lost events are counted from memperf's
@@ -172,6 +176,11 @@ for name, line in [("pairs", f"exec {os.path.join(work, 'pairs')} {pairs}"),
         f.write(f"#!/bin/sh\n{line}\n")
     os.chmod(path, 0o755)
     workloads[name] = [path]
+# heaptrack traces only the process it starts, not the program a script execs (through
+# run-pairs it recorded 0 allocations): it runs each workload itself, with the script's
+# stdin and rm.
+direct = {"pairs": ([os.path.join(work, "pairs"), pairs], None),
+          "sqlite3": ([sqlite, db], sql)}
 
 def took_ms(out):
     m = re.search(r"workload_ms=([0-9.]+)", out)
@@ -193,9 +202,10 @@ def truncated(out):
 
 trunc = {}
 
-def run(cmd, key=None):
-    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                       errors="replace", cwd=work)
+def run(cmd, key=None, stdin=None):
+    with open(stdin or os.devnull) as inp:
+        p = subprocess.run(cmd, stdin=inp, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           text=True, errors="replace", cwd=work)
     if p.returncode != 0:
         sys.exit(f"failed: {' '.join(cmd)}\n{p.stdout[-3000:]}")
     t = truncated(p.stdout)
@@ -203,16 +213,36 @@ def run(cmd, key=None):
         trunc.setdefault(key, []).append(t)
     return took_ms(p.stdout), lost(p.stdout)
 
+def default_sigint():
+    """In the tracer's child: SIGINT back to its default. Started from a script run in the
+    background this bench inherits SIGINT ignored, and memleak-bpfcc with it (Python keeps a
+    signal it starts with ignored), which then never stopped until it was killed."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
 def attached(tracer, argv, ready_after):
-    """The workload waits on a fifo, the tracer attaches with -p, then the workload runs."""
+    """The workload waits on a fifo, the tracer attaches with -p (it says so on its standard
+    output, then attaches), then the workload runs; the tracer is stopped with SIGINT and
+    waited for."""
     fifo = os.path.join(work, "go")
     if os.path.exists(fifo):
         os.unlink(fifo)
     os.mkfifo(fifo)
     sh = subprocess.Popen(["sh", "-c", f"read x < {fifo}; exec {argv[0]}"],
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=work)
-    t = subprocess.Popen(tracer + ["-p", str(sh.pid)], stdout=subprocess.DEVNULL,
-                         stderr=subprocess.DEVNULL, cwd=work)
+    log = os.path.join(work, "tracer.log")
+    with open(log, "w") as f:
+        t = subprocess.Popen(tracer + ["-p", str(sh.pid)], stdout=f, stderr=subprocess.STDOUT,
+                             cwd=work, preexec_fn=default_sigint,
+                             env=dict(os.environ, PYTHONUNBUFFERED="1"))
+    # Compiling its BPF program takes memleak-bpfcc 10 s or more on a busy machine.
+    deadline = time.monotonic() + 300
+    while "Attaching to pid" not in open(log, errors="replace").read():
+        if t.poll() is not None or time.monotonic() > deadline:
+            t.kill()
+            t.wait()
+            sh.kill()
+            sys.exit(f"{tracer[0]} did not attach:\n{open(log, errors='replace').read()[-2000:]}")
+        time.sleep(0.1)
     time.sleep(ready_after)
     with open(fifo, "w") as f:
         f.write("go\n")
@@ -221,7 +251,16 @@ def attached(tracer, argv, ready_after):
     try:
         t.wait(timeout=120)
     except subprocess.TimeoutExpired:
+        print(f"{tracer[0]} did not stop within 120 s of SIGINT: killed")
         t.kill()
+        # Waited for, as a tracer that stopped: its probes stay until its exit has closed
+        # their events (memleak-bpfcc took 2 s after SIGKILL), and BCC gives each probe a
+        # random reference counter offset (iovisor/bcc#5236, the 7th argument of
+        # bpf_attach_uprobe that its Python binding leaves out), so the kernel refused the
+        # next tool's probe at the same instruction, memperf's malloc, with EINVAL.
+        t.wait()
+    if t.returncode not in (0, -signal.SIGKILL):
+        sys.exit(f"{tracer[0]} failed ({t.returncode}):\n{open(log, errors='replace').read()[-2000:]}")
     return took_ms(out), 0
 
 def tools(w):
@@ -234,10 +273,15 @@ def tools(w):
                         for f in ["malloc", "calloc", "realloc"]) + f" uprobe:{libc}:free {{ @free = count(); }}"
         t["bpftrace (counting)"] = lambda: run(["bpftrace", "-q", "-e", prog, "-c", f"/bin/sh {argv[0]}"])
     if shutil.which("memleak-bpfcc") and memleak_ok and peers:
-        t["memleak-bpfcc"] = lambda: attached(["memleak-bpfcc", "3600"], argv, 15)
-        t[f"memleak-bpfcc -s {sample}"] = lambda: attached(["memleak-bpfcc", "-s", sample, "3600"], argv, 15)
+        t["memleak-bpfcc"] = lambda: attached(["memleak-bpfcc", "3600"], argv, 2)
+        t[f"memleak-bpfcc -s {sample}"] = lambda: attached(["memleak-bpfcc", "-s", sample, "3600"], argv, 2)
     if shutil.which("heaptrack") and peers:
-        t["heaptrack"] = lambda: run(["heaptrack", "-o", os.path.join(work, "ht")] + argv)
+        def heaptrack(w=w):
+            argv, stdin = direct[w]
+            if os.path.exists(db):
+                os.unlink(db)
+            return run(["heaptrack", "-o", os.path.join(work, "ht")] + argv, stdin=stdin)
+        t["heaptrack"] = heaptrack
     for cmd in ["leak", "heap", "rss"]:
         extra = ["3600"] if cmd == "leak" else []
         k = f"memperf {cmd}"

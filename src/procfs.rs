@@ -274,13 +274,15 @@ pub fn is_running(pid: u32) -> bool {
 }
 
 /// Whether process `pid` is a running memperf: it runs (`is_running`) and is named
-/// `memperf` or runs this very executable. A pid that a killed memperf had and that another
-/// program has since is not one.
+/// `memperf`, or a name that starts so (a copy kept under another name: a soak's
+/// `memperf-soak`, whose live probes the next memperf took for stale ones), or runs this
+/// very executable. A pid that a killed memperf had and that another program has since is
+/// not one.
 pub fn is_memperf(pid: u32) -> bool {
     if !is_running(pid) {
         return false;
     }
-    if comm(pid).is_ok_and(|c| c == b"memperf") {
+    if comm(pid).is_ok_and(|c| c.starts_with(b"memperf")) {
         return true;
     }
     let file = |p: &str| std::fs::metadata(p).map(|m| (m.dev(), m.ino()));
@@ -579,6 +581,27 @@ MMUPageSize:           4 kB\n";
         assert_eq!(parse_status_field(s, b"PPid"), Some(3));
         assert_eq!(parse_status_field(s, b"Tgid"), Some(12));
         assert_eq!(parse_status_field(s, b"Pid"), None);
+    }
+
+    #[test]
+    fn a_memperf_under_another_name_is_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let copy = dir.path().join("memperf-copy");
+        std::fs::copy("/bin/sleep", &copy).unwrap();
+        let mut child = std::process::Command::new(&copy).arg("5").spawn().unwrap();
+        let pid = child.id();
+        // Named after its exec.
+        for _ in 0..500 {
+            if super::comm(pid).is_ok_and(|c| c.starts_with(b"memperf-copy")) {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        let found = super::is_memperf(pid);
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert!(found, "`memperf-copy` (pid {pid}) taken for no memperf");
+        assert!(!super::is_memperf(pid), "an exited process is no memperf");
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! Turning a record configuration into open perf events and ring buffers.
 
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::unix::fs::MetadataExt;
 
 use anyhow::{Result, anyhow, bail};
 use perf_event_open_sys::bindings::perf_event_attr;
@@ -15,6 +16,7 @@ use crate::sys::diagnose::{EventClass, OpenContext, SystemFacts, explain_open_er
 use crate::sys::open::FORMAT_LOST;
 use crate::sys::ring::RingBuffer;
 use crate::sys::tracefs::Tracefs;
+use crate::sys::uprobe_clash;
 
 // The bindings declare the sample_type bits as u32; attr.sample_type is u64.
 use crate::abi::{
@@ -520,7 +522,44 @@ pub fn explain_open(
         cpu: (cpu >= 0).then_some(cpu),
         system_wide: *target == Target::SystemWide,
     };
+    if errno == libc::EINVAL
+        && let Some(site) = uprobe_site(ev)
+    {
+        // Beside another tool's probe of the instruction (`sys::uprobe_clash`), not an
+        // attr this kernel does not know: the other events opened with the same.
+        let inode = site.path.as_ref().and_then(|p| std::fs::metadata(p).ok());
+        let logged = uprobe_clash::logged_mismatch(inode.map(|m| m.ino()), site.offset);
+        return uprobe_clash::explain_open(&site, logged.as_ref());
+    }
     explain_open_error(errno, &ctx, facts)
+}
+
+/// The uprobe `ev` is opened on, when it is one: a tracefs probe (its definition in
+/// `uprobe_events`) or a uprobe PMU event (offset in `config2`, reference counter in
+/// `config`'s upper half).
+fn uprobe_site(ev: &ResolvedEvent) -> Option<uprobe_clash::Site> {
+    match &ev.spec.kind {
+        EventKind::Tracepoint { system, name } => {
+            let tracefs = Tracefs::locate_or_mount().ok()?;
+            let text = std::fs::read_to_string(tracefs.root().join("uprobe_events")).ok()?;
+            let event = format!("{system}/{name}");
+            text.lines()
+                .filter_map(uprobe_clash::parse_definition)
+                .find(|d| d.event == event)
+                .map(|d| d.site)
+        }
+        EventKind::Uprobe {
+            config, config2, ..
+        } => Some(uprobe_clash::Site {
+            path: match ev.probe.as_deref() {
+                Some(super::probes::Placed::Pmu(p)) => Some(p.path()),
+                _ => None,
+            },
+            offset: *config2,
+            ref_ctr: Some(config >> 32).filter(|&r| r != 0),
+        }),
+        _ => None,
+    }
 }
 
 /// The error of a failed open, with `explain_open`'s reason.

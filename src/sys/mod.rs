@@ -18,6 +18,7 @@ pub(crate) mod testutil;
 pub(crate) mod tracefs;
 pub(crate) mod tracefs_absence;
 pub(crate) mod uprobe;
+pub(crate) mod uprobe_clash;
 
 use std::io;
 

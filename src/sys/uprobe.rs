@@ -12,6 +12,7 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
 use super::tracefs::Tracefs;
+use super::uprobe_clash;
 
 /// The prefix of every probe group memperf creates: `memperf_<pid>`.
 pub const GROUP_PREFIX: &str = "memperf_";
@@ -28,6 +29,9 @@ pub enum UprobeError {
         path: PathBuf,
         cause: io::Error,
     },
+    /// Refused beside another tracefs probe of the same instruction (`sys::uprobe_clash`).
+    #[error("{0}")]
+    Clash(String),
     #[error("failed to read the id of probe `{group}:{name}`: {cause}")]
     Id {
         group: String,
@@ -156,21 +160,13 @@ impl UprobeGroup {
     /// Creates the probe and returns its tracepoint id.
     pub fn add(&mut self, def: &ProbeDef) -> Result<u64, UprobeError> {
         let line = def.line(&self.group)?;
-        append_line(&self.events_file(), &line)?;
-        self.created.push(def.name.clone());
-        self.tracefs
-            .event_id(&self.group, &def.name)
-            .map_err(|cause| UprobeError::Id {
-                group: self.group.clone(),
-                name: def.name.clone(),
-                cause,
-            })
+        self.add_line(&def.name, &line)
     }
 
     /// Creates probe `name` from a whole definition line (`p:GROUP/NAME PATH:0xOFF(0xREF)
     /// ARGS`, as built by `ProbeDef::line` and extended) and returns its tracepoint id.
     pub fn add_line(&mut self, name: &str, line: &str) -> Result<u64, UprobeError> {
-        append_line(&self.events_file(), line)?;
+        append_line(&self.events_file(), line).map_err(|e| self.why_refused(line, e))?;
         self.created.push(name.to_string());
         self.tracefs
             .event_id(&self.group, name)
@@ -179,6 +175,32 @@ impl UprobeGroup {
                 name: name.to_string(),
                 cause,
             })
+    }
+
+    /// A definition refused with EINVAL beside another tool's tracefs probe of the same
+    /// instruction with another reference counter: said so, naming that probe.
+    fn why_refused(&self, line: &str, e: UprobeError) -> UprobeError {
+        let UprobeError::Write { cause, .. } = &e else {
+            return e;
+        };
+        let events = self.events_file();
+        let others = match (
+            cause.raw_os_error() == Some(libc::EINVAL),
+            uprobe_clash::parse_definition(line),
+            fs::read_to_string(&events),
+        ) {
+            (true, Some(ours), Ok(text)) => {
+                let others = uprobe_clash::clashing_definitions(&text, &ours.site);
+                (!others.is_empty()).then_some((ours, others))
+            }
+            _ => None,
+        };
+        match others {
+            Some((ours, others)) => UprobeError::Clash(uprobe_clash::explain_definition(
+                &ours.site, &others, &events,
+            )),
+            None => e,
+        }
     }
 
     /// Removes every probe this group created; returns the first failure, after trying all.
@@ -244,7 +266,9 @@ pub fn stale_probes(text: &str, alive: impl Fn(u32) -> bool) -> Vec<(String, Str
 }
 
 /// Removes the probes of groups whose pid is no running memperf (`is_memperf` says which
-/// is); returns how many were removed.
+/// is); returns how many were removed, or the first failure after trying all. A probe the
+/// kernel keeps (EBUSY) has events open on it: some live program uses it, it is no stale
+/// one, and is left.
 pub fn remove_stale(
     tracefs: &Tracefs,
     is_memperf: impl Fn(u32) -> bool,
@@ -253,11 +277,18 @@ pub fn remove_stale(
     let Ok(text) = fs::read_to_string(&path) else {
         return Ok(0);
     };
-    let stale = stale_probes(&text, is_memperf);
-    for (group, name) in &stale {
-        append_line(&path, &format!("-:{group}/{name}"))?;
+    let mut removed = 0;
+    let mut first = None;
+    for (group, name) in stale_probes(&text, is_memperf) {
+        match append_line(&path, &format!("-:{group}/{name}")) {
+            Ok(()) => removed += 1,
+            Err(UprobeError::Write { cause, .. }) if cause.raw_os_error() == Some(libc::EBUSY) => {}
+            Err(e) => {
+                first.get_or_insert(e);
+            }
+        }
     }
-    Ok(stale.len())
+    first.map_or(Ok(removed), Err)
 }
 
 /// The uprobe PMU: its type and the config bit that makes a return probe.
@@ -310,6 +341,12 @@ impl PmuPath {
         CString::new(path.as_os_str().as_bytes())
             .map(PmuPath)
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))
+    }
+
+    /// The probed file's path.
+    pub fn path(&self) -> PathBuf {
+        use std::os::unix::ffi::OsStrExt;
+        PathBuf::from(std::ffi::OsStr::from_bytes(self.0.as_bytes()))
     }
 
     /// The value for `attr.config1` (`uprobe_path`). Valid while `self` lives.
