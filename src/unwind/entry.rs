@@ -13,9 +13,9 @@
 //! `exit` and fails the call check. So a register call at the cut whose callee is `main`
 //! is as good as a confirmed one.
 //!
-//! glibc's `_start` (every version since 2.26, PIE or not) loads `main` into `%rdi` by the
-//! instruction just before its call of `__libc_start_main` (`call *…(%rip)` through the GOT
-//! or `call rel32`), and halts after it:
+//! glibc's x86-64 `_start` loads `main` into `%rdi` by the instruction just before its call
+//! of `__libc_start_main` (`call *…(%rip)` through the GOT, `call rel32`, or in a static
+//! link `addr32 call rel32`), and halts after it:
 //!
 //! ```text
 //! lea  main(%rip),%rdi      48 8d 3d rel32       (PIE, main local)
@@ -27,7 +27,8 @@
 //! ```
 //!
 //! Anything else (musl's `_start_c`, Go, a hand-written entry) names no `main`, and the
-//! rule does not apply.
+//! rule does not apply. (Debian's static links have no `.eh_frame_hdr`, so their functions'
+//! extents are unknown and no frame past their copies is kept, this rule or not.)
 
 /// How many bytes of `_start` are read: its call comes within its first 48 on every glibc.
 pub(super) const START_CODE: usize = 48;
@@ -40,7 +41,11 @@ pub(super) fn main_passed_by_start(
     start: u64,
     mut word: impl FnMut(u64) -> Option<u64>,
 ) -> Option<u64> {
-    let call = first_call_then_hlt(code)?;
+    let mut call = first_call_then_hlt(code)?;
+    // A static link's `call` is `addr32 call rel32` (ld rewrites the GOT call).
+    if call > 0 && code[call - 1] == 0x67 && code[call] == 0xe8 {
+        call -= 1;
+    }
     // The 4 bytes that end the load, just before the call.
     let tail = u32::from_le_bytes(code.get(call.checked_sub(4)?..call)?.try_into().ok()?);
     if call >= 7 {

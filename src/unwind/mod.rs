@@ -457,7 +457,7 @@ fn dwarf_walk(
 /// How far into a file's entry point function (`_start`) its call to the C start-up code may
 /// return: glibc's crt1 calls `__libc_start_main` 0x1b bytes in, the dynamic loader's
 /// `_start` calls `_dl_start` 3 bytes in, musl's `_start` calls `_start_c` about 0x10 in.
-const ENTRY_CALL_WINDOW: u64 = 64;
+pub(super) const ENTRY_CALL_WINDOW: u64 = 64;
 
 /// Whether the last frame found is the entry point function of its file: the root of every
 /// stack, which nothing called. Stripped files often have no CFI for it (the dynamic loader

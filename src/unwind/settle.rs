@@ -23,8 +23,8 @@ use super::confirm::{CallSite, Callee, Verdict, judge, plt_slot};
 use super::live::Recovery;
 use super::stats::Reject;
 use super::{
-    CodeSite, FhCache, ProcModule, Process, StackCopy, TruncReason, UnwindOutcome, entry,
-    in_entry_function,
+    CodeSite, ENTRY_CALL_WINDOW, FhCache, ProcModule, Process, StackCopy, TruncReason,
+    UnwindOutcome, entry, in_entry_function,
 };
 
 /// Call sites confirmed to name their callee's function: (pid, return address, the callee's
@@ -233,7 +233,7 @@ impl Checks<'_, '_> {
                 // register call passes every other check), unless its callee is `main`,
                 // whose caller never changes (`unwind::entry`).
                 Verdict::Indirect if i == first.max(1) => {
-                    if !self.main_at_cut(callee, out.len() - i) {
+                    if !self.main_at_cut(callee, &out[i..]) {
                         return Err(Some(Reject::IndirectAtCut));
                     }
                     main_at_cut = true;
@@ -249,11 +249,18 @@ impl Checks<'_, '_> {
 
     /// Whether the frame below a cut whose call went through a register is the program's
     /// `main` (the function its `_start` hands the C library), with no more than the main
-    /// thread's base (`__libc_start_call_main`, `__libc_start_main`, `_start`: `above`
-    /// frames) read past the copy.
-    fn main_at_cut(&mut self, callee_pc: u64, above: usize) -> bool {
+    /// thread's base read past the copy (`past`, return addresses: `__libc_start_call_main`,
+    /// `__libc_start_main`, `_start`), none of them in `main` itself (an outer `main` of a
+    /// recursive one, with glibc before 2.34, whose base is two frames), and the last in
+    /// `_start` of `main`'s own file: a thread that called `main` through a pointer also
+    /// ends its walk within three frames, at `clone3`, and its slot may hold a later call's
+    /// return by now.
+    fn main_at_cut(&mut self, callee_pc: u64, past: &[u64]) -> bool {
         const BASE_FRAMES: usize = 3;
-        if above > BASE_FRAMES {
+        let Some(&last) = past.last() else {
+            return false;
+        };
+        if past.len() > BASE_FRAMES {
             return false;
         }
         let Some(m) = self.p.module_at(callee_pc) else {
@@ -262,6 +269,11 @@ impl Checks<'_, '_> {
         let (Some(entry), Some(start)) = (m.entry_avma, m.function_start(callee_pc)) else {
             return false;
         };
+        let in_start = last.wrapping_sub(1).wrapping_sub(entry) < ENTRY_CALL_WINDOW;
+        let in_main = |ra: u64| m.function_start(ra.wrapping_sub(1)) == Some(start);
+        if !in_start || past.iter().any(|&ra| in_main(ra)) {
+            return false;
+        }
         let key = m.path_hash;
         let from_entry = match self.confirmed.mains.get(&key) {
             Some(&known) => known,
