@@ -182,7 +182,8 @@ mod tests {
 
     /// A window counts the samples at a user address that no mapping recorded for their
     /// process holds (named `[unknown]`), and those alone: a sample of a mapped process, of
-    /// a process with no mapping, then after the process's exit.
+    /// a process with no mapping, of the mapped process in the next window (its mapping is
+    /// the session's, not the window's), then after its exit.
     #[test]
     fn a_window_counts_the_samples_no_mapping_of_their_process_holds() {
         let mut attr = b::perf_event_attr {
@@ -250,6 +251,9 @@ mod tests {
         let first = win.take();
         assert_eq!(first.stats.kept, vec![2]);
         assert_eq!(first.stats.unmapped, 1);
+        // The mapping recorded in the last window names this window's samples.
+        sample(&mut session, &mut win, pid, 3);
+        assert_eq!(win.take().stats.unmapped, 0);
         let mut exit = Vec::new();
         let task = records::TaskFields {
             pid,
