@@ -6,6 +6,7 @@
 
 use std::io;
 
+use perf_event_open_sys::bindings as b;
 use rustc_hash::FxHashMap;
 
 use super::inuse::{InUse, InUseStats};
@@ -117,6 +118,34 @@ fn sized(weighers: &[Weigher]) -> Vec<bool> {
 
 impl Handler for Windowed<'_> {
     fn sample(&mut self, c: &SampleCtx<'_>) -> io::Result<()> {
+        let kept_before = self.kept_total();
+        self.kept_sample(c)?;
+        self.count_unmapped(c, kept_before);
+        Ok(())
+    }
+
+    fn wants_unwind(&mut self, ev: usize, s: &Sample<'_>, procs: &Processes) -> bool {
+        // A free's stack is never used: its block keeps its allocation's.
+        if self.inuse.as_ref().is_some_and(|u| u.is_free(ev)) {
+            return false;
+        }
+        Handler::wants_unwind(&mut self.a, ev, s, procs)
+    }
+
+    fn side_band(&mut self, r: &SideBand<'_>) -> io::Result<()> {
+        if let (Some(u), Some(Record::Exit { pid, tid, .. })) = (&mut self.inuse, r.rec)
+            && pid == tid
+        {
+            u.exited(*pid);
+        }
+        Handler::side_band(&mut self.a, r)
+    }
+}
+
+impl Windowed<'_> {
+    /// A sample through the aggregation, or, for the contract's free probe, to the in-use
+    /// table alone.
+    fn kept_sample(&mut self, c: &SampleCtx<'_>) -> io::Result<()> {
         let Some(u) = &mut self.inuse else {
             return self.a.sample(c);
         };
@@ -136,20 +165,128 @@ impl Handler for Windowed<'_> {
         Ok(())
     }
 
-    fn wants_unwind(&mut self, ev: usize, s: &Sample<'_>, procs: &Processes) -> bool {
-        // A free's stack is never used: its block keeps its allocation's.
-        if self.inuse.as_ref().is_some_and(|u| u.is_free(ev)) {
-            return false;
-        }
-        Handler::wants_unwind(&mut self.a, ev, s, procs)
+    /// The samples kept so far, over every column (a probe's later sites count in its first
+    /// site's).
+    fn kept_total(&self) -> u64 {
+        self.a.agg.stats.kept.iter().sum()
     }
 
-    fn side_band(&mut self, r: &SideBand<'_>) -> io::Result<()> {
-        if let (Some(u), Some(Record::Exit { pid, tid, .. })) = (&mut self.inuse, r.rec)
-            && pid == tid
+    /// Counts a sample kept at a user address that no mapping recorded for its process
+    /// holds: its leaf can only be named `[unknown]`, and the window says how many.
+    fn count_unmapped(&mut self, c: &SampleCtx<'_>, kept_before: u64) {
+        let kept = self.kept_total();
+        let user = u32::from(c.misc) & b::PERF_RECORD_MISC_CPUMODE_MASK == b::PERF_RECORD_MISC_USER;
+        if kept > kept_before
+            && user
+            && let (Some(pid), Some(ip), Some(maps)) = (c.sample.pid, c.sample.ip, c.procs.maps())
+            && maps.lookup(pid, ip).is_none()
         {
-            u.exited(*pid);
+            self.a.agg.stats.unmapped += 1;
         }
-        Handler::side_band(&mut self.a, r)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use perf_event_open_sys::bindings as b;
+    use rustc_hash::FxHashMap;
+
+    use super::{LiveEvent, Windowed};
+    use crate::config::report::{Input, Prefix, ReportConfig, ReportOutput};
+    use crate::maps::ProcessMaps;
+    use crate::records::{self, Mmap2Fields, ParseInfo, Sample, SampleId};
+    use crate::session::{Keep, Session};
+
+    /// A window counts the samples at a user address that no mapping recorded for their
+    /// process holds (named `[unknown]`), and those alone: a sample of a mapped process, of
+    /// a process with no mapping, of the mapped process in the next window (its mapping is
+    /// the session's, not the window's), then after its exit.
+    #[test]
+    fn a_window_counts_the_samples_no_mapping_of_their_process_holds() {
+        let mut attr = b::perf_event_attr {
+            sample_type: u64::from(b::PERF_SAMPLE_IP | b::PERF_SAMPLE_TID | b::PERF_SAMPLE_TIME),
+            ..b::perf_event_attr::default()
+        };
+        attr.set_sample_id_all(1);
+        let info = ParseInfo::from_attr(&attr);
+        let keep = Keep {
+            maps: Some(ProcessMaps::default()),
+            comms: true,
+            ..Keep::default()
+        };
+        let mut session = Session::new(vec![info], FxHashMap::default(), keep);
+        let cfg = ReportConfig {
+            output: ReportOutput::Pprof("-".into()),
+            prefix: Prefix::Pid,
+            ..ReportConfig::plain(Input::File("test".into()))
+        };
+        let events = [LiveEvent {
+            name: "page-faults".into(),
+            format: None,
+            period: None,
+            column: 0,
+        }];
+        let mut win = Windowed::new(&cfg, &events, 1000);
+        let (pid, text) = (7u32, 0x40_0000u64);
+        let sid = |time| SampleId {
+            pid: Some(pid),
+            tid: Some(pid),
+            time: Some(time),
+            ..SampleId::default()
+        };
+        let mut buf = Vec::new();
+        let m = Mmap2Fields {
+            pid,
+            tid: pid,
+            addr: text,
+            len: 0x1000,
+            prot: (libc::PROT_READ | libc::PROT_EXEC) as u32,
+            filename: b"/usr/bin/app",
+            ..Mmap2Fields::default()
+        };
+        records::encode_mmap2(&mut buf, &m, &sid(1), &info);
+        let misc = u16::from_ne_bytes([buf[4], buf[5]]);
+        session
+            .handle(b::PERF_RECORD_MMAP2, misc, &buf, &mut win)
+            .unwrap();
+        let mut sample = |session: &mut Session, win: &mut Windowed<'_>, pid: u32, time| {
+            let s = Sample {
+                ip: Some(text + 0x10),
+                pid: Some(pid),
+                tid: Some(pid),
+                time: Some(time),
+                ..Sample::default()
+            };
+            buf.clear();
+            let misc = b::PERF_RECORD_MISC_USER as u16;
+            records::encode_sample(&mut buf, misc, &s, &info, None).unwrap();
+            session
+                .handle(b::PERF_RECORD_SAMPLE, misc, &buf, win)
+                .unwrap();
+        };
+        sample(&mut session, &mut win, pid, 2);
+        sample(&mut session, &mut win, pid + 1, 3);
+        let first = win.take();
+        assert_eq!(first.stats.kept, vec![2]);
+        assert_eq!(first.stats.unmapped, 1);
+        // The mapping recorded in the last window names this window's samples.
+        sample(&mut session, &mut win, pid, 3);
+        assert_eq!(win.take().stats.unmapped, 0);
+        let mut exit = Vec::new();
+        let task = records::TaskFields {
+            pid,
+            ppid: 1,
+            tid: pid,
+            ptid: 1,
+            time: 4,
+        };
+        records::encode_exit(&mut exit, &task, &sid(4), &info);
+        session
+            .handle(b::PERF_RECORD_EXIT, 0, &exit, &mut win)
+            .unwrap();
+        sample(&mut session, &mut win, pid, 5);
+        assert_eq!(win.take().stats.unmapped, 1);
     }
 }

@@ -118,6 +118,10 @@ pub struct ReadStats {
     /// Samples kept without their stack because the stacks and frames interned had
     /// reached their bound (`live::Windowed`, the agent's bounded memory).
     pub folded: u64,
+    /// Samples kept whose user address lies in no mapping recorded for their process, so
+    /// that their leaf is named `[unknown]` (`live::Windowed`, said in the agent's window
+    /// line).
+    pub unmapped: u64,
 }
 
 /// The aggregated stacks of one file.

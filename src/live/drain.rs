@@ -6,6 +6,7 @@
 //! their ring for the next round: a record can carry a timestamp taken just before
 //! the round started and still be committed to its ring after we looked.
 
+use std::collections::VecDeque;
 use std::io;
 
 use perf_event_open_sys::bindings::PERF_RECORD_SAMPLE;
@@ -134,6 +135,61 @@ fn head_time(rd: &mut crate::sys::ring::RingReader<'_>, session: &Session) -> Op
     Some(t.unwrap_or(0))
 }
 
+/// Which drain rounds have handed on every record the rings held when they began. A record
+/// the kernel committed before a round began lies below that round's reading of its ring's
+/// `data_head`, and has been handed on once the ring's `data_tail` is past it: exact,
+/// whatever the sample clock says and whatever the drain held back. The reaper
+/// (`session::reap`) drops a process `/proc` showed gone once the round after the look is
+/// passed.
+#[derive(Debug, Default)]
+pub struct Passed {
+    began: u64,
+    /// The rounds not passed yet, oldest first, with each ring's head when they began. At
+    /// most [`MAX_WAITING`]: past it a round is not noted, and a later noted round, passed,
+    /// says it is passed too (heads only grow).
+    waiting: VecDeque<(u64, Vec<u64>)>,
+    through: u64,
+}
+
+/// Rounds noted while the oldest is not passed (a ring whose records the drain holds back
+/// for long; each is a few words per ring).
+const MAX_WAITING: usize = 64;
+
+impl Passed {
+    /// A round begins, its rings written up to `heads`: its number (1 and up).
+    pub fn begin(&mut self, heads: Vec<u64>) -> u64 {
+        self.began += 1;
+        if self.waiting.len() < MAX_WAITING {
+            self.waiting.push_back((self.began, heads));
+        }
+        self.began
+    }
+
+    /// A round's drain ended, the rings read up to `tails`: the last round whose records
+    /// are all handed on (0: none yet).
+    pub fn end(&mut self, tails: &[u64]) -> u64 {
+        while let Some((n, heads)) = self.waiting.front() {
+            if !heads.iter().zip(tails).all(|(h, t)| t >= h) {
+                break;
+            }
+            self.through = *n;
+            self.waiting.pop_front();
+        }
+        self.through
+    }
+
+    /// [`Passed::begin`] on the rings as they are now.
+    pub fn begin_rings(&mut self, rings: &[RingBuffer]) -> u64 {
+        self.begin(rings.iter().map(|r| r.positions().0).collect())
+    }
+
+    /// [`Passed::end`] on the rings as they are now.
+    pub fn end_rings(&mut self, rings: &[RingBuffer]) -> u64 {
+        let tails: Vec<u64> = rings.iter().map(|r| r.positions().1).collect();
+        self.end(&tails)
+    }
+}
+
 /// Benchmark aid: advances every ring's tail without looking at the records.
 pub fn discard_round(rings: &mut [RingBuffer], stats: &mut DrainStats) {
     stats.rounds += 1;
@@ -149,4 +205,39 @@ pub fn discard_round(rings: &mut [RingBuffer], stats: &mut DrainStats) {
 /// Used by the summary: bytes per sample in the file.
 pub fn bytes_per_sample(bytes: u64, samples: u64) -> Option<u64> {
     (samples > 0).then(|| bytes / samples)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Passed;
+
+    /// A round is passed once every ring is read past where the kernel had written when it
+    /// began, and not before, however many rounds later.
+    #[test]
+    fn a_round_is_passed_once_every_ring_is_read_past_its_start() {
+        let mut p = Passed::default();
+        assert_eq!(p.begin(vec![100, 40]), 1);
+        // The second ring's last records are held back (stamped too recently).
+        assert_eq!(p.end(&[100, 32]), 0);
+        assert_eq!(p.begin(vec![180, 40]), 2);
+        assert_eq!(p.end(&[180, 32]), 0);
+        assert_eq!(p.begin(vec![180, 96]), 3);
+        assert_eq!(p.end(&[180, 40]), 2);
+        assert_eq!(p.begin(vec![200, 96]), 4);
+        assert_eq!(p.end(&[200, 96]), 4);
+    }
+
+    /// Past the rounds it notes, a later round stands for those not noted.
+    #[test]
+    fn rounds_past_the_bound_are_passed_with_a_later_one() {
+        let mut p = Passed::default();
+        let stuck = p.begin(vec![10]);
+        for _ in 0..super::MAX_WAITING * 2 {
+            p.begin(vec![10]);
+            assert_eq!(p.end(&[0]), 0);
+        }
+        assert_eq!(p.end(&[10]), stuck + super::MAX_WAITING as u64 - 1);
+        let next = p.begin(vec![12]);
+        assert_eq!(p.end(&[12]), next);
+    }
 }

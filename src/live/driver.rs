@@ -219,6 +219,10 @@ pub(crate) struct Round {
     /// The sample clock when the round began: every record stamped up to two milliseconds
     /// before it has been handed on (`None` when the clock cannot be read).
     pub now: Option<u64>,
+    /// This round's number (1 and up), and the last round whose records are all handed on:
+    /// every record the kernel committed before that round began (`drain::Passed`).
+    pub number: u64,
+    pub passed: u64,
 }
 
 /// The round handler's answer.
@@ -253,6 +257,8 @@ pub(crate) struct Driver {
     discard: bool,
     sink_context: Option<String>,
     stats: DrainStats,
+    /// Which rounds have handed on every record the rings held when they began.
+    passed: drain::Passed,
     reason: StopReason,
     exit: Option<ExitStatusInfo>,
     /// `--call-graph dwarf,auto`'s sizing, told after a drain round (at most every
@@ -280,6 +286,7 @@ impl Driver {
             discard: false,
             sink_context: None,
             stats: DrainStats::default(),
+            passed: drain::Passed::default(),
             reason: StopReason::Requested,
             exit: None,
             sizer: None,
@@ -386,10 +393,12 @@ impl Driver {
                 continue;
             }
             let before = self.stats.records;
+            let number = self.passed.begin_rings(&self.opened.rings);
             let now = self.opened.clock.now();
             session.set_clock(self.opened.clock.offset());
             let limit = now.map(|t| t.saturating_sub(drain::HOLD_BACK_NS));
             self.drain(session, sink, limit)?;
+            let passed = self.passed.end_rings(&self.opened.rings);
             if let Some(sizer) = &mut self.sizer
                 && pace.size_now()
             {
@@ -399,7 +408,13 @@ impl Driver {
                 next_tick = until.tick.map(|t| Instant::now() + t);
             }
             let drained = self.stats.records - before;
-            let round = Round { drained, tick, now };
+            let round = Round {
+                drained,
+                tick,
+                now,
+                number,
+                passed,
+            };
             if on_round(session, sink, round)? == Flow::Stop {
                 break (StopReason::Requested, None);
             }

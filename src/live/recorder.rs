@@ -415,7 +415,7 @@ fn drive<H: Live>(
             }
         }
         if let Some(r) = &mut reaper {
-            r.round(session, round.now, super::drain::HOLD_BACK_NS);
+            r.round(session, round.number, round.passed);
         }
         tee.tool.round(session, round)
     })

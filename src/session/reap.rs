@@ -12,15 +12,19 @@
 //! and drops those that are gone, as their EXIT would have. The rule that keeps a later
 //! sample from finding its process gone:
 //!
-//! A process that `/proc` shows gone at time T wrote every record of its own before T (a
-//! sample is written in the context of the task it samples). The drain hands on every
-//! record stamped before a round's limit, two milliseconds before the round began
-//! (`live::drain::HOLD_BACK_NS`, given to [`Reaper::round`]). So the pid is dropped only at a round whose start is
-//! at least that margin past the start of the first round after the look, whose clock
-//! reading is later than T; without a clock every round drains all, and the round after
-//! the look suffices. A pid that a new process took in the meantime is alive in `/proc`
-//! and is not dropped (its FORK record or its exec's COMM record already replaced the old
-//! state).
+//! A process that `/proc` shows gone wrote every record of its own before the look (a
+//! sample is written in the context of the task it samples), so each of them lies below
+//! where the kernel had written its ring when the next drain round began. The pid is
+//! dropped once the drain has read every ring past that point (`live::drain::Passed`:
+//! the driver's round numbers, given to [`Reaper::round`]). This does not lean on the
+//! sample clock: the drain holds back the records stamped in its last milliseconds by the
+//! clock as read, and a clock read behind (470 ms, while its measurement was broken) held
+//! a process's last samples in the rings past a reap timed by it: they were handed on
+//! with no mapping of their process, named `[unknown]`.
+//!
+//! A pid that a new process took in the meantime is alive in `/proc` again when the drain
+//! has passed the look, and is not dropped: its FORK record (or its exec's COMM record)
+//! replaced the old process's state, or will.
 
 use std::time::{Duration, Instant};
 
@@ -32,20 +36,19 @@ const LOOK_EVERY: Duration = Duration::from_secs(1);
 /// A pid seen gone from `/proc`, waiting for the drain to pass it.
 struct Gone {
     pid: u32,
-    /// The round of the look.
-    round: u64,
-    /// The sample clock at the start of the first round after the look: later than the
-    /// look itself.
-    after: Option<u64>,
+    /// The first drain round that began after the look: once it is passed, every record
+    /// the process wrote has been handed on.
+    after: u64,
 }
 
 /// Finds the processes of the table that exited unrecorded and drops them once the drain
 /// has handed on every record they wrote.
 pub struct Reaper {
     last_look: Option<Instant>,
-    rounds: u64,
     gone: Vec<Gone>,
     pids: Vec<u32>,
+    /// Whether a pid is alive (`/proc/PID` exists); the tests' own.
+    alive: fn(u32) -> bool,
 }
 
 impl Default for Reaper {
@@ -58,58 +61,49 @@ impl Reaper {
     pub fn new() -> Reaper {
         Reaper {
             last_look: None,
-            rounds: 0,
             gone: Vec::new(),
             pids: Vec::new(),
+            alive: crate::procfs::exists,
         }
     }
 
-    /// After each drain round; `now` is the sample clock when the round began (`None`
-    /// without a clock: the round drained every record), and the round handed on every
-    /// record stamped `hold_back_ns` before it.
-    pub fn round(&mut self, session: &mut Session, now: Option<u64>, hold_back_ns: u64) {
-        self.rounds += 1;
-        let round = self.rounds;
+    /// After drain round number `round`, when every record the rings held at the start of
+    /// round `passed` has been handed on (`live::drain::Passed`).
+    pub fn round(&mut self, session: &mut Session, round: u64, passed: u64) {
         let procs = &mut session.procs;
-        self.gone.retain_mut(|g| {
-            if g.round >= round {
+        let alive = self.alive;
+        self.gone.retain(|g| {
+            if passed < g.after {
                 return true;
             }
-            let drained = match (now, g.after) {
-                (None, _) => true,
-                (Some(now), None) => {
-                    g.after = Some(now);
-                    false
-                }
-                (Some(now), Some(after)) => now.saturating_sub(hold_back_ns) >= after,
-            };
-            if drained {
+            if !alive(g.pid) {
                 procs.reap(g.pid);
             }
-            !drained
+            false
         });
         if self.last_look.is_some_and(|t| t.elapsed() < LOOK_EVERY) {
             return;
         }
         self.last_look = Some(Instant::now());
-        self.look(session, round);
+        self.look(session, round + 1);
     }
 
-    /// Looks up every held pid not already waiting; the gone ones wait for the drain.
-    fn look(&mut self, session: &Session, round: u64) {
+    /// Looks up every held pid not already waiting; the gone ones wait for the drain to
+    /// pass round `after`, the next to begin.
+    fn look(&mut self, session: &Session, after: u64) {
         session.procs.pids(&mut self.pids);
         for &pid in &self.pids {
             // 0: processes of another pid namespace, all under one pid; u32::MAX: the kernel.
             if pid == 0 || pid == u32::MAX || self.gone.iter().any(|g| g.pid == pid) {
                 continue;
             }
-            if !crate::procfs::exists(pid) {
-                self.gone.push(Gone {
-                    pid,
-                    round,
-                    after: None,
-                });
+            if !(self.alive)(pid) {
+                self.gone.push(Gone { pid, after });
             }
         }
     }
 }
+
+#[cfg(test)]
+#[path = "reap_tests.rs"]
+mod tests;

@@ -82,6 +82,13 @@ impl RingBuffer {
     /// Whether the kernel wrote records the reader has not consumed: `data_head` against
     /// `data_tail`, two loads from the control page, no system call.
     pub fn has_data(&self) -> bool {
+        let (head, tail) = self.positions();
+        head != tail
+    }
+
+    /// The kernel's `data_head` and the reader's `data_tail`: how far the ring has been
+    /// written and read, in bytes since it was mapped (two loads, no system call).
+    pub fn positions(&self) -> (u64, u64) {
         // SAFETY: as in `reader`: both words lie in the control page, mapped while `self`
         // lives, 8-byte aligned, and only accessed atomically.
         let (head, tail) = unsafe {
@@ -96,7 +103,7 @@ impl RingBuffer {
                 ),
             )
         };
-        head.load(Ordering::Acquire) != tail.load(Ordering::Relaxed)
+        (head.load(Ordering::Acquire), tail.load(Ordering::Relaxed))
     }
 
     /// A snapshot of the records written so far.

@@ -356,6 +356,7 @@ impl Agent<'_> {
         };
         let samples: u64 = agg.stats.kept.iter().sum();
         let folded = agg.stats.folded;
+        let unmapped = agg.stats.unmapped;
         let profiles = profiles::cut(&mut agg, &res, &mut self.groups, &cut);
         drop(agg);
         self.groups.end_window();
@@ -380,7 +381,7 @@ impl Agent<'_> {
             }
         }
         self.window_start = end;
-        self.report(session, samples, folded, profiles.len());
+        self.report(session, (samples, folded, unmapped), profiles.len());
         Ok(())
     }
 
@@ -405,8 +406,10 @@ impl Agent<'_> {
         res
     }
 
-    /// The window's line: what it saw, lost and folded away, and what the agent cost.
-    fn report(&mut self, session: &Session, samples: u64, folded: u64, profiles: usize) {
+    /// The window's line: what it saw, lost and folded away, and what the agent cost; the
+    /// samples it could not place in a mapping of their process, when there were.
+    fn report(&mut self, session: &Session, counts: (u64, u64, u64), profiles: usize) {
+        let (samples, folded, unmapped) = counts;
         let st = session.stats();
         let lost = crate::session::lost_once(st.lost, st.lost_samples);
         let (user, sys, max_rss_kib) = crate::sys::self_rusage();
@@ -421,6 +424,12 @@ impl Agent<'_> {
             max_rss_kib,
         );
         let mut line = line;
+        if unmapped > 0 {
+            line.push_str(&format!(
+                "; {unmapped} samples at an address no mapping recorded for their process \
+                 holds, named [unknown]"
+            ));
+        }
         if let Some(u) = self.win.inuse_stats() {
             line.push_str(&format!(
                 "; otel_memory: {} blocks in use, {} frees of unknown blocks, {} allocations \
