@@ -145,6 +145,18 @@ impl InUse {
         });
     }
 
+    /// The modules its sites' frames name (they outlive the window that interned them).
+    pub fn modules(&self) -> Vec<u32> {
+        self.sites
+            .iter()
+            .flat_map(|s| &s.key.1)
+            .filter_map(|k| match k {
+                FrameKey::User { module, .. } => Some(*module),
+                _ => None,
+            })
+            .collect()
+    }
+
     fn release(&mut self, pid: u32, ptr: u64) -> bool {
         let Some((site, bytes)) = self.blocks.remove(&(pid, ptr)) else {
             return false;

@@ -68,6 +68,12 @@ impl<'c> Windowed<'c> {
         }
     }
 
+    /// The modules (ids of the session's `ProcessMaps`) the frames it keeps across windows
+    /// name: the blocks in use's allocation sites.
+    pub fn held_modules(&self) -> Vec<u32> {
+        self.inuse.as_ref().map_or_else(Vec::new, InUse::modules)
+    }
+
     /// The in-use table's figures, when it is kept.
     pub fn inuse_stats(&self) -> Option<InUseStats> {
         self.inuse.as_ref().map(|u| u.stats)

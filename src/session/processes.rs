@@ -124,6 +124,12 @@ impl Processes {
         self.held.reaped += 1;
     }
 
+    /// Lets go of the modules no process maps and `held` does not name (see
+    /// [`ProcessMaps::forget_unmapped`]).
+    pub(super) fn forget_unmapped_modules(&mut self, held: impl IntoIterator<Item = u32>) -> usize {
+        self.maps.as_mut().map_or(0, |m| m.forget_unmapped(held))
+    }
+
     /// Every process's mappings, when the session keeps them.
     pub fn maps(&self) -> Option<&ProcessMaps> {
         self.maps.as_ref()
@@ -350,6 +356,14 @@ impl Processes {
         {
             c.set(tid, name);
         }
+    }
+}
+
+impl super::Session {
+    /// Lets go of the modules no process maps now and `held` does not name: for a handler
+    /// that holds no other module id (`memperf agent`, between windows). How many went.
+    pub fn forget_unmapped_modules(&mut self, held: impl IntoIterator<Item = u32>) -> usize {
+        self.procs.forget_unmapped_modules(held)
     }
 }
 

@@ -313,9 +313,12 @@ impl Handler for Agent<'_> {
 }
 
 impl Live for Agent<'_> {
-    fn round(&mut self, session: &Session, round: Round) -> Result<Flow> {
+    fn round(&mut self, session: &mut Session, round: Round) -> Result<Flow> {
         if round.tick {
             self.flush(session)?;
+            // The window's frames are named and let go of: of the modules, only those
+            // mapped now and those the blocks in use name are needed again.
+            session.forget_unmapped_modules(self.win.held_modules());
         }
         Ok(Flow::Continue)
     }
