@@ -332,6 +332,11 @@ impl ProcessMaps {
         self.by_pid.len()
     }
 
+    /// Whether the mappings of process `pid` are held.
+    pub fn holds(&self, pid: u32) -> bool {
+        self.by_pid.contains_key(&pid)
+    }
+
     /// The pids of those processes.
     pub fn pids(&self) -> impl Iterator<Item = u32> + '_ {
         self.by_pid.keys().copied()
