@@ -13,14 +13,16 @@
 #     until each process exits, so the in-use table fills and is let go of per process.
 # Every 30 s it writes a row to the CSV: seconds since the start, the agent's VmRSS and
 # VmHWM (KiB), its CPU seconds, open fds, and the last window line's figures. At the end it
-# prints start, max and end RSS and the slope of RSS over the second half of the run (a
-# least-squares fit, KiB per hour), where the bounds have long been reached.
+# prints start, after warm-up (the first row past WARMUP seconds), max and end RSS and the
+# slope of RSS over the second half of the run (a least-squares fit, MiB per hour), where
+# the bounds have long been reached.
 #
 # Usage: benches/agent-soak.sh [SECS] [CSV]       (defaults: 3600, agent-soak.csv)
 #   MEMPERF=path to the binary (else target/release/memperf, built if missing);
 #   INTERVAL=window seconds (10), MAX_STACKS=the window's bound (10000),
 #   PERIOD=sample one fault in PERIOD (1), SLEEP=seconds between the loop's rounds (0.2),
-#   COPY_EVERY=rounds between fresh copies of soakstack (10; 0: never, one binary only).
+#   COPY_EVERY=rounds between fresh copies of soakstack (10; 0: never, one binary only),
+#   WARMUP=seconds after which the RSS is reported as past the warm-up (600).
 # It profiles its own command only: the agent at nice 10 (its reader too), the workload at
 # nice 19, light
 # enough to run beside other work; it is not a timing measurement and needs no lock.
@@ -35,6 +37,7 @@ MAX_STACKS=${MAX_STACKS:-10000}
 PERIOD=${PERIOD:-1}
 SLEEP=${SLEEP:-0.2}
 COPY_EVERY=${COPY_EVERY:-10}
+WARMUP=${WARMUP:-600}
 if [ -z "${MEMPERF:-}" ]; then
     [ -x target/release/memperf ] || cargo build --release --quiet
     MEMPERF=$PWD/target/release/memperf
@@ -132,13 +135,14 @@ wait "$agent" || echo "agent exited with $?" >&2
 agent=
 echo "last window lines:"
 grep 'memperf agent' "$work/agent.log" | tail -3
-awk -F, 'NR > 1 && $2 != "" { n++; t[n] = $1; r[n] = $2; if ($2 > max) max = $2 }
+awk -F, -v warm="$WARMUP" 'NR > 1 && $2 != "" { n++; t[n] = $1; r[n] = $2; if ($2 > max) max = $2
+    if (w == "" && $1 >= warm) { w = $2; wt = $1 } }
 END {
     if (n < 2) { print "too few samples"; exit }
     h = int(n / 2) + 1; m = n - h + 1; st = sr = stt = str = 0
     for (i = h; i <= n; i++) { st += t[i]; sr += r[i]; stt += t[i] * t[i]; str += t[i] * r[i] }
     d = m * stt - st * st
     slope = d > 0 ? (m * str - st * sr) / d * 3600 : 0
-    printf "RSS KiB: start %d (at %d s), max %d, end %d (at %d s); slope over the second half %.0f KiB/hour\n",
-        r[1], t[1], max, r[n], t[n], slope
+    printf "RSS KiB: start %d (at %d s), after warm-up %s (at %s s), max %d, end %d (at %d s); slope over the second half (from %d s) %.0f KiB/hour (%.2f MiB/hour)\n",
+        r[1], t[1], w == "" ? "-" : w, w == "" ? "-" : wt, max, r[n], t[n], t[h], slope, slope / 1024
 }' "$CSV"

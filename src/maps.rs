@@ -4,7 +4,7 @@
 use rustc_hash::FxHashMap;
 
 /// A module as recorded: its path and build-id.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub struct ModuleInfo {
     pub path: Vec<u8>,
     pub build_id: Option<Vec<u8>>,
@@ -96,6 +96,10 @@ pub struct ProcessMaps {
     /// The distinct [`MapAttrs`] of the mappings (few: one per file and protection).
     attrs: Vec<MapAttrs>,
     attr_ids: FxHashMap<MapAttrs, u32>,
+    /// Ids of modules and attributes let go of ([`ProcessMaps::forget_unmapped`]), given
+    /// to the next new ones.
+    free_modules: Vec<u32>,
+    free_attrs: Vec<u32>,
 }
 
 impl ProcessMaps {
@@ -140,15 +144,69 @@ impl ProcessMaps {
         if let Some(&id) = self.module_ids.get(&info) {
             return id;
         }
-        let id = self.modules.len() as u32;
+        let id = match self.free_modules.pop() {
+            Some(id) => {
+                self.modules[id as usize] = info.clone();
+                self.module_pids[id as usize] = pid;
+                id
+            }
+            None => {
+                self.modules.push(info.clone());
+                self.module_pids.push(pid);
+                self.modules.len() as u32 - 1
+            }
+        };
         if let Some(dump_of) = crate::jitdump::dump_pid(path) {
-            // Ids grow: the latest dump module of a process is the last one inserted.
+            // The latest dump module of a process is the last one inserted.
             self.dumps.insert(dump_of, id);
         }
-        self.modules.push(info.clone());
-        self.module_pids.push(pid);
         self.module_ids.insert(info, id);
         id
+    }
+
+    /// Lets go of the modules no process maps now and `held` does not name, and of the
+    /// mapping attributes no mapping has; their ids go to the next new ones. Only for a
+    /// caller that holds no other id of this table: `memperf agent` between windows (each
+    /// window's frames are named, then let go of; its in-use blocks' frames are `held`). A
+    /// host whose binaries change (a fresh build, a copy run and deleted) would otherwise
+    /// grow the table by each one for the rest of the run. Returns how many modules went.
+    pub fn forget_unmapped(&mut self, held: impl IntoIterator<Item = u32>) -> usize {
+        let by_pid = &self.by_pid;
+        self.dumps.retain(|pid, _| by_pid.contains_key(pid));
+        let mut used = vec![false; self.modules.len()];
+        let mut used_attrs = vec![false; self.attrs.len()];
+        for m in self.by_pid.values().flatten() {
+            used[m.module as usize] = true;
+            used_attrs[m.attrs as usize] = true;
+        }
+        for id in self.dumps.values().copied().chain(held) {
+            if let Some(u) = used.get_mut(id as usize) {
+                *u = true;
+            }
+        }
+        for &id in &self.free_modules {
+            used[id as usize] = true;
+        }
+        for &id in &self.free_attrs {
+            used_attrs[id as usize] = true;
+        }
+        let mut gone = 0;
+        for (id, _) in used.iter().enumerate().filter(|(_, u)| !**u) {
+            let info = std::mem::take(&mut self.modules[id]);
+            self.module_ids.remove(&info);
+            self.free_modules.push(id as u32);
+            gone += 1;
+        }
+        for (id, _) in used_attrs.iter().enumerate().filter(|(_, u)| !**u) {
+            self.attr_ids.remove(&self.attrs[id]);
+            self.free_attrs.push(id as u32);
+        }
+        gone
+    }
+
+    /// Modules held (mapped, or named by a caller), not counting those let go of.
+    pub fn modules_held(&self) -> usize {
+        self.modules.len() - self.free_modules.len()
     }
 
     /// A new mapping replaces whatever it overlaps, as mmap(2) does.
@@ -197,8 +255,16 @@ impl ProcessMaps {
         if let Some(&id) = self.attr_ids.get(&attrs) {
             return id;
         }
-        let id = self.attrs.len() as u32;
-        self.attrs.push(attrs);
+        let id = match self.free_attrs.pop() {
+            Some(id) => {
+                self.attrs[id as usize] = attrs;
+                id
+            }
+            None => {
+                self.attrs.push(attrs);
+                self.attrs.len() as u32 - 1
+            }
+        };
         self.attr_ids.insert(attrs, id);
         id
     }
@@ -264,6 +330,11 @@ impl ProcessMaps {
     /// The processes whose mappings are held.
     pub fn processes(&self) -> usize {
         self.by_pid.len()
+    }
+
+    /// Whether the mappings of process `pid` are held.
+    pub fn holds(&self, pid: u32) -> bool {
+        self.by_pid.contains_key(&pid)
     }
 
     /// The pids of those processes.
@@ -403,6 +474,53 @@ impl HeapInference {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A fresh binary every few seconds, each run once and deleted (benches/agent-soak.sh):
+    /// forgetting between windows keeps the table the size of what is mapped and held
+    /// (today's main kept every binary's module and attributes for the rest of the run),
+    /// and a module still mapped or held keeps its id and its path.
+    #[test]
+    fn modules_no_process_maps_are_forgotten_between_windows() {
+        let mut p = ProcessMaps::default();
+        let attrs = |ino| MapAttrs {
+            prot: 5,
+            ino,
+            ..MapAttrs::default()
+        };
+        p.map_with(1, (0x1000, 0x1000, 0), b"/bin/sh", None, attrs(1));
+        let sh = p.lookup(1, 0x1000).unwrap().0;
+        p.map_with(2, (0x1000, 0x1000, 0), b"/held", None, attrs(2));
+        let held = p.lookup(2, 0x1000).unwrap().0;
+        p.exit(2);
+        for i in 0..1000u32 {
+            let pid = 100 + i;
+            let path = format!("/tmp/bin.{i}");
+            p.map_with(
+                pid,
+                (0x1000, 0x1000, 0),
+                path.as_bytes(),
+                None,
+                attrs(10 + u64::from(i)),
+            );
+            assert_eq!(
+                p.module(p.lookup(pid, 0x1000).unwrap().0).path,
+                path.as_bytes()
+            );
+            p.exit(pid);
+            p.forget_unmapped([held]);
+        }
+        assert_eq!(p.modules_held(), 2);
+        assert!(p.modules.len() <= 3, "{} module slots", p.modules.len());
+        assert!(p.attrs.len() <= 3, "{} attribute slots", p.attrs.len());
+        assert_eq!(p.module(sh).path, b"/bin/sh");
+        assert_eq!(p.module(held).path, b"/held");
+        assert_eq!(p.mapping_at(1, 0x1800).unwrap().attrs, attrs(1));
+        // Let go of, a module's path interned again gets an id again.
+        p.forget_unmapped([]);
+        p.map(3, 0x1000, 0x1000, 0, b"/held", None);
+        assert_eq!(p.module(p.lookup(3, 0x1000).unwrap().0).path, b"/held");
+        assert_eq!(p.modules_held(), 2);
+    }
 
     #[test]
     fn lookup_overlap_fork_and_exec() {

@@ -176,6 +176,29 @@ impl InUse {
         });
     }
 
+    /// Lets go of the blocks of the processes `gone` says are: those whose EXIT record was
+    /// lost (a full ring), which the session dropped once `/proc` showed them gone
+    /// (`session::reap`) without a word to its handler. How many processes went.
+    pub fn forget_gone(&mut self, gone: impl Fn(u32) -> bool) -> usize {
+        let pids: Vec<u32> = self.per_pid.keys().copied().filter(|&p| gone(p)).collect();
+        for &pid in &pids {
+            self.exited(pid);
+        }
+        pids.len()
+    }
+
+    /// The modules its sites' frames name (they outlive the window that interned them).
+    pub fn modules(&self) -> Vec<u32> {
+        self.sites
+            .iter()
+            .flat_map(|s| &s.key.1)
+            .filter_map(|k| match k {
+                FrameKey::User { module, .. } => Some(*module),
+                _ => None,
+            })
+            .collect()
+    }
+
     fn release(&mut self, pid: u32, ptr: u64) -> bool {
         let Some((site, bytes)) = self.blocks.remove(&(pid, ptr)) else {
             return false;
@@ -370,6 +393,25 @@ mod tests {
         }
         assert_eq!(t.stats.untracked, 3);
         assert_eq!(t.blocks.len(), super::MAX_BLOCKS);
+    }
+
+    /// A process whose EXIT record was lost: its blocks go once it is known gone, not when
+    /// the table is full (today's main kept them, up to a million blocks); the modules
+    /// its sites name are held until then.
+    #[test]
+    fn blocks_of_processes_gone_without_an_exit_record_are_let_go_of() {
+        let mut t = table();
+        let (agg, key) = window(2);
+        t.allocated(7, &raw(&[0x1000, 24, 96]), key, &agg);
+        t.allocated(8, &raw(&[0x1000, 8, 8]), key, &agg);
+        assert_eq!(t.modules(), [0, 0]);
+        assert_eq!(t.forget_gone(|pid| pid == 8), 1);
+        let mut agg = agg;
+        t.add_to(&mut agg);
+        assert_eq!(in_use(&agg), (1, 96));
+        assert_eq!(t.forget_gone(|_| true), 1);
+        t.add_to(&mut agg);
+        assert!(t.modules().is_empty());
     }
 
     #[test]

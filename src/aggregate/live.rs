@@ -77,6 +77,20 @@ impl<'c> Windowed<'c> {
         }
     }
 
+    /// The modules (ids of the session's `ProcessMaps`) the frames it keeps across windows
+    /// name: the blocks in use's allocation sites.
+    pub fn held_modules(&self) -> Vec<u32> {
+        self.inuse.as_ref().map_or_else(Vec::new, InUse::modules)
+    }
+
+    /// Lets go of the in-use blocks of the processes `gone` says are (see
+    /// [`InUse::forget_gone`]).
+    pub fn forget_gone(&mut self, gone: impl Fn(u32) -> bool) {
+        if let Some(u) = &mut self.inuse {
+            u.forget_gone(gone);
+        }
+    }
+
     /// The in-use table's figures, when it is kept.
     pub fn inuse_stats(&self) -> Option<InUseStats> {
         self.inuse.as_ref().map(|u| u.stats)

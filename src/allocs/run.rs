@@ -94,7 +94,7 @@ impl Live for Tracer<'_> {
         (self.announce)(child)
     }
 
-    fn round(&mut self, session: &Session, round: Round) -> Result<Flow> {
+    fn round(&mut self, session: &mut Session, round: Round) -> Result<Flow> {
         if !round.tick {
             return Ok(Flow::Continue);
         }

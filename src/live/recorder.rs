@@ -66,7 +66,7 @@ pub(crate) trait Live: Handler {
     }
 
     /// After each drain round; `Flow::Stop` ends the run (a tool's count was reached).
-    fn round(&mut self, _session: &Session, _round: Round) -> Result<Flow> {
+    fn round(&mut self, _session: &mut Session, _round: Round) -> Result<Flow> {
         Ok(Flow::Continue)
     }
 }

@@ -21,6 +21,7 @@ mod depth;
 mod exclude;
 mod follow;
 mod keep;
+mod names;
 pub mod order;
 mod processes;
 mod reap;
@@ -53,6 +54,7 @@ use crate::records::{self, ParseInfo, Record, Sample};
 use crate::sys::clock::ClockOffset;
 use crate::unwind::Unwinders;
 
+pub use names::EXITED_NAMES_MAX;
 pub use processes::{EXITED_FILES_MAX, Processes, executable};
 pub use reap::Reaper;
 pub use remaps::{ENTER as REMAP_ENTER, EXIT as REMAP_EXIT, RemapStats};

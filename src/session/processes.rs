@@ -9,6 +9,8 @@ use crate::maps::{MapAttrs, ProcessMaps};
 use crate::records::Record;
 use crate::unwind::{MappingEvent, Unwinders};
 
+use super::names::Names;
+
 /// Whether a mapping record describes executable memory: the kernel marks a mapping without
 /// VM_EXEC with `PERF_RECORD_MISC_MMAP_DATA` and, in MMAP2, gives its protection; a
 /// synthesized MMAP2 (perf's or memperf's, from /proc/PID/maps) has the protection too. The
@@ -26,7 +28,7 @@ pub struct Processes {
     maps: Option<ProcessMaps>,
     pub(super) unwinders: Option<Unwinders>,
     /// Thread names by tid, when kept.
-    comms: Option<FxHashMap<u32, String>>,
+    comms: Option<Names>,
     /// (pid, path) of executable file mappings, and the pids that had samples, when kept
     /// (the recorder's list of files whose build-ids go in the file).
     dsos: Option<Dsos>,
@@ -45,6 +47,8 @@ pub struct Held {
     /// Executable files of exited processes left out of the build-id list past
     /// [`EXITED_FILES_MAX`].
     pub files_left_out: u64,
+    /// Names of exited processes forgotten past [`super::names::EXITED_NAMES_MAX`].
+    pub names_forgotten: u64,
 }
 
 /// Files of exited processes that had samples, kept for the build-id list: one path each
@@ -71,7 +75,7 @@ impl Processes {
         Processes {
             maps,
             unwinders,
-            comms: comms.then(FxHashMap::default),
+            comms: comms.then(Names::default),
             dsos: dsos.then(Dsos::default),
             held: Held::default(),
         }
@@ -87,6 +91,7 @@ impl Processes {
     pub fn held(&self) -> Held {
         Held {
             peak: self.held.peak.max(self.held_now()),
+            names_forgotten: self.comms.as_ref().map_or(0, |c| c.forgotten),
             ..self.held
         }
     }
@@ -119,6 +124,12 @@ impl Processes {
         self.held.reaped += 1;
     }
 
+    /// Lets go of the modules no process maps and `held` does not name (see
+    /// [`ProcessMaps::forget_unmapped`]).
+    pub(super) fn forget_unmapped_modules(&mut self, held: impl IntoIterator<Item = u32>) -> usize {
+        self.maps.as_mut().map_or(0, |m| m.forget_unmapped(held))
+    }
+
     /// Every process's mappings, when the session keeps them.
     pub fn maps(&self) -> Option<&ProcessMaps> {
         self.maps.as_ref()
@@ -135,10 +146,7 @@ impl Processes {
     /// The name of thread `tid` of `pid`: its own COMM, else its process's.
     pub fn comm(&self, pid: u32, tid: u32) -> Option<&str> {
         let comms = self.comms.as_ref()?;
-        comms
-            .get(&tid)
-            .or_else(|| comms.get(&pid))
-            .map(String::as_str)
+        comms.get(tid).or_else(|| comms.get(pid))
     }
 
     /// Executable mappings of processes that had samples: (pid, path).
@@ -235,11 +243,10 @@ impl Processes {
                 ..
             } => self.fork(pid, ppid, tid, ptid),
             // A thread's name goes with it (a pool that churns threads would grow the table
-            // for good); a process's stays, for outputs that name what it left behind
-            // (leak's outstanding allocations).
+            // for good); a process's stays, within a bound (`session::names`).
             Record::Exit { pid, tid, .. } if pid != tid => {
                 if let Some(c) = &mut self.comms {
-                    c.remove(&tid);
+                    c.thread_exit(tid);
                 }
             }
             Record::Exit { pid, tid, .. } if pid == tid => self.exit_process(pid),
@@ -251,6 +258,9 @@ impl Processes {
     /// of its executable files, those it had samples in stay for the build-id list.
     fn exit_process(&mut self, pid: u32) {
         self.note_held();
+        if let Some(c) = &mut self.comms {
+            c.process_exit(pid);
+        }
         if let Some(m) = &mut self.maps {
             m.exit(pid);
         }
@@ -318,7 +328,7 @@ impl Processes {
             }
         }
         if let Some(c) = &mut self.comms {
-            c.insert(tid, String::from_utf8_lossy(name).into_owned());
+            c.set(tid, String::from_utf8_lossy(name).into_owned());
         }
     }
 
@@ -342,17 +352,65 @@ impl Processes {
         }
         // A new thread or process starts with its parent's name.
         if let Some(c) = &mut self.comms
-            && let Some(name) = c.get(&ptid).cloned()
+            && let Some(name) = c.get(ptid).map(str::to_string)
         {
-            c.insert(tid, name);
+            c.set(tid, name);
         }
+    }
+}
+
+impl super::Session {
+    /// Lets go of the modules no process maps now and `held` does not name: for a handler
+    /// that holds no other module id (`memperf agent`, between windows). How many went.
+    pub fn forget_unmapped_modules(&mut self, held: impl IntoIterator<Item = u32>) -> usize {
+        self.procs.forget_unmapped_modules(held)
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::executable;
+    use super::{Processes, executable};
+    use crate::records::{Record, SampleId};
     use perf_event_open_sys::bindings as b;
+
+    /// A run that sees processes come and go for days (`memperf agent`) holds the names of
+    /// the live ones and of the latest exited ones only; today's main held every exited
+    /// process's name, by pid, for the rest of the run.
+    #[test]
+    fn names_of_exited_processes_are_bounded() {
+        let mut p = Processes::new(None, None, true, false);
+        let max = crate::session::EXITED_NAMES_MAX as u32;
+        let (first, last) = (1000, 1000 + 3 * max);
+        for pid in first..=last {
+            let name = format!("p{pid}");
+            let id = SampleId::default();
+            p.apply(
+                0,
+                &Record::Comm {
+                    pid,
+                    tid: pid,
+                    name: name.as_bytes(),
+                    exec: true,
+                    id,
+                },
+            );
+            let (ppid, ptid, time) = (1, 1, 0);
+            p.apply(
+                0,
+                &Record::Exit {
+                    pid,
+                    ppid,
+                    tid: pid,
+                    ptid,
+                    time,
+                    id,
+                },
+            );
+        }
+        assert_eq!(p.comm(last, last), Some(format!("p{last}").as_str()));
+        assert_eq!(p.comm(first, first), None);
+        assert_eq!(p.held().names_forgotten, u64::from(last - first + 1 - max));
+    }
 
     const DATA: u16 = b::PERF_RECORD_MISC_MMAP_DATA as u16;
     const RX: u32 = (libc::PROT_READ | libc::PROT_EXEC) as u32;

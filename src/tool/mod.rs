@@ -412,7 +412,7 @@ impl<T: Tool> Live for Drive<'_, T> {
         Ok(())
     }
 
-    fn round(&mut self, session: &Session, round: Round) -> Result<Flow> {
+    fn round(&mut self, session: &mut Session, round: Round) -> Result<Flow> {
         // Every record stamped before `now` minus the hold-back has been handed on.
         if let Some(now) = round.now {
             let settled = now.saturating_sub(crate::live::drain::HOLD_BACK_NS);

@@ -229,6 +229,13 @@ struct CacheEntry {
 /// otherwise keep its ~1 MiB of unwind sections for the rest of the recording.
 pub(crate) const UNUSED_BYTES_BUDGET: usize = 16 << 20;
 
+/// The most files no live process maps that are kept, whatever their size: a file of a few
+/// KiB of unwind tables costs as much again in the entry, its segments and the table, so a
+/// budget of bytes alone let a host that runs a fresh small binary every few seconds (a
+/// build's test programs, `benches/agent-soak.sh`) keep thousands of them, growing for
+/// hours. A file run again after it went is read again (its headers and unwind sections).
+pub(crate) const UNUSED_FILES_MAX: usize = 256;
+
 /// `MEMPERF_ELF_CACHE_MB`: another budget (benchmarks use a small one to show eviction).
 fn budget_from_env() -> Option<usize> {
     let mb: usize = std::env::var("MEMPERF_ELF_CACHE_MB").ok()?.parse().ok()?;
@@ -343,20 +350,20 @@ impl ElfCache {
     }
 
     /// Drops the least recently used entries that no live process maps until those left
-    /// hold at most 3/4 of the budget (so that eviction runs once per many loads).
+    /// hold at most 3/4 of the budget and 3/4 of [`UNUSED_FILES_MAX`] files (so that
+    /// eviction runs once per many loads).
     fn evict(&mut self) {
         if self.budget == 0 {
             self.budget = unused_budget();
         }
         let budget = self.budget;
         let unused = |e: &CacheEntry| !e.info.as_ref().is_ok_and(|i| i.in_use());
-        let unused_bytes: usize = self
+        let (unused_bytes, unused_files) = self
             .entries
             .values()
             .filter(|e| unused(e))
-            .map(|e| e.bytes)
-            .sum();
-        if unused_bytes <= budget {
+            .fold((0, 0), |(b, n), e| (b + e.bytes, n + 1));
+        if unused_bytes <= budget && unused_files <= UNUSED_FILES_MAX {
             return;
         }
         let mut old: Vec<(u64, ElfKey, usize)> = self
@@ -366,14 +373,15 @@ impl ElfCache {
             .map(|(k, e)| (e.last_use, k.clone(), e.bytes))
             .collect();
         old.sort_unstable_by_key(|(t, _, _)| *t);
-        let mut left = unused_bytes;
+        let (mut left, mut files) = (unused_bytes, unused_files);
         for (_, key, bytes) in old {
-            if left <= budget / 4 * 3 {
+            if left <= budget / 4 * 3 && files <= UNUSED_FILES_MAX / 4 * 3 {
                 break;
             }
             self.entries.remove(&key);
             self.bytes -= bytes;
             left -= bytes;
+            files -= 1;
             self.evictions += 1;
         }
     }
@@ -585,5 +593,38 @@ mod tests {
             cache.entries.values().map(|e| e.bytes).sum::<usize>()
         );
         drop(held);
+    }
+
+    /// A fresh small binary every few seconds (benches/agent-soak.sh's copies, a build's test
+    /// programs): each is a few KiB of unwind tables, far under the budget of bytes, and
+    /// no more than [`UNUSED_FILES_MAX`] of them stay once no process maps them (today's
+    /// main kept every one until 16 MiB of tables, hours of them).
+    #[test]
+    fn small_files_no_process_maps_are_bounded_in_number() {
+        let exe = std::fs::canonicalize("/bin/true").unwrap();
+        let mut cache = ElfCache::default();
+        let dir = tempfile::tempdir().unwrap();
+        let copy = dir.path().join("copy");
+        std::fs::copy(&exe, &copy).unwrap();
+        let m = mapping(&copy);
+        let total = UNUSED_FILES_MAX * 2;
+        // One file's data under as many keys as the copies would have (device, inode).
+        for i in 0..total {
+            let key = ElfKey::DevIno(0, 0, i as u64);
+            cache.get(key, &m).unwrap();
+            assert!(
+                cache.entries.len() <= UNUSED_FILES_MAX,
+                "{i}: {}",
+                cache.len()
+            );
+        }
+        assert!(cache.bytes() < unused_budget() / 4);
+        assert_eq!(cache.evictions as usize, total - cache.len());
+        // The most recent stay.
+        assert!(
+            cache
+                .entries
+                .contains_key(&ElfKey::DevIno(0, 0, total as u64 - 1))
+        );
     }
 }

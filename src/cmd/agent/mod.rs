@@ -316,9 +316,19 @@ impl Handler for Agent<'_> {
 }
 
 impl Live for Agent<'_> {
-    fn round(&mut self, session: &Session, round: Round) -> Result<Flow> {
+    fn round(&mut self, session: &mut Session, round: Round) -> Result<Flow> {
         if round.tick {
             self.flush(session)?;
+            // The window's frames are named and let go of: of the modules, only those
+            // mapped now and those the blocks in use name are needed again.
+            session.forget_unmapped_modules(self.win.held_modules());
+            // A process whose EXIT record was lost leaves the session once /proc shows it
+            // gone; its blocks in use go with it.
+            let maps = session.procs().maps();
+            self.win.forget_gone(|pid| {
+                !maps.is_some_and(|m| m.holds(pid))
+                    && !std::path::Path::new(&format!("/proc/{pid}")).exists()
+            });
         }
         Ok(Flow::Continue)
     }

@@ -221,6 +221,13 @@ fn held_lines(session: &Session) -> Vec<String> {
             crate::session::EXITED_FILES_MAX
         ));
     }
+    if h.names_forgotten > 0 {
+        lines.push(format!(
+            "  {} names of exited processes forgotten (the latest {} kept)",
+            h.names_forgotten,
+            crate::session::EXITED_NAMES_MAX
+        ));
+    }
     lines
 }
 

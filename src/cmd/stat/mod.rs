@@ -321,7 +321,7 @@ impl Live for StatSink<'_> {
         Ok(())
     }
 
-    fn round(&mut self, _session: &Session, round: Round) -> Result<Flow> {
+    fn round(&mut self, _session: &mut Session, round: Round) -> Result<Flow> {
         if round.tick
             && let Some(t0) = self.started
         {
