@@ -402,8 +402,8 @@ mod tests {
     fn blocks_of_processes_gone_without_an_exit_record_are_let_go_of() {
         let mut t = table();
         let (agg, key) = window(2);
-        t.allocated(7, &raw(&[0x1000, 24, 96]), key, &agg);
-        t.allocated(8, &raw(&[0x1000, 8, 8]), key, &agg);
+        t.allocated(0, 7, &raw(&[0x1000, 24, 96]), key, &agg);
+        t.allocated(0, 8, &raw(&[0x1000, 8, 8]), key, &agg);
         assert_eq!(t.modules(), [0, 0]);
         assert_eq!(t.forget_gone(|pid| pid == 8), 1);
         let mut agg = agg;
