@@ -56,6 +56,9 @@ fn only_the_cgroups_tasks_are_profiled_under_its_name() {
     let script = cg.inside_then_outside(&bin, inside, outside);
     let o = memperf()
         .args(["agent", "--interval", "0.3", "-G"])
+        // The agent names a process after its cgroup from /proc/PID/cgroup when it handles
+        // its first sample: the copies stay until it has.
+        .env("PAGEFAULT_LINGER_MS", "500")
         .arg(&cg.name)
         .arg("--output")
         .arg(&out)
@@ -105,6 +108,9 @@ fn a_cgroup_inside_another_given_is_counted_once_under_its_own_name() {
     let script = inner.inside_then_outside(&bin, inside, outside);
     let o = memperf()
         .args(["agent", "--interval", "0.3", "-G"])
+        // The agent names a process after its cgroup from /proc/PID/cgroup when it handles
+        // its first sample: the copies stay until it has.
+        .env("PAGEFAULT_LINGER_MS", "500")
         .arg(format!("{},{}", outer.name, inner.name))
         .arg("--output")
         .arg(&out)
