@@ -412,7 +412,8 @@ pub fn for_process(pid: u32, obj: Option<&str>) -> Result<PathBuf> {
             .filter(|m| m.is_exec())
             .map(|m| String::from_utf8_lossy(&m.path).into_owned())
             .find(|p| p.starts_with('/') && matches_obj(p, name));
-        if found.is_some() || !in_dynamic_loader(&maps) || std::time::Instant::now() > deadline {
+        let loading = in_dynamic_loader(&maps) || in_exec(&maps);
+        if found.is_some() || !loading || std::time::Instant::now() > deadline {
             break found;
         }
         std::thread::sleep(std::time::Duration::from_millis(5));
@@ -434,6 +435,14 @@ const LOADER_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 /// (`ld-linux*`, `ld64.so*`, `ld.so*`, or before glibc 2.34 the file those link to,
 /// `ld-2.31.so`) at exec, and the loader has not yet mapped libc's code. (musl's interpreter
 /// is its libc, which `is_libc` does not name: no wait there.)
+/// Whether the process is inside `execve` now: the kernel maps the program (and its loader)
+/// into a fresh address space before the vDSO, which it maps last, so a process with no
+/// `[vdso]` yet has neither its loader nor its libraries (a static program has the vDSO too,
+/// once its exec is done; without one, as with `vdso=0`, the wait just runs to its end).
+fn in_exec(maps: &[crate::procfs::MapEntry]) -> bool {
+    !maps.iter().any(|m| m.path.as_slice() == b"[vdso]")
+}
+
 fn in_dynamic_loader(maps: &[crate::procfs::MapEntry]) -> bool {
     let mapped = |f: fn(&str) -> bool, exec_only: bool| {
         maps.iter().filter(|m| !exec_only || m.is_exec()).any(|m| {
@@ -601,6 +610,10 @@ mod tests {
             "/app",
             "/lib/ld-musl-x86_64.so.1"
         ])));
+        // Inside execve: the new program and its stack, no loader and no vDSO yet (CI's
+        // permissions test met it as `sleep 30 & memperf leak -p $!`).
+        assert!(in_exec(&maps(&["/usr/bin/sleep", "[stack]"])));
+        assert!(!in_exec(&maps(&["/usr/bin/busybox", "[stack]", "[vdso]"])));
     }
 
     #[test]
