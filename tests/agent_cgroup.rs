@@ -41,6 +41,25 @@ fn files_in(dir: &Path) -> Vec<PathBuf> {
     files
 }
 
+/// `memperf agent -G groups --output out` of `fixtures/pagefault.c`'s copies, `inside`
+/// faults in `cg` then `outside` outside it; its stderr.
+fn profile_copies(cg: &TestCgroup, groups: &str, out: &Path, inside: u64, outside: u64) -> String {
+    let bin = fixture("pagefault", Variant::Fp);
+    let script = cg.inside_then_outside(&bin, inside, outside);
+    let o = memperf()
+        .args(["agent", "--interval", "0.3", "-G", groups, "--output"])
+        .arg(out)
+        // The agent names a process after its cgroup from /proc/PID/cgroup when it handles
+        // its first sample: the copies stay until it has.
+        .env("PAGEFAULT_LINGER_MS", "500")
+        .args(["--", "sh", "-c", &script])
+        .output()
+        .unwrap();
+    let err = stderr(&o);
+    assert!(o.status.success(), "{err}");
+    err
+}
+
 #[test]
 fn only_the_cgroups_tasks_are_profiled_under_its_name() {
     if !require_perf("memperf agent -G") || !have_go() {
@@ -51,22 +70,8 @@ fn only_the_cgroups_tasks_are_profiled_under_its_name() {
     };
     let dir = scratch();
     let out = dir.path().join("profiles");
-    let (inside, outside) = (3000, 1700);
-    let bin = fixture("pagefault", Variant::Fp);
-    let script = cg.inside_then_outside(&bin, inside, outside);
-    let o = memperf()
-        .args(["agent", "--interval", "0.3", "-G"])
-        // The agent names a process after its cgroup from /proc/PID/cgroup when it handles
-        // its first sample: the copies stay until it has.
-        .env("PAGEFAULT_LINGER_MS", "500")
-        .arg(&cg.name)
-        .arg("--output")
-        .arg(&out)
-        .args(["--", "sh", "-c", &script])
-        .output()
-        .unwrap();
-    let err = stderr(&o);
-    assert!(o.status.success(), "{err}");
+    let inside = 3000;
+    let err = profile_copies(&cg, &cg.name, &out, inside, 1700);
     let files = files_in(&out);
     assert!(!files.is_empty(), "no profile\n{err}");
     // Every profile is the cgroup's: none of the outside copy (service `pagefault-fp`).
@@ -103,22 +108,9 @@ fn a_cgroup_inside_another_given_is_counted_once_under_its_own_name() {
     let inner = outer.child("inner");
     let dir = scratch();
     let out = dir.path().join("profiles");
-    let (inside, outside) = (2000, 1300);
-    let bin = fixture("pagefault", Variant::Fp);
-    let script = inner.inside_then_outside(&bin, inside, outside);
-    let o = memperf()
-        .args(["agent", "--interval", "0.3", "-G"])
-        // The agent names a process after its cgroup from /proc/PID/cgroup when it handles
-        // its first sample: the copies stay until it has.
-        .env("PAGEFAULT_LINGER_MS", "500")
-        .arg(format!("{},{}", outer.name, inner.name))
-        .arg("--output")
-        .arg(&out)
-        .args(["--", "sh", "-c", &script])
-        .output()
-        .unwrap();
-    let err = stderr(&o);
-    assert!(o.status.success(), "{err}");
+    let inside = 2000;
+    let groups = format!("{},{}", outer.name, inner.name);
+    let err = profile_copies(&inner, &groups, &out, inside, 1300);
     drop(inner);
     drop(outer);
     let files = files_in(&out);

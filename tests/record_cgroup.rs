@@ -13,6 +13,36 @@ use common::{
     Variant, fixture, memperf, perf_script, require_perf, require_perf_tool, scratch, stderr,
 };
 
+/// `memperf record -G groups -o out` of `fixtures/pagefault.c`'s copies, `inside` faults in
+/// `cg` then `outside` outside it; its stderr.
+fn record_copies(
+    cg: &TestCgroup,
+    groups: &str,
+    out: &std::path::Path,
+    inside: usize,
+    outside: usize,
+) -> String {
+    let bin = fixture("pagefault", Variant::Fp);
+    let script = cg.inside_then_outside(&bin, inside, outside);
+    let o = memperf()
+        .args(["record", "--call-graph", "fp", "-G", groups, "-o"])
+        .arg(out)
+        .args(["--", "sh", "-c", &script])
+        .output()
+        .unwrap();
+    let err = stderr(&o);
+    assert!(o.status.success(), "{err}");
+    err
+}
+
+/// The samples with `touch_pages` on their stack.
+fn touching(samples: &[common::ScriptSample]) -> usize {
+    samples
+        .iter()
+        .filter(|s| s.frames.iter().any(|f| f == "touch_pages"))
+        .count()
+}
+
 #[test]
 fn only_the_cgroups_tasks_are_recorded() {
     if !require_perf("memperf record -G") || !require_perf_tool("memperf record -G") {
@@ -23,26 +53,11 @@ fn only_the_cgroups_tasks_are_recorded() {
     };
     let dir = scratch();
     let out = dir.path().join("cgroup.data");
-    let (inside, outside) = (3000, 1700);
-    let bin = fixture("pagefault", Variant::Fp);
-    let script = cg.inside_then_outside(&bin, inside, outside);
-    let o = memperf()
-        .args(["record", "--call-graph", "fp", "-G"])
-        .arg(&cg.name)
-        .arg("-o")
-        .arg(&out)
-        .args(["--", "sh", "-c", &script])
-        .output()
-        .unwrap();
-    let err = stderr(&o);
-    assert!(o.status.success(), "{err}");
+    let inside = 3000;
+    let err = record_copies(&cg, &cg.name, &out, inside, 1700);
     drop(cg);
     let samples = perf_script(&out);
-    let touching = samples
-        .iter()
-        .filter(|s| s.frames.iter().any(|f| f == "touch_pages"))
-        .count();
-    assert_eq!(touching, inside, "{err}");
+    assert_eq!(touching(&samples), inside, "{err}");
     // Nothing of the test's own processes (the shells, the outside copy before its touches).
     let tids: std::collections::BTreeSet<u32> = samples.iter().map(|s| s.tid).collect();
     assert_eq!(tids.len(), 1, "{tids:?}\n{err}");
@@ -62,27 +77,12 @@ fn a_cgroup_inside_another_given_is_recorded_once() {
     let inner = outer.child("inner");
     let dir = scratch();
     let out = dir.path().join("cgroup.data");
-    let (inside, outside) = (2000, 1300);
-    let bin = fixture("pagefault", Variant::Fp);
-    let script = inner.inside_then_outside(&bin, inside, outside);
-    let o = memperf()
-        .args(["record", "--call-graph", "fp", "-G"])
-        .arg(format!("{},{}", outer.name, inner.name))
-        .arg("-o")
-        .arg(&out)
-        .args(["--", "sh", "-c", &script])
-        .output()
-        .unwrap();
-    let err = stderr(&o);
-    assert!(o.status.success(), "{err}");
+    let inside = 2000;
+    let groups = format!("{},{}", outer.name, inner.name);
+    let err = record_copies(&inner, &groups, &out, inside, 1300);
     drop(inner);
     drop(outer);
-    let samples = perf_script(&out);
-    let touching = samples
-        .iter()
-        .filter(|s| s.frames.iter().any(|f| f == "touch_pages"))
-        .count();
-    assert_eq!(touching, inside, "{err}");
+    assert_eq!(touching(&perf_script(&out)), inside, "{err}");
     assert!(err.contains("inner` is inside"), "{err}");
 }
 
