@@ -266,13 +266,18 @@ impl Checks<'_, '_> {
         let Some(m) = self.p.module_at(callee_pc) else {
             return false;
         };
-        let (Some(entry), Some(start)) = (m.entry_avma, m.function_start(callee_pc)) else {
+        let entry_and_start = (m.entry_avma, self.confirmed.function_start(m, callee_pc));
+        let (Some(entry), Some(start)) = entry_and_start else {
             return false;
         };
-        let in_start = last.wrapping_sub(1).wrapping_sub(entry) < ENTRY_CALL_WINDOW;
-        let in_main = |ra: u64| m.function_start(ra.wrapping_sub(1)) == Some(start);
-        if !in_start || past.iter().any(|&ra| in_main(ra)) {
+        if last.wrapping_sub(1).wrapping_sub(entry) >= ENTRY_CALL_WINDOW {
             return false;
+        }
+        // No frame past the cut in main itself (only main's own mapping can hold one).
+        for pc in past.iter().map(|ra| ra.wrapping_sub(1)) {
+            if m.avma.contains(&pc) && self.confirmed.function_start(m, pc) == Some(start) {
+                return false;
+            }
         }
         let key = m.path_hash;
         let from_entry = match self.confirmed.mains.get(&key) {
