@@ -255,7 +255,7 @@ impl Checks<'_, '_> {
     /// `_start` of `main`'s own file: a thread that called `main` through a pointer also
     /// ends its walk within three frames, at `clone3`, and its slot may hold a later call's
     /// return by now.
-    fn main_at_cut(&mut self, callee_pc: u64, past: &[u64]) -> bool {
+    pub(super) fn main_at_cut(&mut self, callee_pc: u64, past: &[u64]) -> bool {
         const BASE_FRAMES: usize = 3;
         let Some(&last) = past.last() else {
             return false;

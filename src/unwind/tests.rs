@@ -717,3 +717,5 @@ fn a_cut_in_mains_frame_is_finished_through_the_c_librarys_register_call() {
     assert_eq!(s.rejected.indirect_at_cut, 0);
     assert_eq!(s.recovered_indirect, 1, "{s:?}");
 }
+
+mod main_cut;
