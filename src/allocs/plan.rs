@@ -247,45 +247,118 @@ pub(crate) fn plan_user(
         );
     }
     let tracefs = Tracefs::locate_or_mount().ok();
-    let via_tracefs = match cfg.probe_via {
-        ProbeVia::Pmu => None,
-        ProbeVia::Auto => tracefs
-            .as_ref()
-            .filter(|t| UprobeGroup::writable(t))
-            .cloned(),
-        ProbeVia::Tracefs => Some(
-            tracefs
-                .as_ref()
-                .filter(|t| UprobeGroup::writable(t))
-                .cloned()
-                .ok_or_else(|| {
-                    anyhow!(
-                        "--probe-via tracefs: uprobe_events is not writable here (it needs root, \
-                         tracefs and CONFIG_UPROBE_EVENTS)"
-                    )
-                })?,
-        ),
-    };
-    if let Some(t) = &via_tracefs {
-        // Probes a killed run left behind would fire (and cost) for nothing.
-        if let Err(e) = crate::sys::uprobe::remove_stale(t, crate::procfs::is_memperf) {
-            eprintln!("memperf: warning: stale probes of an earlier run remain: {e}");
+    let via_tracefs = probe_via(cfg.probe_via, tracefs.as_ref())?;
+    let pmu = match &via_tracefs {
+        Some(t) => {
+            // Probes a killed run left behind would fire (and cost) for nothing.
+            if let Err(e) = crate::sys::uprobe::remove_stale(t, crate::procfs::is_memperf) {
+                eprintln!("memperf: warning: stale probes of an earlier run remain: {e}");
+            }
+            hold.group = Some(UprobeGroup::new(t.clone()));
+            None
         }
-        hold.group = Some(UprobeGroup::new(t.clone()));
-    }
-    let pmu = if via_tracefs.is_none() {
-        eprintln!(
-            "memperf: probing through the uprobe PMU: threads and processes started after \
-             tracing begins are not traced (the kernel cannot inherit these events)"
-        );
-        Some(UprobePmu::read().ok_or_else(|| {
-            let root = crate::sys::effective_uid() == 0;
-            let why = UprobeAbsence::classify(root, tracefs.as_ref()).explain();
-            anyhow!("cannot place uprobes: {why}")
-        })?)
-    } else {
-        None
+        None => Some(uprobe_pmu(tracefs.as_ref())?),
     };
+    let mut placer = Placer { hold, pmu, path };
+    let mut planned = Vec::new();
+    for site in &alloc.sites {
+        planned.extend(site_events(cfg, site, &mut placer)?);
+    }
+    Ok((planned, via_tracefs.or(tracefs), code))
+}
+
+/// Where the probes are placed: the tracefs group (`Some`) or the uprobe PMU (`None`).
+fn probe_via(via: ProbeVia, tracefs: Option<&Tracefs>) -> Result<Option<Tracefs>> {
+    let writable = || tracefs.filter(|t| UprobeGroup::writable(t)).cloned();
+    Ok(match via {
+        ProbeVia::Pmu => None,
+        ProbeVia::Auto => writable(),
+        ProbeVia::Tracefs => Some(writable().ok_or_else(|| {
+            anyhow!(
+                "--probe-via tracefs: uprobe_events is not writable here (it needs root, \
+                 tracefs and CONFIG_UPROBE_EVENTS)"
+            )
+        })?),
+    })
+}
+
+/// The uprobe PMU, said to be the way probes are placed, or why probes cannot be placed.
+fn uprobe_pmu(tracefs: Option<&Tracefs>) -> Result<UprobePmu> {
+    eprintln!(
+        "memperf: probing through the uprobe PMU: threads and processes started after \
+         tracing begins are not traced (the kernel cannot inherit these events)"
+    );
+    UprobePmu::read().ok_or_else(|| {
+        let root = crate::sys::effective_uid() == 0;
+        let why = UprobeAbsence::classify(root, tracefs).explain();
+        anyhow!("cannot place uprobes: {why}")
+    })
+}
+
+/// Places the probes of one allocator file, in the tracefs group of `hold` when it has one,
+/// else through the uprobe PMU.
+struct Placer<'a> {
+    hold: &'a mut ProbeHold,
+    pmu: Option<UprobePmu>,
+    path: &'a Path,
+}
+
+impl Placer<'_> {
+    /// The event of a probe of function `symbol` named `symbol` and `suffix`, at file
+    /// offset `offset` (a return probe with `ret`), fetching `args`.
+    fn place(
+        &mut self,
+        (symbol, suffix): (&str, &str),
+        ret: bool,
+        offset: u64,
+        args: Vec<String>,
+    ) -> Result<EventSpec> {
+        let name = format!("{symbol}{suffix}");
+        if let Some(group) = self.hold.group.as_mut() {
+            let def = ProbeDef {
+                name: name.clone(),
+                path: self.path.to_path_buf(),
+                offset,
+                ret,
+                args,
+            };
+            group
+                .add(&def)
+                .with_context(|| format!("failed to place a uprobe on `{symbol}`"))?;
+            return Ok(EventSpec {
+                name: format!("{}:{name}", group.name()),
+                kind: EventKind::Tracepoint {
+                    system: group.name().to_string(),
+                    name,
+                },
+                modifiers: Modifiers::default(),
+                terms: Default::default(),
+                filter: None,
+            });
+        }
+        let pmu = self.pmu.ok_or_else(|| anyhow!("no uprobe PMU"))?;
+        let p = PmuPath::new(self.path)?;
+        let spec = EventSpec {
+            name: format!("uprobe:{name}"),
+            kind: EventKind::Uprobe {
+                type_: pmu.type_,
+                config: pmu.config(ret),
+                config1: p.config1(),
+                config2: offset,
+            },
+            modifiers: Modifiers::default(),
+            terms: Default::default(),
+            filter: None,
+        };
+        self.hold._pmu_paths.push(p);
+        Ok(spec)
+    }
+}
+
+/// The events of one allocator function: its entry probe (with `-s N`, a twin of it that
+/// copies the stack one hit in N), and its return probe where the result is needed.
+fn site_events(cfg: &LeakConfig, site: &probes::Site, placer: &mut Placer) -> Result<Vec<Planned>> {
+    let d = &site.def;
     // `--call-graph dwarf` copies 8192 bytes at each allocation, as `record` starts. Smaller
     // copies cost the traced program less but not the reader: on benches/heap-cost.sh's
     // sqlite3 workload (20,000 rows; stacks about 12 KiB deep, 5.4 KiB of them the shell's
@@ -295,98 +368,49 @@ pub(crate) fn plan_user(
     // the reader its reads: it fell behind and left 71% of the stacks out (`session::shed`)
     // where 8 KiB left none out (before shedding, it lost events instead).
     let stack_cg = cfg.call_graph;
-    let mut planned = Vec::new();
-    for site in &alloc.sites {
-        let d = site.def;
-        let mut probe = |suffix: &str, ret: bool, offset: u64| -> Result<EventSpec> {
-            let name = format!("{}{suffix}", d.symbol);
-            if let Some(group) = hold.group.as_mut() {
-                group
-                    .add(&ProbeDef {
-                        name: name.clone(),
-                        path: path.to_path_buf(),
-                        offset,
-                        ret,
-                        args: if ret {
-                            vec!["ret=$retval:x64".to_string()]
-                        } else {
-                            d.args.iter().map(|a| a.to_string()).collect()
-                        },
-                    })
-                    .with_context(|| format!("failed to place a uprobe on `{}`", d.symbol))?;
-                return Ok(EventSpec {
-                    name: format!("{}:{name}", group.name()),
-                    kind: EventKind::Tracepoint {
-                        system: group.name().to_string(),
-                        name,
-                    },
-                    modifiers: Modifiers::default(),
-                    terms: Default::default(),
-                    filter: None,
-                });
+    let entry_stack = if cfg.sample_rate == 1 && entry_needs_stack(d.func) {
+        stack_cg
+    } else {
+        CallGraph::None
+    };
+    let args = d.args.iter().map(|a| a.to_string()).collect();
+    let entry = placer.place((d.symbol, ""), false, site.probe, args)?;
+    let mut events = vec![Planned {
+        spec: entry.clone(),
+        role: sink::Role::Entry(d.func),
+        sampling: Some(user_sampling(entry_stack, ENTRY_REGS, 1)),
+        filter: None,
+    }];
+    let allocates = !matches!(d.func, table::Func::Free | table::Func::Munmap);
+    if cfg.sample_rate > 1 && allocates {
+        // The twin event: same probe, one hit in N copies the stack.
+        events.push(Planned {
+            spec: entry,
+            role: sink::Role::Entry(d.func),
+            sampling: Some(user_sampling(stack_cg, ENTRY_REGS, cfg.sample_rate)),
+            filter: None,
+        });
+    }
+    if d.ret {
+        // posix_memalign's result is stored through its first argument, most often a
+        // variable in the caller's frame: a small copy of the stack at the return holds
+        // it as it was then.
+        let cg = if d.func == table::Func::PosixMemalign {
+            CallGraph::Dwarf {
+                stack_bytes: MEMPTR_STACK_BYTES,
             }
-            let pmu = pmu.ok_or_else(|| anyhow!("no uprobe PMU"))?;
-            let p = PmuPath::new(path)?;
-            let spec = EventSpec {
-                name: format!("uprobe:{name}"),
-                kind: EventKind::Uprobe {
-                    type_: pmu.type_,
-                    config: pmu.config(ret),
-                    config1: p.config1(),
-                    config2: offset,
-                },
-                modifiers: Modifiers::default(),
-                terms: Default::default(),
-                filter: None,
-            };
-            hold._pmu_paths.push(p);
-            Ok(spec)
-        };
-        let entry_stack = if cfg.sample_rate == 1 && entry_needs_stack(d.func) {
-            stack_cg
         } else {
             CallGraph::None
         };
-        planned.push(Planned {
-            spec: probe("", false, site.probe)?,
-            role: sink::Role::Entry(d.func),
-            sampling: Some(user_sampling(entry_stack, ENTRY_REGS, 1)),
+        let ret = vec!["ret=$retval:x64".to_string()];
+        events.push(Planned {
+            spec: placer.place((d.symbol, "_ret"), true, site.entry, ret)?,
+            role: sink::Role::Return(d.func),
+            sampling: Some(user_sampling(cg, RETURN_REGS, 1)),
             filter: None,
         });
-        let allocates = !matches!(d.func, table::Func::Free | table::Func::Munmap);
-        if cfg.sample_rate > 1 && allocates {
-            // The twin event: same probe, one hit in N copies the stack.
-            let spec = planned
-                .last()
-                .map(|p: &Planned| p.spec.clone())
-                .ok_or_else(|| anyhow!("no entry event"))?;
-            planned.push(Planned {
-                spec,
-                role: sink::Role::Entry(d.func),
-                sampling: Some(user_sampling(stack_cg, ENTRY_REGS, cfg.sample_rate)),
-                filter: None,
-            });
-        }
-        if d.ret {
-            // posix_memalign's result is stored through its first argument, most often a
-            // variable in the caller's frame: a small copy of the stack at the return holds
-            // it as it was then.
-            let cg = if d.func == table::Func::PosixMemalign {
-                CallGraph::Dwarf {
-                    stack_bytes: MEMPTR_STACK_BYTES,
-                }
-            } else {
-                CallGraph::None
-            };
-            planned.push(Planned {
-                spec: probe("_ret", true, site.entry)?,
-                role: sink::Role::Return(d.func),
-                sampling: Some(user_sampling(cg, RETURN_REGS, 1)),
-                filter: None,
-            });
-        }
     }
-    Ok((planned, via_tracefs.or(tracefs), code))
+    Ok(events)
 }
 
 /// Whether an entry probe's samples need the caller's stack: an allocation's is its stack,
