@@ -469,7 +469,6 @@ fn live<T: Tool>(
     out: Box<dyn Write>,
     banner: &dyn Fn(&mut Cx) -> io::Result<()>,
 ) -> Result<Seen> {
-    // Tracepoints this kernel lacks: named with the version that added them.
     let mut tracefs = None;
     let mut formats = Vec::new();
     let mut present = Vec::new();
@@ -478,105 +477,21 @@ fn live<T: Tool>(
     let mut map = Vec::new();
     let facts = crate::sys::diagnose::SystemFacts::read();
     for (i, w) in wants.iter().enumerate() {
-        let mut format = None;
-        if let Some((system, event)) = tracepoint(w.name) {
-            // An optional tracepoint this user may not open, or without a tracefs: the
-            // tool goes on without it rather than refusing to run.
-            let why_not = if !w.optional {
-                None
-            } else if !facts.may_read_tracepoints() {
-                Some(
-                    "tracepoints need root, CAP_PERFMON or kernel.perf_event_paranoid=-1"
-                        .to_string(),
-                )
-            } else if tracefs.is_none() {
-                Tracefs::locate_or_mount()
-                    .map(|t| tracefs = Some(t))
-                    .err()
-                    .map(|e| format!("{e:#}"))
-            } else {
-                None
-            };
-            if let Some(why) = why_not {
-                eprintln!("memperf {name}: note: going on without `{}`: {why}", w.name);
-                formats.push(None);
-                present.push(false);
-                continue;
-            }
-            if tracefs.is_none() {
-                tracefs = Some(
-                    Tracefs::locate_or_mount()
-                        .with_context(|| format!("{name} needs tracefs for `{}`", w.name))?,
-                );
-            }
-            let tfs = tracefs
-                .as_ref()
-                .ok_or_else(|| anyhow!("tracefs unavailable"))?;
-            match tfs.format(system, event) {
-                Ok(text) => format = EventFormat::parse(&String::from_utf8_lossy(&text)),
-                Err(_) if w.optional => {
-                    eprintln!(
-                        "memperf {name}: note: this kernel has no tracepoint `{}` (Linux {}+); going on without it",
-                        w.name, w.since
-                    );
-                    formats.push(None);
-                    present.push(false);
-                    continue;
-                }
-                Err(e) => bail!(
-                    "this kernel has no tracepoint `{}` ({e}); {name} needs it (Linux {}+)",
-                    w.name,
-                    w.since
-                ),
-            }
-        }
+        let Some(format) = want_format(name, w, &facts, &mut tracefs)? else {
+            formats.push(None);
+            present.push(false);
+            continue;
+        };
         let mut spec = events::parse_event_list(w.name)
             .with_context(|| format!("{name}: event `{}`", w.name))?;
         map.push(Some(i));
-        let comm = cfg
-            .comm
-            .as_deref()
-            .filter(|n| !n.is_empty() && !n.contains(['*', '?', '[', ']', '"', '\\']))
-            .filter(|_| tracepoint(w.name).is_some())
-            .map(|n| format!("comm ~ \"*{n}*\""));
-        filters.extend(spec.iter().map(|_| match (w.filter, &comm) {
-            (Some(f), Some(c)) => Some(format!("({f}) && {c}")),
-            (Some(f), None) => Some(f.to_string()),
-            (None, c) => c.clone(),
-        }));
+        let filter = want_filter(cfg, w);
+        filters.extend(spec.iter().map(|_| filter.clone()));
         specs.append(&mut spec);
         formats.push(format);
         present.push(true);
     }
-    let rcfg = RecordConfig {
-        events: specs,
-        target: cfg.target.clone(),
-        cpus: cfg.cpus.clone(),
-        command: cfg.command.clone(),
-        command_stdout: cfg.command_stdout,
-        period: cfg.period.map(crate::events::Period::Count),
-        call_graph: if cfg.stacks {
-            CallGraph::Dwarf { stack_bytes: 8192 }
-        } else {
-            CallGraph::None
-        },
-        unwind: UnwindWhen::Online,
-        user_only: false,
-        mmap_pages: cfg.mmap_pages,
-        output: cfg
-            .write
-            .clone()
-            .unwrap_or_else(|| PathBuf::from("/dev/null")),
-        duration: cfg.duration,
-        quiet: true,
-        consume: Consume::All,
-        cmdline: std::env::args().collect(),
-        include_self: false,
-        side_band: true,
-        stack_auto: false,
-        cgroups: Vec::new(),
-        shed_stacks: Vec::new(),
-    };
+    let rcfg = tool_recording(cfg, specs);
     let mut cx = Cx::new(out, formats, cfg.stacks);
     cx.present = present;
     let mut drive = Drive::new(tool, banner, cx, map, cfg);
@@ -620,6 +535,112 @@ fn live<T: Tool>(
         );
     }
     Ok(seen)
+}
+
+/// How wanted event `w` opens: `Some` with its tracepoint's format (`None` for an event
+/// that is no tracepoint), or `None` when it is optional and cannot be opened here (said
+/// on stderr, with the version that added a tracepoint this kernel lacks); a required one
+/// that cannot be opened is an error.
+fn want_format(
+    name: &str,
+    w: &Want,
+    facts: &crate::sys::diagnose::SystemFacts,
+    tracefs: &mut Option<Tracefs>,
+) -> Result<Option<Option<EventFormat>>> {
+    let Some((system, event)) = tracepoint(w.name) else {
+        return Ok(Some(None));
+    };
+    // An optional tracepoint this user may not open, or without a tracefs: the tool goes
+    // on without it rather than refusing to run.
+    let why_not = if !w.optional {
+        None
+    } else if !facts.may_read_tracepoints() {
+        Some("tracepoints need root, CAP_PERFMON or kernel.perf_event_paranoid=-1".to_string())
+    } else if tracefs.is_none() {
+        Tracefs::locate_or_mount()
+            .map(|t| *tracefs = Some(t))
+            .err()
+            .map(|e| format!("{e:#}"))
+    } else {
+        None
+    };
+    if let Some(why) = why_not {
+        eprintln!("memperf {name}: note: going on without `{}`: {why}", w.name);
+        return Ok(None);
+    }
+    if tracefs.is_none() {
+        *tracefs = Some(
+            Tracefs::locate_or_mount()
+                .with_context(|| format!("{name} needs tracefs for `{}`", w.name))?,
+        );
+    }
+    let tfs = tracefs
+        .as_ref()
+        .ok_or_else(|| anyhow!("tracefs unavailable"))?;
+    match tfs.format(system, event) {
+        Ok(text) => Ok(Some(EventFormat::parse(&String::from_utf8_lossy(&text)))),
+        Err(_) if w.optional => {
+            eprintln!(
+                "memperf {name}: note: this kernel has no tracepoint `{}` (Linux {}+); going on without it",
+                w.name, w.since
+            );
+            Ok(None)
+        }
+        Err(e) => bail!(
+            "this kernel has no tracepoint `{}` ({e}); {name} needs it (Linux {}+)",
+            w.name,
+            w.since
+        ),
+    }
+}
+
+/// The in-kernel filter of wanted event `w`: its own, and-ed with `--comm`'s on a
+/// tracepoint (a plain name only: a glob character would change the pattern).
+fn want_filter(cfg: &ToolConfig, w: &Want) -> Option<String> {
+    let comm = cfg
+        .comm
+        .as_deref()
+        .filter(|n| !n.is_empty() && !n.contains(['*', '?', '[', ']', '"', '\\']))
+        .filter(|_| tracepoint(w.name).is_some())
+        .map(|n| format!("comm ~ \"*{n}*\""));
+    match (w.filter, comm) {
+        (Some(f), Some(c)) => Some(format!("({f}) && {c}")),
+        (Some(f), None) => Some(f.to_string()),
+        (None, c) => c,
+    }
+}
+
+/// The recording a tool's events are opened as.
+fn tool_recording(cfg: &ToolConfig, events: Vec<crate::events::EventSpec>) -> RecordConfig {
+    RecordConfig {
+        events,
+        target: cfg.target.clone(),
+        cpus: cfg.cpus.clone(),
+        command: cfg.command.clone(),
+        command_stdout: cfg.command_stdout,
+        period: cfg.period.map(crate::events::Period::Count),
+        call_graph: if cfg.stacks {
+            CallGraph::Dwarf { stack_bytes: 8192 }
+        } else {
+            CallGraph::None
+        },
+        unwind: UnwindWhen::Online,
+        user_only: false,
+        mmap_pages: cfg.mmap_pages,
+        output: cfg
+            .write
+            .clone()
+            .unwrap_or_else(|| PathBuf::from("/dev/null")),
+        duration: cfg.duration,
+        quiet: true,
+        consume: Consume::All,
+        cmdline: std::env::args().collect(),
+        include_self: false,
+        side_band: true,
+        stack_auto: false,
+        cgroups: Vec::new(),
+        shed_stacks: Vec::new(),
+    }
 }
 
 /// The name of thread `tid` of `pid`: as the session knows it, else as /proc says now, else
