@@ -32,87 +32,7 @@ const TICK: Duration = Duration::from_millis(250);
 
 /// Runs `memperf heap`.
 pub fn run(cfg: HeapConfig) -> Result<i32> {
-    let pid = Cell::new(match cfg.leak.target {
-        LeakTarget::Pid(p) => p,
-        _ => 0,
-    });
-    let memory: RefCell<Vec<Memory>> = RefCell::new(Vec::new());
-    let last_retained: Cell<Option<Retained>> = Cell::new(None);
-    let started = Cell::new(Instant::now());
-    let mut announce = |child: Option<i32>| -> Result<()> {
-        if let Some(c) = child {
-            pid.set(c as u32);
-        }
-        started.set(Instant::now());
-        let until = match cfg.duration {
-            Some(d) => format!("for {:.1} s", d.as_secs_f64()),
-            None => "until it exits".to_string(),
-        };
-        eprintln!(
-            "Tracing the heap of pid {} {until}, Ctrl+C to end early.",
-            pid.get()
-        );
-        Ok(())
-    };
-    let mut reports = Reports::default();
-    let mut on_tick = |session: &Session, sink: &LeakSink, now: u64| -> Result<Flow> {
-        let p = pid.get();
-        if p != 0 {
-            if let Some(m) = timeline::read_memory(p, now) {
-                memory.borrow_mut().push(m);
-            }
-            // A process tearing down its memory (exiting) has no heap left to read: the last
-            // reading that found one stands.
-            if let Some(h) = sink.table.heap.as_ref()
-                && let Ok(r) = retained::measure(p, &sink.table, h, now)
-                && r.resident_pages > 0
-            {
-                last_retained.set(Some(r));
-            }
-        }
-        let Some(interval) = cfg.interval else {
-            return Ok(Flow::Continue);
-        };
-        if !reports.due(started.get().elapsed(), interval) {
-            return Ok(Flow::Continue);
-        }
-        if !cfg.leak.data_on_stdout() {
-            let lost = session.stats().lost + session.stats().lost_samples;
-            let summary = output::Summary {
-                heap: sink
-                    .table
-                    .heap
-                    .as_ref()
-                    .ok_or_else(|| anyhow!("no heap analyses"))?,
-                retained: last_retained.get(),
-                dropped: sink.table.stats.dropped_full,
-                lost,
-                now: Some(now),
-                stacks: crate::allocs::unwinds::StackCounts::of(sink, &session.stats().unwinds),
-            };
-            let mut out = std::io::stdout().lock();
-            writeln!(out, "[{}] Heap so far:", crate::cmd::leak::wall_clock())?;
-            output::write_interval(
-                &mut out,
-                &cfg,
-                &summary,
-                sink,
-                session.procs(),
-                &mut reports.namer,
-            )?;
-            writeln!(out)?;
-            out.flush()?;
-        }
-        if cfg.count.is_some_and(|c| reports.made >= c) {
-            return Ok(Flow::Stop);
-        }
-        Ok(Flow::Continue)
-    };
-    let schedule = Schedule {
-        duration: cfg.duration,
-        // Reports more often than the memory readings need the ticks at their pace.
-        tick: Some(cfg.interval.map_or(TICK, |i| i.min(TICK))),
-    };
+    let watch = Watch::new(&cfg);
     let mut traced = match &cfg.input {
         Some(path) => {
             let input = crate::config::report::Input::from_arg(path.clone());
@@ -123,13 +43,20 @@ pub fn run(cfg: HeapConfig) -> Result<i32> {
                 cfg.temporary_threshold,
             )?
         }
-        None => run::trace(
-            &cfg.leak,
-            &schedule,
-            cfg.write.as_deref(),
-            &mut announce,
-            &mut on_tick,
-        )?,
+        None => {
+            let schedule = Schedule {
+                duration: cfg.duration,
+                // Reports more often than the memory readings need the ticks at their pace.
+                tick: Some(cfg.interval.map_or(TICK, |i| i.min(TICK))),
+            };
+            run::trace(
+                &cfg.leak,
+                &schedule,
+                cfg.write.as_deref(),
+                &mut |child| watch.announce(child),
+                &mut |session, sink, now| watch.tick(session, sink, now),
+            )?
+        }
     };
     let mut heap = traced
         .sink
@@ -137,22 +64,134 @@ pub fn run(cfg: HeapConfig) -> Result<i32> {
         .heap
         .take()
         .ok_or_else(|| anyhow!("the run kept no heap analyses"))?;
-    let memory = memory.into_inner();
     heap.last_time = heap.last_time.max(traced.now);
     if cfg.input.is_none() {
-        note_other_processes(pid.get(), &traced.sink.spaces);
+        note_other_processes(watch.pid.get(), &traced.sink.spaces);
     }
     // The count of reports reached: the last of them was the final one, as leak's.
     let text = !traced.requested;
-    report(
-        &cfg,
-        &mut heap,
-        &mut traced,
-        &memory,
-        last_retained.get(),
-        text,
-    )?;
+    let retained = watch.retained.get();
+    let memory = watch.memory.into_inner();
+    report(&cfg, &mut heap, &mut traced, &memory, retained, text)?;
     Ok(0)
+}
+
+/// What a live run watches besides the allocator's calls: the process's memory over time,
+/// its heap's retained pages, and the interval reports.
+struct Watch<'a> {
+    cfg: &'a HeapConfig,
+    pid: Cell<u32>,
+    started: Cell<Instant>,
+    memory: RefCell<Vec<Memory>>,
+    /// The last reading of the heap's pages that found some resident.
+    retained: Cell<Option<Retained>>,
+    reports: RefCell<Reports>,
+}
+
+impl<'a> Watch<'a> {
+    fn new(cfg: &'a HeapConfig) -> Watch<'a> {
+        Watch {
+            cfg,
+            pid: Cell::new(match cfg.leak.target {
+                LeakTarget::Pid(p) => p,
+                _ => 0,
+            }),
+            started: Cell::new(Instant::now()),
+            memory: RefCell::new(Vec::new()),
+            retained: Cell::new(None),
+            reports: RefCell::new(Reports::default()),
+        }
+    }
+
+    /// Tracing begins (on `child`, when the command was started).
+    fn announce(&self, child: Option<i32>) -> Result<()> {
+        if let Some(c) = child {
+            self.pid.set(c as u32);
+        }
+        self.started.set(Instant::now());
+        let until = match self.cfg.duration {
+            Some(d) => format!("for {:.1} s", d.as_secs_f64()),
+            None => "until it exits".to_string(),
+        };
+        eprintln!(
+            "Tracing the heap of pid {} {until}, Ctrl+C to end early.",
+            self.pid.get()
+        );
+        Ok(())
+    }
+
+    /// Each tick: the memory readings, and an interval report when one is due; stops once
+    /// the count of reports is made.
+    fn tick(&self, session: &Session, sink: &LeakSink, now: u64) -> Result<Flow> {
+        self.read_memory(sink, now);
+        let Some(interval) = self.cfg.interval else {
+            return Ok(Flow::Continue);
+        };
+        let elapsed = self.started.get().elapsed();
+        if !self.reports.borrow_mut().due(elapsed, interval) {
+            return Ok(Flow::Continue);
+        }
+        if !self.cfg.leak.data_on_stdout() {
+            self.interval_report(session, sink, now)?;
+        }
+        if self
+            .cfg
+            .count
+            .is_some_and(|c| self.reports.borrow().made >= c)
+        {
+            return Ok(Flow::Stop);
+        }
+        Ok(Flow::Continue)
+    }
+
+    /// The process's VmRSS and VmSize, and its heap's pages against the live blocks.
+    fn read_memory(&self, sink: &LeakSink, now: u64) {
+        let p = self.pid.get();
+        if p == 0 {
+            return;
+        }
+        if let Some(m) = timeline::read_memory(p, now) {
+            self.memory.borrow_mut().push(m);
+        }
+        // A process tearing down its memory (exiting) has no heap left to read: the last
+        // reading that found one stands.
+        if let Some(h) = sink.table.heap.as_ref()
+            && let Ok(r) = retained::measure(p, &sink.table, h, now)
+            && r.resident_pages > 0
+        {
+            self.retained.set(Some(r));
+        }
+    }
+
+    /// `Heap so far:` on standard output.
+    fn interval_report(&self, session: &Session, sink: &LeakSink, now: u64) -> Result<()> {
+        let lost = session.stats().lost + session.stats().lost_samples;
+        let summary = output::Summary {
+            heap: sink
+                .table
+                .heap
+                .as_ref()
+                .ok_or_else(|| anyhow!("no heap analyses"))?,
+            retained: self.retained.get(),
+            dropped: sink.table.stats.dropped_full,
+            lost,
+            now: Some(now),
+            stacks: crate::allocs::unwinds::StackCounts::of(sink, &session.stats().unwinds),
+        };
+        let mut out = std::io::stdout().lock();
+        writeln!(out, "[{}] Heap so far:", crate::cmd::leak::wall_clock())?;
+        output::write_interval(
+            &mut out,
+            self.cfg,
+            &summary,
+            sink,
+            session.procs(),
+            &mut self.reports.borrow_mut().namer,
+        )?;
+        writeln!(out)?;
+        out.flush()?;
+        Ok(())
+    }
 }
 
 /// The interval reports made so far, and the names of the frames they showed.
