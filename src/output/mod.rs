@@ -167,97 +167,13 @@ impl Resolver {
     }
 
     fn name(&mut self, key: &FrameKey, maps: &ProcessMaps) {
-        let (cfg, res) = (&self.cfg, &mut self.res);
         if *key == FrameKey::Recovered {
-            // A mark, not a frame: no name, so stacks merged by name do not see it.
-            res.lines.push(vec![(None, None)]);
-            res.info.push(FrameInfo {
-                addr: 0,
-                sym: None,
-                off: None,
-                dso: String::new(),
-            });
-            res.names.push(Vec::new());
-            res.recovered_mark = Some(res.names.len() as u32 - 1);
+            self.push_recovered_mark();
             return;
         }
-        let mut jit_source = None;
-        let (symbolized, fallback, suffix) = match *key {
-            FrameKey::Kernel { addr } => {
-                let fallback = if cfg.addrs {
-                    format!("[kernel.kallsyms]+{:#x}", addr.addr())
-                } else {
-                    "[unknown]".to_string()
-                };
-                let suffix = if cfg.kernel_annotate { "_[k]" } else { "" };
-                (self.sym.symbolize_kernel(addr), fallback, suffix)
-            }
-            FrameKey::User { module, offset } => {
-                let m = maps.module(module);
-                // No symbol: the module's name in brackets, as FlameGraph's and inferno's
-                // collapsers name such frames, or module+offset under --addrs.
-                let fallback = if cfg.addrs {
-                    format!("{}+{:#x}", m.basename(), offset.addr())
-                } else {
-                    format!("[{}]", m.basename())
-                };
-                let s = match m.kind() {
-                    ModuleKind::File => self.sym.symbolize(
-                        &ModuleKey {
-                            path: &m.path,
-                            build_id: m.build_id.as_deref(),
-                            pid: Some(maps.module_pid(module)),
-                        },
-                        offset,
-                    ),
-                    // [vdso] and friends: the pseudo file's name is the best there is.
-                    _ => Symbolized {
-                        frames: vec![Frame {
-                            name: Some(String::from_utf8_lossy(&m.path).into_owned()),
-                            file: None,
-                            line: None,
-                            inlined: false,
-                            sym_offset: None,
-                        }],
-                        unknown: None,
-                    },
-                };
-                (s, fallback, "")
-            }
-            // Named above; a mark has no symbol.
-            FrameKey::Recovered => (
-                Symbolized {
-                    frames: Vec::new(),
-                    unknown: None,
-                },
-                RECOVERED.to_string(),
-                "",
-            ),
-            FrameKey::Jit { pid, addr, load } => {
-                let fallback = if cfg.addrs {
-                    format!("{addr:#x}")
-                } else {
-                    "[unknown]".to_string()
-                };
-                let s = match self
-                    .sym
-                    .symbolize_jit(pid, addr, (maps.jitdump_path(pid), load))
-                {
-                    Some((f, source)) => {
-                        jit_source = Some(source);
-                        Symbolized {
-                            frames: vec![f],
-                            unknown: None,
-                        }
-                    }
-                    None => Symbolized {
-                        frames: Vec::new(),
-                        unknown: Some(crate::symbolize::Unknown::NoSymbol),
-                    },
-                };
-                (s, fallback, "")
-            }
-        };
+        let (symbolized, jit_source) = self.symbolize(key, maps);
+        let (fallback, suffix) = fallback_name(&self.cfg, key, maps);
+        let (cfg, res) = (&self.cfg, &mut self.res);
         if symbolized.unknown.is_some() {
             res.unknown_frames += 1;
         }
@@ -289,24 +205,7 @@ impl Resolver {
             res.kernel_names.extend(list.iter().cloned());
         }
         let outer = symbolized.frames.last();
-        let (addr, dso) = match *key {
-            FrameKey::Kernel { addr } => (addr.addr(), "[kernel.kallsyms]".to_string()),
-            FrameKey::User { module, offset } => (
-                offset.addr(),
-                String::from_utf8_lossy(&maps.module(module).path).into_owned(),
-            ),
-            FrameKey::Recovered => (0, String::new()),
-            FrameKey::Jit { pid, addr, .. } => (
-                addr,
-                match jit_source {
-                    Some(JitSource::PerfMap) => format!("/tmp/perf-{pid}.map"),
-                    Some(JitSource::JitDump) => maps
-                        .jitdump_path(pid)
-                        .map_or_else(String::new, |p| String::from_utf8_lossy(p).into_owned()),
-                    None => "[unknown]".to_string(),
-                },
-            ),
-        };
+        let (addr, dso) = frame_dso(key, maps, jit_source);
         res.info.push(FrameInfo {
             addr,
             sym: outer.and_then(|f| f.name.clone()),
@@ -314,6 +213,134 @@ impl Resolver {
             dso,
         });
         res.names.push(list);
+    }
+
+    /// The mark where a stack's frames read from the live process begin: not a frame, so
+    /// no name, and stacks merged by name do not see it.
+    fn push_recovered_mark(&mut self) {
+        let res = &mut self.res;
+        res.lines.push(vec![(None, None)]);
+        res.info.push(FrameInfo {
+            addr: 0,
+            sym: None,
+            off: None,
+            dso: String::new(),
+        });
+        res.names.push(Vec::new());
+        res.recovered_mark = Some(res.names.len() as u32 - 1);
+    }
+
+    /// The symbolizer's frames for `key` (inlined ones first), and for a JIT frame where
+    /// its name came from.
+    fn symbolize(&mut self, key: &FrameKey, maps: &ProcessMaps) -> (Symbolized, Option<JitSource>) {
+        let none = |unknown| Symbolized {
+            frames: Vec::new(),
+            unknown,
+        };
+        match *key {
+            FrameKey::Kernel { addr } => (self.sym.symbolize_kernel(addr), None),
+            FrameKey::User { module, offset } => {
+                let m = maps.module(module);
+                let s = match m.kind() {
+                    ModuleKind::File => self.sym.symbolize(
+                        &ModuleKey {
+                            path: &m.path,
+                            build_id: m.build_id.as_deref(),
+                            pid: Some(maps.module_pid(module)),
+                        },
+                        offset,
+                    ),
+                    // [vdso] and friends: the pseudo file's name is the best there is.
+                    _ => Symbolized {
+                        frames: vec![Frame {
+                            name: Some(String::from_utf8_lossy(&m.path).into_owned()),
+                            file: None,
+                            line: None,
+                            inlined: false,
+                            sym_offset: None,
+                        }],
+                        unknown: None,
+                    },
+                };
+                (s, None)
+            }
+            // Named by push_recovered_mark; a mark has no symbol.
+            FrameKey::Recovered => (none(None), None),
+            FrameKey::Jit { pid, addr, load } => {
+                match self
+                    .sym
+                    .symbolize_jit(pid, addr, (maps.jitdump_path(pid), load))
+                {
+                    Some((f, source)) => (
+                        Symbolized {
+                            frames: vec![f],
+                            unknown: None,
+                        },
+                        Some(source),
+                    ),
+                    None => (none(Some(crate::symbolize::Unknown::NoSymbol)), None),
+                }
+            }
+        }
+    }
+}
+
+/// The name of a frame with no symbol (`[kernel.kallsyms]+0x..`, `module+0x..` under
+/// `--addrs`; `[module]` as FlameGraph's and inferno's collapsers name such frames, or
+/// `[unknown]`), and the suffix of every name of the frame (`_[k]` on kernel frames under
+/// `--kernel-annotate`).
+fn fallback_name(cfg: &NameOptions, key: &FrameKey, maps: &ProcessMaps) -> (String, &'static str) {
+    match *key {
+        FrameKey::Kernel { addr } => {
+            let fallback = if cfg.addrs {
+                format!("[kernel.kallsyms]+{:#x}", addr.addr())
+            } else {
+                "[unknown]".to_string()
+            };
+            let suffix = if cfg.kernel_annotate { "_[k]" } else { "" };
+            (fallback, suffix)
+        }
+        FrameKey::User { module, offset } => {
+            let m = maps.module(module);
+            let fallback = if cfg.addrs {
+                format!("{}+{:#x}", m.basename(), offset.addr())
+            } else {
+                format!("[{}]", m.basename())
+            };
+            (fallback, "")
+        }
+        FrameKey::Recovered => (RECOVERED.to_string(), ""),
+        FrameKey::Jit { addr, .. } => {
+            let fallback = if cfg.addrs {
+                format!("{addr:#x}")
+            } else {
+                "[unknown]".to_string()
+            };
+            (fallback, "")
+        }
+    }
+}
+
+/// A frame's address and the file it is in, as perf's `sym`/`dso` fields show them (a JIT
+/// frame's: the perf map or jitdump its name came from).
+fn frame_dso(key: &FrameKey, maps: &ProcessMaps, jit_source: Option<JitSource>) -> (u64, String) {
+    match *key {
+        FrameKey::Kernel { addr } => (addr.addr(), "[kernel.kallsyms]".to_string()),
+        FrameKey::User { module, offset } => (
+            offset.addr(),
+            String::from_utf8_lossy(&maps.module(module).path).into_owned(),
+        ),
+        FrameKey::Recovered => (0, String::new()),
+        FrameKey::Jit { pid, addr, .. } => (
+            addr,
+            match jit_source {
+                Some(JitSource::PerfMap) => format!("/tmp/perf-{pid}.map"),
+                Some(JitSource::JitDump) => maps
+                    .jitdump_path(pid)
+                    .map_or_else(String::new, |p| String::from_utf8_lossy(p).into_owned()),
+                None => "[unknown]".to_string(),
+            },
+        ),
     }
 }
 
