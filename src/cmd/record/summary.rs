@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use crate::config::record::{CallGraph, RecordConfig, Target};
-use crate::session::{ReadDelay, RemapStats, Session};
+use crate::session::{ReadDelay, RemapStats, Session, SessionStats};
 use crate::unwind::UnwindStats;
 
 use crate::live::drain::{self, DrainStats};
@@ -69,44 +69,66 @@ pub fn summary_lines(info: &EndInfo<'_>) -> Vec<String> {
             st.excluded_self
         ));
     }
-    if st.unwound > 0 {
-        let pct = 100.0 * st.truncated as f64 / st.unwound as f64;
-        lines.push(format!(
-            "  unwound {} user stacks, {} truncated ({pct:.1}%)",
-            st.unwound, st.truncated
-        ));
-        if let Some(u) = info.session.unwinders() {
-            let s = u.stats();
-            if s.truncated.total() > 0 {
-                lines.push(format!("    truncated because: {}", s.truncated));
-            }
-            lines.extend(copy_end_lines(&s, st.unwound, info.cfg));
-            lines.extend(read_delay_line(&s, &st.read_delay));
-            if s.elf_load_failures > 0 {
-                let paths: Vec<String> = s
-                    .elf_load_failure_paths
-                    .iter()
-                    .map(|p| p.display().to_string())
-                    .collect();
-                lines.push(format!(
-                    "    {} executable mappings could not be read: {}",
-                    s.elf_load_failures,
-                    paths.join(", ")
-                ));
-            }
-            if s.modules_without_cfi > 0 {
-                lines.push(format!(
-                    "    {} binaries have no unwind tables (frame pointers used there)",
-                    s.modules_without_cfi
-                ));
-            }
-            lines.extend(jit_cfi_lines(&s));
-        }
+    lines.extend(unwind_lines(info, st));
+    lines.extend(loss_lines(st));
+    lines.extend(skipped_lines(info, st));
+    lines.extend(held_lines(info.session));
+    for note in info.notes {
+        lines.push(format!("  note: {note}"));
     }
+    lines.extend(remap_line(info.session));
+    lines.extend(dropped_warning(info, st));
+    lines
+}
+
+/// How many user stacks were unwound and truncated, and why.
+fn unwind_lines(info: &EndInfo<'_>, st: &SessionStats) -> Vec<String> {
+    let mut lines = Vec::new();
+    if st.unwound == 0 {
+        return lines;
+    }
+    let pct = 100.0 * st.truncated as f64 / st.unwound as f64;
     lines.push(format!(
+        "  unwound {} user stacks, {} truncated ({pct:.1}%)",
+        st.unwound, st.truncated
+    ));
+    let Some(u) = info.session.unwinders() else {
+        return lines;
+    };
+    let s = u.stats();
+    if s.truncated.total() > 0 {
+        lines.push(format!("    truncated because: {}", s.truncated));
+    }
+    lines.extend(copy_end_lines(&s, st.unwound, info.cfg));
+    lines.extend(read_delay_line(&s, &st.read_delay));
+    if s.elf_load_failures > 0 {
+        let paths: Vec<String> = s
+            .elf_load_failure_paths
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect();
+        lines.push(format!(
+            "    {} executable mappings could not be read: {}",
+            s.elf_load_failures,
+            paths.join(", ")
+        ));
+    }
+    if s.modules_without_cfi > 0 {
+        lines.push(format!(
+            "    {} binaries have no unwind tables (frame pointers used there)",
+            s.modules_without_cfi
+        ));
+    }
+    lines.extend(jit_cfi_lines(&s));
+    lines
+}
+
+/// Events lost, in all and by CPU.
+fn loss_lines(st: &SessionStats) -> Vec<String> {
+    let mut lines = vec![format!(
         "  lost {} events in {} LOST records, {} lost samples, throttled {} times",
         st.lost, st.lost_records, st.lost_samples, st.throttled
-    ));
+    )];
     for (cpu, l) in &st.per_cpu {
         let cpu = if *cpu == u32::MAX {
             "?".to_string()
@@ -118,6 +140,13 @@ pub fn summary_lines(info: &EndInfo<'_>) -> Vec<String> {
             l.lost, l.lost_samples, l.throttled
         ));
     }
+    lines
+}
+
+/// What was read but skipped: samples of another session's event, malformed records, and
+/// bytes past broken ring framing.
+fn skipped_lines(info: &EndInfo<'_>, st: &SessionStats) -> Vec<String> {
+    let mut lines = Vec::new();
     if st.foreign_ids > 0 {
         lines.push(format!(
             "  {} samples carried the sample id of another perf session's event (the kernel \
@@ -139,39 +168,42 @@ pub fn summary_lines(info: &EndInfo<'_>) -> Vec<String> {
             info.drain.corrupt_rings, info.drain.corrupt_bytes
         ));
     }
-    lines.extend(held_lines(info.session));
-    for note in info.notes {
-        lines.push(format!("  note: {note}"));
-    }
-    let remaps: Option<RemapStats> = info.session.remap_stats();
-    if let Some(r) = remaps
-        && r.applied + r.failed + r.unfollowed > 0
-    {
-        lines.push(format!(
+    lines
+}
+
+/// The mremap moves written as mappings at their new place, when there were any.
+fn remap_line(session: &Session) -> Option<String> {
+    let r: RemapStats = session.remap_stats()?;
+    (r.applied + r.failed + r.unfollowed > 0).then(|| {
+        format!(
             "  mremap: {} moves written as MMAP2 records of the mappings at their new place ({} \
              calls failed, {} not followed: enter or exit unseen, or no mapping known at the \
              old address)",
             r.applied, r.failed, r.unfollowed
-        ));
+        )
+    })
+}
+
+/// The warning when the kernel dropped events, with what to change.
+fn dropped_warning(info: &EndInfo<'_>, st: &SessionStats) -> Option<String> {
+    if st.lost == 0 && st.lost_samples == 0 {
+        return None;
     }
-    if st.lost > 0 || st.lost_samples > 0 {
-        let pages = info.pages.map_or_else(String::new, |p| {
-            let mib = (p * crate::sys::page_size()) as f64 / (1 << 20) as f64;
-            format!(" than the {p} pages ({mib:.1} MiB) per CPU of this run")
-        });
-        let refused = if info.priority_refused {
-            "; the reader kept its default priority (a lower nice value needs CAP_SYS_NICE), \
-             so busy traced threads filled the rings faster than it emptied them"
-        } else {
-            ""
-        };
-        lines.push(format!(
-            "memperf: warning: the kernel dropped {} events because the ring buffers were full; \
-             use a bigger -m{pages}, a larger -c period, or a smaller stack copy (--call-graph dwarf,4096){refused}",
-            st.lost + st.lost_samples
-        ));
-    }
-    lines
+    let pages = info.pages.map_or_else(String::new, |p| {
+        let mib = (p * crate::sys::page_size()) as f64 / (1 << 20) as f64;
+        format!(" than the {p} pages ({mib:.1} MiB) per CPU of this run")
+    });
+    let refused = if info.priority_refused {
+        "; the reader kept its default priority (a lower nice value needs CAP_SYS_NICE), \
+         so busy traced threads filled the rings faster than it emptied them"
+    } else {
+        ""
+    };
+    Some(format!(
+        "memperf: warning: the kernel dropped {} events because the ring buffers were full; \
+         use a bigger -m{pages}, a larger -c period, or a smaller stack copy (--call-graph dwarf,4096){refused}",
+        st.lost + st.lost_samples
+    ))
 }
 
 /// Prints the summary on stderr.
