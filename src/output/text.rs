@@ -6,7 +6,7 @@ use std::io::Write;
 use anyhow::Result;
 
 use super::{Resolved, header, human_bytes, wrap};
-use crate::aggregate::Aggregate;
+use crate::aggregate::{Aggregate, ReadStats};
 use crate::config::report::{ReportConfig, Weight};
 use crate::perfdata::PerfDataFile;
 
@@ -28,9 +28,22 @@ pub(crate) fn header_lines(
     agg: &Aggregate,
     res: &Resolved,
 ) -> Vec<String> {
+    let mut h = recording_lines(cfg, file, names, agg);
+    h.extend(unwind_lines(&agg.stats));
+    h.extend(naming_lines(cfg, agg, res));
+    h.extend(skipped_lines(cfg, &agg.stats));
+    h
+}
+
+/// What the recording is: its file, command, kernel, time, duration and events.
+fn recording_lines(
+    cfg: &ReportConfig,
+    file: &PerfDataFile,
+    names: &[String],
+    agg: &Aggregate,
+) -> Vec<String> {
     let st = &agg.stats;
-    let mut h = Vec::new();
-    h.push(format!("memperf report of {}", cfg.input));
+    let mut h = vec![format!("memperf report of {}", cfg.input)];
     if !file.features.cmdline.is_empty() {
         h.push(format!(
             "recorded with: {}",
@@ -66,6 +79,12 @@ pub(crate) fn header_lines(
         "lost: {} events in {} LOST records, {} lost samples; throttled {} times",
         st.lost, st.lost_records, st.lost_samples, st.throttled
     ));
+    h
+}
+
+/// The user stacks unwound while recording and here, and how many were truncated, why.
+fn unwind_lines(st: &ReadStats) -> Vec<String> {
+    let mut h = Vec::new();
     if st.recorded_unwound > 0 {
         h.push(format!(
             "user stacks unwound while recording: {}, truncated: {}{}",
@@ -82,11 +101,17 @@ pub(crate) fn header_lines(
             reasons(&st.truncated_reasons)
         ));
     }
-    h.push(format!(
+    h
+}
+
+/// How the frames were named: unique frames, unnamed ones, debug files (`-v`), problems
+/// reading symbols, and kernel frames kallsyms hides.
+fn naming_lines(cfg: &ReportConfig, agg: &Aggregate, res: &Resolved) -> Vec<String> {
+    let mut h = vec![format!(
         "frames: {} unique, {} without a name",
         agg.book.frames.len(),
         res.unknown_frames
-    ));
+    )];
     // Useful when a name is wrong, long on any system with debug packages: behind -v.
     if cfg.verbose && !res.symbolize.debug_files.is_empty() {
         let files: Vec<String> = res
@@ -113,6 +138,13 @@ pub(crate) fn header_lines(
                 .to_string(),
         );
     }
+    h
+}
+
+/// What the report left out or could not read: brk shrinks, another session's samples,
+/// unparsable or late records, an unfinished recording, a read error.
+fn skipped_lines(cfg: &ReportConfig, st: &ReadStats) -> Vec<String> {
+    let mut h = Vec::new();
     if cfg.weight == crate::config::report::Weight::Bytes
         && (st.brk_shrunk > 0 || st.brk_unknown_base > 0)
     {
