@@ -391,7 +391,7 @@ pub fn open_all(
 ) -> Result<Opened> {
     // In cgroup mode (-G) each target is a cgroup's directory, kept open until the events
     // are; of nested cgroups only the outermost, whose events take the others' samples too.
-    let (cgroups, nested) = crate::sys::cgroup::outermost(&cfg.cgroups);
+    let (cgroups, _) = crate::sys::cgroup::outermost(&cfg.cgroups);
     let cgroup_fds = crate::sys::cgroup::open(&cgroups)?;
     let (targets, flags) = if cgroup_fds.is_empty() {
         (open_targets(cfg, child)?, 0)
@@ -399,8 +399,8 @@ pub fn open_all(
         let fds = cgroup_fds.iter().map(|f| f.as_raw_fd()).collect();
         (fds, crate::abi::PERF_FLAG_PID_CGROUP)
     };
-    let mut notes = glob_notes(&events);
-    notes.extend(nested);
+    // (The nested cgroups left out are said at start, by the command: `outermost`.)
+    let notes = glob_notes(&events);
     if cfg.target == Target::SystemWide && !cfg.include_self {
         // As perf's --exclude-perf: the kernel drops memperf's own tracepoint hits (the
         // session leaves out its other samples).

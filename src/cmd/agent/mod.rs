@@ -50,6 +50,7 @@ pub fn run(cfg: AgentConfig) -> Result<i32> {
     } else {
         Some(Shipper::start(backends)?)
     };
+    say_nested_cgroups(&cfg);
     let (mut events, tracefs) = open::resolve_events_in(&cfg.record.events, &cfg.record.target)?;
     otel_memory::free_without_stack(&mut events);
     let live = live_events(&events, tracefs.as_ref());
@@ -117,6 +118,14 @@ pub fn run(cfg: AgentConfig) -> Result<i32> {
         eprintln!("memperf agent: note: {n}");
     }
     Ok(done.exit.map_or(0, |e| e.shell_code()))
+}
+
+/// When nested `-G` cgroups are given, only the outermost is opened: said at start, where
+/// the user who launched the agent sees it.
+fn say_nested_cgroups(cfg: &AgentConfig) {
+    for n in crate::sys::cgroup::outermost(&cfg.record.cgroups).1 {
+        eprintln!("memperf agent: note: {n}");
+    }
 }
 
 /// How long the agent tries, at exit, to deliver what its backends have not taken.
