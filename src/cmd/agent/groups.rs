@@ -1,8 +1,10 @@
 //! Which process group a process's samples ship in: the service its cgroup names (a
-//! systemd unit, else the command), and the container it runs in, read once per process
-//! from `/proc/PID/cgroup`.
+//! systemd unit, else the command), and the container it runs in, found once per process:
+//! from the cgroup id its first sample carries (`cgroup_ids`), else from `/proc/PID/cgroup`.
 
 use rustc_hash::FxHashMap;
+
+use super::cgroup_ids::CgroupIds;
 
 /// What a process's profile is named and labelled by.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -13,7 +15,7 @@ pub(crate) struct Group {
     pub container: Option<String>,
 }
 
-/// The cgroup of each process seen, read at its first sample (a process that exits
+/// The cgroup of each process seen, found at its first sample (a process that exits
 /// before its window ends keeps its service); the processes of no sample in a window are
 /// forgotten at its end, so the table holds one window's processes.
 #[derive(Default)]
@@ -22,6 +24,8 @@ pub(crate) struct Groups {
     /// The cgroups of `-G` (paths as `/proc/PID/cgroup` shows them): a process inside one
     /// and in no systemd unit is named after it.
     named: Vec<String>,
+    /// The paths of the cgroup ids samples carry, where the kernel gives them.
+    pub ids: Option<CgroupIds>,
 }
 
 struct Cgroup {
@@ -31,8 +35,12 @@ struct Cgroup {
 }
 
 impl Cgroup {
-    fn read(pid: u32, named: &[String]) -> Cgroup {
-        let text = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap_or_default();
+    /// The cgroup `path` (`/proc/PID/cgroup`'s form), else process `pid`'s in /proc.
+    fn read(pid: u32, path: Option<&str>, named: &[String]) -> Cgroup {
+        let text = match path {
+            Some(path) => format!("0::{path}\n"),
+            None => std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap_or_default(),
+        };
         Cgroup {
             unit: service_of(&text).or_else(|| named_of(&text, named)),
             container: container_of(&text),
@@ -43,25 +51,31 @@ impl Cgroup {
 
 impl Groups {
     /// Groups whose processes in the cgroups `named` (`-G`) are named after them.
-    pub fn new(named: Vec<String>) -> Groups {
+    /// With `ids`, the cgroup ids samples carry name their cgroups.
+    pub fn new(named: Vec<String>, ids: Option<CgroupIds>) -> Groups {
         Groups {
             by_pid: FxHashMap::default(),
             named,
+            ids,
         }
     }
 
-    /// Process `pid` had a sample: its cgroup is read if it is new.
-    pub fn note(&mut self, pid: u32) {
-        let named = &self.named;
+    /// Process `pid` had a sample, in cgroup `cgroup` when the sample says: its cgroup is
+    /// found if it is new.
+    pub fn note(&mut self, pid: u32, cgroup: Option<u64>) {
+        let (named, ids) = (&self.named, &mut self.ids);
         self.by_pid
             .entry(pid)
             .and_modify(|c| c.seen = true)
-            .or_insert_with(|| Cgroup::read(pid, named));
+            .or_insert_with(|| {
+                let path = ids.as_mut().zip(cgroup).and_then(|(ids, id)| ids.path(id));
+                Cgroup::read(pid, path, named)
+            });
     }
 
     /// The group of process `pid` running `comm`.
     pub fn of(&mut self, pid: u32, comm: &str) -> Group {
-        self.note(pid);
+        self.note(pid, None);
         let c = self.by_pid.get(&pid);
         Group {
             service: c
@@ -169,6 +183,28 @@ mod tests {
         assert_eq!(of("/other"), None);
         let v1 = "3:perf_event:/apps/batch\n0::/\n";
         assert_eq!(named_of(v1, &named).as_deref(), Some("apps"));
+    }
+
+    #[test]
+    fn a_process_gone_from_proc_is_named_by_its_samples_cgroup() {
+        use std::os::unix::fs::MetadataExt;
+        // A tree standing for the cgroup2 mount; no process has this pid.
+        let root = std::env::temp_dir().join(format!("memperf-groups-{}", std::process::id()));
+        std::fs::create_dir_all(root.join("batch.slice/job-3")).unwrap_or_default();
+        let job = std::fs::metadata(root.join("batch.slice/job-3")).map_or(0, |m| m.ino());
+        let ids = CgroupIds::walking(root.clone());
+        let _ = std::fs::remove_dir_all(&root);
+        let gone = u32::MAX - 7;
+        let named = vec!["/batch.slice".to_string()];
+        let mut groups = Groups::new(named.clone(), Some(ids));
+        groups.note(gone, Some(job));
+        assert_eq!(groups.of(gone, "job").service, "batch");
+        // Without the id, /proc has nothing left: the command names it.
+        let mut groups = Groups::new(named, None);
+        groups.note(gone, Some(job));
+        assert_eq!(groups.of(gone, "job").service, "job");
+        let unit = Cgroup::read(gone, Some("/system.slice/nginx.service"), &[]);
+        assert_eq!(unit.unit.as_deref(), Some("nginx"));
     }
 
     #[test]
