@@ -138,6 +138,63 @@ fn short_lived_processes_ship_under_their_cgroups_name() {
     drop(cg);
 }
 
+/// Without `-G`: a unit's cgroup made while the agent runs, known only from the kernel's
+/// CGROUP record (it is removed again before the agent reads its rings, so no walk finds
+/// it), and ten copies of `fixtures/pagefault.c` that move into it after their first
+/// samples (their shell starts outside) and exit at once. Every fault ships under the
+/// unit's name (`late` of `late.service`), none under the command's.
+#[test]
+fn processes_moved_into_a_unit_made_while_running_ship_under_it() {
+    if !require_perf("memperf agent") || !have_go() {
+        return;
+    }
+    let Some(parent) = TestCgroup::for_test("agent-late") else {
+        return;
+    };
+    let unit = parent.dir.join("late.service");
+    let dir = scratch();
+    let out = dir.path().join("profiles");
+    let (copies, pages) = (10, 50);
+    let script = format!(
+        "mkdir {unit} || exit 1; i=0; while [ $i -lt {copies} ]; do \
+         sh -c 'echo $$ > {unit}/cgroup.procs && exec {bin} {pages}' || exit 1; \
+         i=$((i+1)); done; rmdir {unit}",
+        unit = unit.display(),
+        bin = fixture("pagefault", Variant::Fp).display(),
+    );
+    let o = memperf()
+        .args([
+            "agent",
+            "--interval",
+            "0.3",
+            "--call-graph",
+            "fp",
+            "--output",
+        ])
+        .arg(&out)
+        .args(["--", "sh", "-c", &script])
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_dir(&unit);
+    let err = stderr(&o);
+    assert!(o.status.success(), "{err}");
+    let files = files_in(&out);
+    let named = |f: &PathBuf, leaf: &str| f.to_string_lossy().ends_with(&format!("-{leaf}.pb.gz"));
+    assert!(
+        !files.iter().any(|f| named(f, "pagefault-fp")),
+        "{files:?}\n{err}"
+    );
+    let late: Vec<PathBuf> = files.iter().filter(|f| named(f, "late")).cloned().collect();
+    assert!(!late.is_empty(), "{files:?}\n{err}");
+    let counts = pprof(&late, &["-top", "-cum", "-sample_index=page-faults"]);
+    assert_eq!(
+        cum(&counts, "touch_pages"),
+        (copies * pages).to_string(),
+        "{counts}"
+    );
+    drop(parent);
+}
+
 /// perf's cgroup events match a cgroup's descendants too: with `-G outer,outer/inner` a task
 /// of `inner` fires the events opened on both. Each fault is counted once, in the profiles of
 /// the innermost cgroup given.

@@ -1,6 +1,6 @@
 //! Which process group a process's samples ship in: the service its cgroup names (a
-//! systemd unit, else the command), and the container it runs in, found once per process:
-//! from the cgroup id its first sample carries (`cgroup_ids`), else from `/proc/PID/cgroup`.
+//! systemd unit, else the command), and the container it runs in: from the cgroup id its
+//! samples carry (`cgroup_ids`), else from `/proc/PID/cgroup` at its first sample.
 
 use rustc_hash::FxHashMap;
 
@@ -15,9 +15,11 @@ pub(crate) struct Group {
     pub container: Option<String>,
 }
 
-/// The cgroup of each process seen, found at its first sample (a process that exits
-/// before its window ends keeps its service); the processes of no sample in a window are
-/// forgotten at its end, so the table holds one window's processes.
+/// The cgroup of each process seen, found at its first sample and again when a sample
+/// names another (a process moved after it began, as a service's process forked in its
+/// manager's cgroup is, goes by the cgroup it moved to; one that exits before its window
+/// ends keeps its service); the processes of no sample in a window are forgotten at its
+/// end, so the table holds one window's processes.
 #[derive(Default)]
 pub(crate) struct Groups {
     by_pid: FxHashMap<u32, Cgroup>,
@@ -32,11 +34,13 @@ struct Cgroup {
     unit: Option<String>,
     container: Option<String>,
     seen: bool,
+    /// The cgroup id of the sample it was found at, when samples carry one.
+    id: Option<u64>,
 }
 
 impl Cgroup {
-    /// The cgroup `path` (`/proc/PID/cgroup`'s form), else process `pid`'s in /proc.
-    fn read(pid: u32, path: Option<&str>, named: &[String]) -> Cgroup {
+    /// Cgroup `id` at `path` (`/proc/PID/cgroup`'s form), else process `pid`'s in /proc.
+    fn read(pid: u32, (id, path): (Option<u64>, Option<&str>), named: &[String]) -> Cgroup {
         let text = match path {
             Some(path) => format!("0::{path}\n"),
             None => std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap_or_default(),
@@ -45,6 +49,7 @@ impl Cgroup {
             unit: service_of(&text).or_else(|| named_of(&text, named)),
             container: container_of(&text),
             seen: true,
+            id,
         }
     }
 }
@@ -61,16 +66,17 @@ impl Groups {
     }
 
     /// Process `pid` had a sample, in cgroup `cgroup` when the sample says: its cgroup is
-    /// found if it is new.
+    /// found if the process is new or the cgroup another.
     pub fn note(&mut self, pid: u32, cgroup: Option<u64>) {
-        let (named, ids) = (&self.named, &mut self.ids);
-        self.by_pid
-            .entry(pid)
-            .and_modify(|c| c.seen = true)
-            .or_insert_with(|| {
-                let path = ids.as_mut().zip(cgroup).and_then(|(ids, id)| ids.path(id));
-                Cgroup::read(pid, path, named)
-            });
+        match self.by_pid.get_mut(&pid) {
+            Some(c) if cgroup.is_none() || c.id == cgroup => c.seen = true,
+            _ => {
+                let ids = self.ids.as_mut();
+                let path = ids.zip(cgroup).and_then(|(ids, id)| ids.path(id));
+                let c = Cgroup::read(pid, (cgroup, path), &self.named);
+                self.by_pid.insert(pid, c);
+            }
+        }
     }
 
     /// The group of process `pid` running `comm`.
@@ -192,6 +198,7 @@ mod tests {
         let root = std::env::temp_dir().join(format!("memperf-groups-{}", std::process::id()));
         std::fs::create_dir_all(root.join("batch.slice/job-3")).unwrap_or_default();
         let job = std::fs::metadata(root.join("batch.slice/job-3")).map_or(0, |m| m.ino());
+        let root_id = std::fs::metadata(&root).map_or(0, |m| m.ino());
         let ids = CgroupIds::walking(root.clone());
         let _ = std::fs::remove_dir_all(&root);
         let gone = u32::MAX - 7;
@@ -199,11 +206,17 @@ mod tests {
         let mut groups = Groups::new(named.clone(), Some(ids));
         groups.note(gone, Some(job));
         assert_eq!(groups.of(gone, "job").service, "batch");
+        // Its first sample in the root cgroup, before it moved: named after where it went.
+        let moved = gone - 1;
+        groups.note(moved, Some(root_id));
+        assert_eq!(groups.of(moved, "job").service, "job");
+        groups.note(moved, Some(job));
+        assert_eq!(groups.of(moved, "job").service, "batch");
         // Without the id, /proc has nothing left: the command names it.
         let mut groups = Groups::new(named, None);
         groups.note(gone, Some(job));
         assert_eq!(groups.of(gone, "job").service, "job");
-        let unit = Cgroup::read(gone, Some("/system.slice/nginx.service"), &[]);
+        let unit = Cgroup::read(gone, (None, Some("/system.slice/nginx.service")), &[]);
         assert_eq!(unit.unit.as_deref(), Some("nginx"));
     }
 
