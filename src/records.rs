@@ -309,6 +309,13 @@ pub enum Record<'a> {
         lost: u64,
         sid: SampleId,
     },
+    /// `PERF_RECORD_CGROUP` (5.7+, `attr.cgroup`): a cgroup made while recording, its id
+    /// (as `PERF_SAMPLE_CGROUP` carries it) and its path from the hierarchy's root.
+    Cgroup {
+        id: u64,
+        path: &'a [u8],
+        sid: SampleId,
+    },
     FinishedRound,
     Other {
         ty: u32,
@@ -425,7 +432,8 @@ pub fn parse_record<'a>(
         | b::PERF_RECORD_LOST
         | b::PERF_RECORD_THROTTLE
         | b::PERF_RECORD_UNTHROTTLE
-        | b::PERF_RECORD_LOST_SAMPLES => parse_with_trailer(ty, misc, body, info),
+        | b::PERF_RECORD_LOST_SAMPLES
+        | b::PERF_RECORD_CGROUP => parse_with_trailer(ty, misc, body, info),
         PERF_RECORD_FINISHED_ROUND => Ok(Record::FinishedRound),
         _ => Ok(Record::Other { ty }),
     }
@@ -546,6 +554,11 @@ fn parse_with_trailer<'a>(
         },
         b::PERF_RECORD_LOST_SAMPLES => Record::LostSamples {
             lost: c.u64("lost")?,
+            sid: id,
+        },
+        b::PERF_RECORD_CGROUP => Record::Cgroup {
+            id: c.u64("id")?,
+            path: c_str(c.rest()),
             sid: id,
         },
         _ => Record::Other { ty },

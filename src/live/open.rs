@@ -20,9 +20,9 @@ use crate::sys::uprobe_clash;
 
 // The bindings declare the sample_type bits as u32; attr.sample_type is u64.
 use crate::abi::{
-    PERF_SAMPLE_ADDR, PERF_SAMPLE_CALLCHAIN, PERF_SAMPLE_CPU, PERF_SAMPLE_IDENTIFIER,
-    PERF_SAMPLE_IP, PERF_SAMPLE_PERIOD, PERF_SAMPLE_RAW, PERF_SAMPLE_REGS_USER,
-    PERF_SAMPLE_STACK_USER, PERF_SAMPLE_TID, PERF_SAMPLE_TIME,
+    PERF_SAMPLE_ADDR, PERF_SAMPLE_CALLCHAIN, PERF_SAMPLE_CGROUP, PERF_SAMPLE_CPU,
+    PERF_SAMPLE_IDENTIFIER, PERF_SAMPLE_IP, PERF_SAMPLE_PERIOD, PERF_SAMPLE_RAW,
+    PERF_SAMPLE_REGS_USER, PERF_SAMPLE_STACK_USER, PERF_SAMPLE_TID, PERF_SAMPLE_TIME,
 };
 
 /// How one event samples when it differs from the recording's defaults (memperf leak: entry
@@ -260,6 +260,7 @@ pub fn attr_config(
         enable_on_exec: cfg.target == Target::Command,
         tracking,
         mmap_data: tracking,
+        cgroup_records: cgroup_records(tracking, sample_type),
         use_clockid: true,
         sample_id_all: true,
         wakeup_watermark: watermark,
@@ -324,12 +325,19 @@ fn sampled_attr_config(
         enable_on_exec: cfg.target == Target::Command,
         tracking,
         mmap_data: false,
+        cgroup_records: cgroup_records(tracking, sample_type),
         use_clockid: true,
         sample_id_all: true,
         wakeup_watermark: watermark,
         read_format: FORMAT_LOST,
         max_stack: ev.spec.terms.max_stack.unwrap_or(0),
     }
+}
+
+/// Whether the side-band event asks for CGROUP records: when the samples carry cgroup ids
+/// (the agent's `sample_extra`), the ids of cgroups made while recording need their paths.
+fn cgroup_records(tracking: bool, sample_type: u64) -> bool {
+    tracking && sample_type & PERF_SAMPLE_CGROUP != 0
 }
 
 /// The kernel cannot inherit a uprobe PMU event: it would read the probe's path (config1)
@@ -391,7 +399,7 @@ pub fn open_all(
 ) -> Result<Opened> {
     // In cgroup mode (-G) each target is a cgroup's directory, kept open until the events
     // are; of nested cgroups only the outermost, whose events take the others' samples too.
-    let (cgroups, nested) = crate::sys::cgroup::outermost(&cfg.cgroups);
+    let (cgroups, _) = crate::sys::cgroup::outermost(&cfg.cgroups);
     let cgroup_fds = crate::sys::cgroup::open(&cgroups)?;
     let (targets, flags) = if cgroup_fds.is_empty() {
         (open_targets(cfg, child)?, 0)
@@ -399,8 +407,8 @@ pub fn open_all(
         let fds = cgroup_fds.iter().map(|f| f.as_raw_fd()).collect();
         (fds, crate::abi::PERF_FLAG_PID_CGROUP)
     };
-    let mut notes = glob_notes(&events);
-    notes.extend(nested);
+    // (The nested cgroups left out are said at start, by the command: `outermost`.)
+    let notes = glob_notes(&events);
     if cfg.target == Target::SystemWide && !cfg.include_self {
         // As perf's --exclude-perf: the kernel drops memperf's own tracepoint hits (the
         // session leaves out its other samples).

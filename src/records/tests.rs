@@ -582,3 +582,49 @@ fn parses_mmap_and_lost_samples_without_sample_id_all() {
         "{err}"
     );
 }
+
+#[test]
+fn parses_a_cgroup_record_and_a_samples_cgroup_id() {
+    // PERF_RECORD_CGROUP: id, the path NUL-terminated and padded to 8 bytes, the trailer.
+    let pi = sid_info();
+    let mut body = Body::default()
+        .u64(4242)
+        .bytes(b"/system.slice/a.service\0")
+        .0;
+    encode_sample_id(&mut body, &sid(), &pi);
+    assert_eq!(
+        parse_record(b::PERF_RECORD_CGROUP, 0, &body, &pi).unwrap(),
+        Record::Cgroup {
+            id: 4242,
+            path: b"/system.slice/a.service",
+            sid: sid()
+        }
+    );
+    assert_eq!(
+        record_identifier(b::PERF_RECORD_CGROUP, &body, &pi),
+        Some(77)
+    );
+    assert_eq!(record_time(b::PERF_RECORD_CGROUP, &body, &pi), Some(5555));
+    let err = parse_record(b::PERF_RECORD_CGROUP, 0, &body[..36], &pi).unwrap_err();
+    assert!(
+        matches!(err, ParseError::Truncated { field: "id", .. }),
+        "{err}"
+    );
+    // In a sample the id follows the physical address and precedes the page sizes.
+    let pi = info(
+        b::PERF_SAMPLE_IP
+            | b::PERF_SAMPLE_PHYS_ADDR
+            | b::PERF_SAMPLE_CGROUP
+            | b::PERF_SAMPLE_DATA_PAGE_SIZE,
+    );
+    let sample = Body::default()
+        .u64(0x401000)
+        .u64(0x9000)
+        .u64(4242)
+        .u64(4096);
+    let s = parse_sample(&sample.0, &pi).unwrap();
+    assert_eq!(
+        (s.phys_addr, s.cgroup, s.data_page_size),
+        (Some(0x9000), Some(4242), Some(4096))
+    );
+}

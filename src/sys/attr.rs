@@ -31,6 +31,9 @@ pub struct AttrConfig {
     /// With `tracking`, MMAP2 records for non-executable mappings too (`mmap_data`): perf's
     /// DWARF unwinders read `.eh_frame_hdr` through them, and fault addresses resolve to them.
     pub mmap_data: bool,
+    /// With `tracking`, CGROUP records (`attr.cgroup`, 5.7+): the id and path of each cgroup
+    /// made while recording, for the ids `PERF_SAMPLE_CGROUP` gives samples.
+    pub cgroup_records: bool,
     /// Timestamps from CLOCK_MONOTONIC.
     pub use_clockid: bool,
     pub sample_id_all: bool,
@@ -63,6 +66,7 @@ impl Default for AttrConfig {
             enable_on_exec: false,
             tracking: false,
             mmap_data: false,
+            cgroup_records: false,
             use_clockid: false,
             sample_id_all: false,
             wakeup_watermark: 0,
@@ -152,6 +156,7 @@ pub fn build_attr(cfg: &AttrConfig) -> perf_event_attr {
         attr.set_comm_exec(1);
         attr.set_task(1);
         attr.set_mmap_data(flag(cfg.mmap_data));
+        attr.set_cgroup(flag(cfg.cgroup_records));
     }
     if cfg.use_clockid {
         attr.set_use_clockid(1);

@@ -1,8 +1,10 @@
 //! The cgroups perf's cgroup mode (`-G`) opens events on: a name resolved to its directory
 //! in the cgroup file system perf events follow (cgroup v2, else v1's `perf_event`
-//! hierarchy), and that directory opened for `perf_event_open(PERF_FLAG_PID_CGROUP)`.
+//! hierarchy), and that directory opened for `perf_event_open(PERF_FLAG_PID_CGROUP)`; and
+//! the cgroup v2 hierarchy walked for the ids `PERF_SAMPLE_CGROUP` gives samples.
 
 use std::os::fd::OwnedFd;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
@@ -29,6 +31,51 @@ pub fn perf_mount(mounts: &str) -> Option<PathBuf> {
         .iter()
         .find(|f| f[2] == "cgroup" && f[3].split(',').any(|o| o == "perf_event"));
     v1.or(v2).map(|f| PathBuf::from(unescape(f[1])))
+}
+
+/// The cgroup2 mount, when perf events follow cgroup v2 (no v1 `perf_event` hierarchy is
+/// mounted): there a sample's cgroup id (`PERF_SAMPLE_CGROUP`, the v2 cgroup the task is
+/// in) names a cgroup in the same terms as `-G` and `/proc/PID/cgroup`'s `0::` line.
+pub fn unified_mount(mounts: &str) -> Option<PathBuf> {
+    let root = perf_mount(mounts)?;
+    let is_v2 = mounts.lines().any(|l| {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        f.len() >= 3 && f[2] == "cgroup2" && Path::new(&unescape(f[1])) == root
+    });
+    is_v2.then_some(root)
+}
+
+/// The cgroups under `root`, a cgroup2 mount: each directory's id (its inode number, which
+/// is the kernel's cgroup id) and its path as `/proc/PID/cgroup` shows it, the root `/`
+/// first; at most `max` of them, and whether more were left out. Symbolic links are not
+/// followed; a directory removed during the walk is skipped.
+pub fn walk(root: &Path, max: usize) -> (Vec<(u64, String)>, bool) {
+    let mut out = Vec::new();
+    let mut todo = vec![(root.to_path_buf(), String::from("/"))];
+    let mut truncated = false;
+    while let Some((dir, path)) = todo.pop() {
+        let Ok(meta) = std::fs::symlink_metadata(&dir) else {
+            continue;
+        };
+        out.push((meta.ino(), path.clone()));
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            if !e.file_type().is_ok_and(|t| t.is_dir()) {
+                continue;
+            }
+            if out.len() + todo.len() >= max {
+                truncated = true;
+                break;
+            }
+            let name = e.file_name();
+            let sep = if path == "/" { "" } else { "/" };
+            let child = format!("{path}{sep}{}", name.to_string_lossy());
+            todo.push((e.path(), child));
+        }
+    }
+    (out, truncated)
 }
 
 /// A mount point as `/proc/mounts` writes it, with `\040` for a space and so on.
@@ -167,6 +214,40 @@ mod tests {
             Some(PathBuf::from("/sys/fs/cgroup/perf event"))
         );
         assert_eq!(perf_mount("proc /proc proc rw 0 0\n"), None);
+    }
+
+    #[test]
+    fn cgroup_ids_name_cgroups_only_where_perf_follows_v2() {
+        let v2 = "cgroup2 /sys/fs/cgroup cgroup2 rw,nosuid 0 0\n";
+        assert_eq!(unified_mount(v2), Some(PathBuf::from("/sys/fs/cgroup")));
+        let hybrid = "cgroup2 /sys/fs/cgroup/unified cgroup2 rw 0 0\n\
+                      cgroup /sys/fs/cgroup/perf_event cgroup rw,perf_event 0 0\n";
+        assert_eq!(unified_mount(hybrid), None);
+        assert_eq!(unified_mount("proc /proc proc rw 0 0\n"), None);
+    }
+
+    #[test]
+    fn the_walk_gives_each_directorys_inode_and_path_within_its_bound() {
+        let root = std::env::temp_dir().join(format!("memperf-walk-test-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        std::fs::create_dir_all(root.join("a.slice/b.service")).unwrap_or_default();
+        std::fs::create_dir_all(root.join("c")).unwrap_or_default();
+        std::fs::write(root.join("c/cgroup.procs"), "").unwrap_or_default();
+        let ino = |p: &str| std::fs::metadata(root.join(p)).map_or(0, |m| m.ino());
+        let expected = [
+            (ino(""), "/".to_string()),
+            (ino("a.slice"), "/a.slice".to_string()),
+            (ino("a.slice/b.service"), "/a.slice/b.service".to_string()),
+            (ino("c"), "/c".to_string()),
+        ];
+        let (mut all, truncated) = walk(&root, 100);
+        let (few, cut) = walk(&root, 2);
+        let _ = std::fs::remove_dir_all(&root);
+        all.sort_by(|a, b| a.1.cmp(&b.1));
+        assert_eq!(all, expected);
+        assert!(!truncated);
+        assert!(cut && few.len() == 2, "{few:?}");
+        assert_eq!(few[0], expected[0]);
     }
 
     #[test]

@@ -65,6 +65,9 @@ pub struct FeatureState {
     pub no_format_lost: bool,
     /// `PERF_SAMPLE_DATA_PAGE_SIZE` (5.11+): faults weigh the base page size.
     pub no_data_page_size: bool,
+    /// `PERF_SAMPLE_CGROUP` and CGROUP records (5.7+): the agent reads a process's cgroup
+    /// in /proc instead.
+    pub no_cgroup: bool,
 }
 
 impl FeatureState {
@@ -89,6 +92,9 @@ impl FeatureState {
         if self.no_data_page_size {
             out.push("data page sizes (PERF_SAMPLE_DATA_PAGE_SIZE)");
         }
+        if self.no_cgroup {
+            out.push("cgroup ids in samples (PERF_SAMPLE_CGROUP, 5.7+; cgroups read from /proc)");
+        }
         out
     }
 }
@@ -96,6 +102,7 @@ impl FeatureState {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Feature {
     DataPageSize,
+    Cgroup,
     FormatLost,
     Clockid,
     Mmap2,
@@ -104,9 +111,10 @@ enum Feature {
 }
 
 /// The order features are dropped in on EINVAL, newest first.
-const LADDER: [Feature; 6] = [
+const LADDER: [Feature; 7] = [
     Feature::DataPageSize,
     Feature::FormatLost,
+    Feature::Cgroup,
     Feature::Clockid,
     Feature::Mmap2,
     Feature::Cloexec,
@@ -117,6 +125,7 @@ const LADDER: [Feature; 6] = [
 fn requested(feature: Feature, attr: &perf_event_attr, features: &FeatureState) -> bool {
     match feature {
         Feature::DataPageSize => attr.sample_type & DATA_PAGE_SIZE != 0,
+        Feature::Cgroup => attr.sample_type & SAMPLE_CGROUP != 0 || attr.cgroup() != 0,
         Feature::FormatLost => attr.read_format & FORMAT_LOST != 0,
         Feature::Clockid => attr.use_clockid() != 0,
         Feature::Mmap2 => attr.mmap2() != 0 || attr.comm_exec() != 0,
@@ -128,6 +137,7 @@ fn requested(feature: Feature, attr: &perf_event_attr, features: &FeatureState) 
 fn mark_missing(feature: Feature, features: &mut FeatureState) {
     match feature {
         Feature::DataPageSize => features.no_data_page_size = true,
+        Feature::Cgroup => features.no_cgroup = true,
         Feature::FormatLost => features.no_format_lost = true,
         Feature::Clockid => features.no_clockid = true,
         Feature::Mmap2 => features.no_mmap2 = true,
@@ -144,6 +154,10 @@ fn apply_missing(attr: &mut perf_event_attr, features: &FeatureState) {
     if features.no_data_page_size {
         attr.sample_type &= !DATA_PAGE_SIZE;
     }
+    if features.no_cgroup {
+        attr.sample_type &= !SAMPLE_CGROUP;
+        attr.set_cgroup(0);
+    }
     if features.no_clockid {
         attr.set_use_clockid(0);
         attr.clockid = 0;
@@ -158,7 +172,9 @@ fn apply_missing(attr: &mut perf_event_attr, features: &FeatureState) {
     }
 }
 
-use crate::abi::PERF_SAMPLE_DATA_PAGE_SIZE as DATA_PAGE_SIZE;
+use crate::abi::{
+    PERF_SAMPLE_CGROUP as SAMPLE_CGROUP, PERF_SAMPLE_DATA_PAGE_SIZE as DATA_PAGE_SIZE,
+};
 
 /// `PERF_FORMAT_LOST`: `read()` returns the records the kernel dropped for the event.
 pub const FORMAT_LOST: u64 = 1 << 4;
@@ -201,7 +217,8 @@ pub fn read_counter(fd: BorrowedFd) -> io::Result<[u64; 3]> {
 }
 
 /// Opens an event, dropping features the kernel rejects with EINVAL one at a time
-/// (PERF_FORMAT_LOST, then use_clockid, then mmap2, then FD_CLOEXEC, then sample_id_all) and remembering them in `features`.
+/// (`LADDER`: PERF_SAMPLE_DATA_PAGE_SIZE, PERF_FORMAT_LOST, cgroup ids, then use_clockid, then
+/// mmap2, then FD_CLOEXEC, then sample_id_all) and remembering them in `features`.
 ///
 /// On success `attr` is what was actually opened. When every retry fails, `attr` and
 /// `features` are restored and the first errno is returned, so one bad event does not mark
@@ -476,6 +493,47 @@ mod tests {
         assert!(features.no_clockid && features.no_sample_id_all);
         // cloexec was dropped on the way (it is always requested), mmap2 was not.
         assert!(!features.no_mmap2);
+    }
+
+    #[test]
+    fn a_kernel_before_5_7_opens_without_cgroup_ids() {
+        // EINVAL for either cgroup bit: both go, and stay gone for the next opens.
+        struct Pre57(RefCell<Vec<(bool, bool)>>);
+        impl Opener for Pre57 {
+            fn open(
+                &self,
+                a: &perf_event_attr,
+                _: i32,
+                _: i32,
+                _: i32,
+                _: u64,
+            ) -> Result<OwnedFd, i32> {
+                let asked = (a.sample_type & SAMPLE_CGROUP != 0, a.cgroup() != 0);
+                self.0.borrow_mut().push(asked);
+                if asked.0 || asked.1 {
+                    return Err(libc::EINVAL);
+                }
+                std::fs::File::open("/dev/null")
+                    .map(OwnedFd::from)
+                    .map_err(|_| libc::EIO)
+            }
+        }
+        let kernel = Pre57(RefCell::new(Vec::new()));
+        let mut attr = full_attr();
+        attr.sample_type |= SAMPLE_CGROUP;
+        attr.set_cgroup(1);
+        let mut features = FeatureState::default();
+        assert!(open_event(&kernel, &mut attr, -1, 0, &mut features).is_ok());
+        assert_eq!(*kernel.0.borrow(), [(true, true), (false, false)]);
+        assert!(features.no_cgroup && !features.no_clockid && !features.no_mmap2);
+        assert_eq!((attr.sample_type & SAMPLE_CGROUP, attr.cgroup()), (0, 0));
+        assert_eq!(attr.mmap2(), 1);
+        assert!(features.dropped()[0].contains("PERF_SAMPLE_CGROUP"));
+        kernel.0.borrow_mut().clear();
+        let mut attr = full_attr();
+        attr.sample_type |= SAMPLE_CGROUP;
+        assert!(open_event(&kernel, &mut attr, -1, 1, &mut features).is_ok());
+        assert_eq!(*kernel.0.borrow(), [(false, false)]);
     }
 
     #[test]

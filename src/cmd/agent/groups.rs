@@ -1,8 +1,10 @@
 //! Which process group a process's samples ship in: the service its cgroup names (a
-//! systemd unit, else the command), and the container it runs in, read once per process
-//! from `/proc/PID/cgroup`.
+//! systemd unit, else the command), and the container it runs in: from the cgroup id its
+//! samples carry (`cgroup_ids`), else from `/proc/PID/cgroup` at its first sample.
 
 use rustc_hash::FxHashMap;
+
+use super::cgroup_ids::CgroupIds;
 
 /// What a process's profile is named and labelled by.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -13,55 +15,73 @@ pub(crate) struct Group {
     pub container: Option<String>,
 }
 
-/// The cgroup of each process seen, read at its first sample (a process that exits
-/// before its window ends keeps its service); the processes of no sample in a window are
-/// forgotten at its end, so the table holds one window's processes.
+/// The cgroup of each process seen, found at its first sample and again when a sample
+/// names another (a process moved after it began, as a service's process forked in its
+/// manager's cgroup is, goes by the cgroup it moved to; one that exits before its window
+/// ends keeps its service); the processes of no sample in a window are forgotten at its
+/// end, so the table holds one window's processes.
 #[derive(Default)]
 pub(crate) struct Groups {
     by_pid: FxHashMap<u32, Cgroup>,
     /// The cgroups of `-G` (paths as `/proc/PID/cgroup` shows them): a process inside one
     /// and in no systemd unit is named after it.
     named: Vec<String>,
+    /// The paths of the cgroup ids samples carry, where the kernel gives them.
+    pub ids: Option<CgroupIds>,
 }
 
 struct Cgroup {
     unit: Option<String>,
     container: Option<String>,
     seen: bool,
+    /// The cgroup id of the sample it was found at, when samples carry one.
+    id: Option<u64>,
 }
 
 impl Cgroup {
-    fn read(pid: u32, named: &[String]) -> Cgroup {
-        let text = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap_or_default();
+    /// Cgroup `id` at `path` (`/proc/PID/cgroup`'s form), else process `pid`'s in /proc.
+    fn read(pid: u32, (id, path): (Option<u64>, Option<&str>), named: &[String]) -> Cgroup {
+        let text = match path {
+            Some(path) => format!("0::{path}\n"),
+            None => std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap_or_default(),
+        };
         Cgroup {
             unit: service_of(&text).or_else(|| named_of(&text, named)),
             container: container_of(&text),
             seen: true,
+            id,
         }
     }
 }
 
 impl Groups {
     /// Groups whose processes in the cgroups `named` (`-G`) are named after them.
-    pub fn new(named: Vec<String>) -> Groups {
+    /// With `ids`, the cgroup ids samples carry name their cgroups.
+    pub fn new(named: Vec<String>, ids: Option<CgroupIds>) -> Groups {
         Groups {
             by_pid: FxHashMap::default(),
             named,
+            ids,
         }
     }
 
-    /// Process `pid` had a sample: its cgroup is read if it is new.
-    pub fn note(&mut self, pid: u32) {
-        let named = &self.named;
-        self.by_pid
-            .entry(pid)
-            .and_modify(|c| c.seen = true)
-            .or_insert_with(|| Cgroup::read(pid, named));
+    /// Process `pid` had a sample, in cgroup `cgroup` when the sample says: its cgroup is
+    /// found if the process is new or the cgroup another.
+    pub fn note(&mut self, pid: u32, cgroup: Option<u64>) {
+        match self.by_pid.get_mut(&pid) {
+            Some(c) if cgroup.is_none() || c.id == cgroup => c.seen = true,
+            _ => {
+                let ids = self.ids.as_mut();
+                let path = ids.zip(cgroup).and_then(|(ids, id)| ids.path(id));
+                let c = Cgroup::read(pid, (cgroup, path), &self.named);
+                self.by_pid.insert(pid, c);
+            }
+        }
     }
 
     /// The group of process `pid` running `comm`.
     pub fn of(&mut self, pid: u32, comm: &str) -> Group {
-        self.note(pid);
+        self.note(pid, None);
         let c = self.by_pid.get(&pid);
         Group {
             service: c
@@ -169,6 +189,35 @@ mod tests {
         assert_eq!(of("/other"), None);
         let v1 = "3:perf_event:/apps/batch\n0::/\n";
         assert_eq!(named_of(v1, &named).as_deref(), Some("apps"));
+    }
+
+    #[test]
+    fn a_process_gone_from_proc_is_named_by_its_samples_cgroup() {
+        use std::os::unix::fs::MetadataExt;
+        // A tree standing for the cgroup2 mount; no process has this pid.
+        let root = std::env::temp_dir().join(format!("memperf-groups-{}", std::process::id()));
+        std::fs::create_dir_all(root.join("batch.slice/job-3")).unwrap_or_default();
+        let job = std::fs::metadata(root.join("batch.slice/job-3")).map_or(0, |m| m.ino());
+        let root_id = std::fs::metadata(&root).map_or(0, |m| m.ino());
+        let ids = CgroupIds::walking(root.clone());
+        let _ = std::fs::remove_dir_all(&root);
+        let gone = u32::MAX - 7;
+        let named = vec!["/batch.slice".to_string()];
+        let mut groups = Groups::new(named.clone(), Some(ids));
+        groups.note(gone, Some(job));
+        assert_eq!(groups.of(gone, "job").service, "batch");
+        // Its first sample in the root cgroup, before it moved: named after where it went.
+        let moved = gone - 1;
+        groups.note(moved, Some(root_id));
+        assert_eq!(groups.of(moved, "job").service, "job");
+        groups.note(moved, Some(job));
+        assert_eq!(groups.of(moved, "job").service, "batch");
+        // Without the id, /proc has nothing left: the command names it.
+        let mut groups = Groups::new(named, None);
+        groups.note(gone, Some(job));
+        assert_eq!(groups.of(gone, "job").service, "job");
+        let unit = Cgroup::read(gone, (None, Some("/system.slice/nginx.service")), &[]);
+        assert_eq!(unit.unit.as_deref(), Some("nginx"));
     }
 
     #[test]

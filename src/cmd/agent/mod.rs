@@ -2,6 +2,7 @@
 //! in memory (`aggregate::live`) and, at the end of every window, cut into one profile per
 //! process group (`profiles`) and handed to each sink (`sink`).
 
+mod cgroup_ids;
 mod groups;
 mod otel_memory;
 mod parca;
@@ -23,11 +24,12 @@ use crate::live::open::{self, ResolvedEvent};
 use crate::live::recorder::{self, Live, Run};
 use crate::output::{NameOptions, Resolved, Resolver};
 use crate::perfdata::tracing_data::EventFormat;
-use crate::records::Sample;
+use crate::records::{Record, Sample};
 use crate::session::{Handler, Processes, SampleCtx, Session, SideBand};
 use crate::symbolize::{Kallsyms, Symbolizer};
 use crate::sys::tracefs::Tracefs;
 
+use cgroup_ids::CgroupIds;
 use groups::Groups;
 use profiles::{Cut, HostLabels, WindowTimes};
 use sink::{DirSink, Encoder, OtlpEncoder, Sink, Window};
@@ -50,8 +52,17 @@ pub fn run(cfg: AgentConfig) -> Result<i32> {
     } else {
         Some(Shipper::start(backends)?)
     };
+    say_nested_cgroups(&cfg);
     let (mut events, tracefs) = open::resolve_events_in(&cfg.record.events, &cfg.record.target)?;
     otel_memory::free_without_stack(&mut events);
+    // Each sample says its cgroup, so that a process gone before the agent handles its
+    // first sample is still named after its unit or -G cgroup (`/proc/PID/cgroup` is gone).
+    let ids = CgroupIds::of_host();
+    if ids.is_some() {
+        for e in &mut events {
+            e.sample_extra |= crate::abi::PERF_SAMPLE_CGROUP;
+        }
+    }
     let live = live_events(&events, tracefs.as_ref());
     let names: Vec<String> = live.iter().map(|e| e.name.clone()).collect();
     let rcfg = report_config(&cfg);
@@ -60,7 +71,10 @@ pub fn run(cfg: AgentConfig) -> Result<i32> {
         cfg: &cfg,
         rcfg: &rcfg,
         names,
-        groups: Groups::new(cfg.record.cgroups.iter().map(|c| c.path.clone()).collect()),
+        groups: Groups::new(
+            cfg.record.cgroups.iter().map(|c| c.path.clone()).collect(),
+            ids,
+        ),
         host,
         sinks,
         encoders,
@@ -113,10 +127,19 @@ pub fn run(cfg: AgentConfig) -> Result<i32> {
             }
         }
     }
-    for n in &done.notes {
+    let ids_note = agent.groups.ids.as_ref().and_then(CgroupIds::note);
+    for n in done.notes.iter().chain(&ids_note) {
         eprintln!("memperf agent: note: {n}");
     }
     Ok(done.exit.map_or(0, |e| e.shell_code()))
+}
+
+/// When nested `-G` cgroups are given, only the outermost is opened: said at start, where
+/// the user who launched the agent sees it.
+fn say_nested_cgroups(cfg: &AgentConfig) {
+    for n in crate::sys::cgroup::outermost(&cfg.record.cgroups).1 {
+        eprintln!("memperf agent: note: {n}");
+    }
 }
 
 /// How long the agent tries, at exit, to deliver what its backends have not taken.
@@ -301,7 +324,7 @@ const MAX_KEPT_FILES: usize = 128;
 impl Handler for Agent<'_> {
     fn sample(&mut self, c: &SampleCtx<'_>) -> std::io::Result<()> {
         if let Some(pid) = c.sample.pid {
-            self.groups.note(pid);
+            self.groups.note(pid, c.sample.cgroup);
         }
         self.win.sample(c)
     }
@@ -311,6 +334,9 @@ impl Handler for Agent<'_> {
     }
 
     fn side_band(&mut self, r: &SideBand<'_>) -> std::io::Result<()> {
+        if let (Some(Record::Cgroup { id, path, .. }), Some(ids)) = (r.rec, &mut self.groups.ids) {
+            ids.learn(*id, path);
+        }
         self.win.side_band(r)
     }
 }

@@ -23,6 +23,10 @@ pub fn print_start(cfg: &RecordConfig, opened: &Opened, child: Option<i32>) {
         names.join(","),
         cfg.output.display()
     ));
+    // Said here, where the user who started the recording sees it, not in the summary.
+    for n in crate::sys::cgroup::outermost(&cfg.cgroups).1 {
+        crate::output::wrap::eprint(&format!("memperf: note: {n}"));
+    }
 }
 
 fn join(ids: &[u32]) -> String {
