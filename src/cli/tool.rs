@@ -7,8 +7,8 @@ use anyhow::{Context, Result, bail};
 use clap::Args;
 
 use super::{Target, parse_id_list};
+use crate::config::tool::ToolConfig;
 use crate::sys;
-use crate::tool::ToolConfig;
 
 /// Target, duration, stacks and replay options of every memory tool.
 #[derive(Debug, Clone, Args)]
