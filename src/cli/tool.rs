@@ -141,3 +141,22 @@ impl ToolArgs {
         })
     }
 }
+
+/// The configuration of a tool that prints every `interval` seconds, `count` times
+/// (`swapin`, `vmscan`, `slabratetop`); `what` names its count's unit in the error.
+pub(super) fn interval_config(
+    common: ToolArgs,
+    interval: f64,
+    count: Option<u64>,
+    what: &str,
+) -> Result<ToolConfig> {
+    let interval = super::seconds("the interval", interval)?;
+    if count == Some(0) {
+        bail!("the count of {what} must be at least 1");
+    }
+    Ok(ToolConfig {
+        interval: Some(interval),
+        count,
+        ..common.into_config(false)?
+    })
+}

@@ -1,5 +1,5 @@
 //! What the memory tools (`oomkill`, `faults`, `mmapsnoop`, ...) are told to do: the
-//! options every tool shares.
+//! options every tool shares, and each tool's own beside them.
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -32,4 +32,41 @@ pub struct ToolConfig {
     /// `-n NAME`: only processes whose name contains NAME. The tool checks it; the kernel
     /// filters its tracepoints by it too (`comm ~ "*NAME*"`), as BCC does in BPF.
     pub comm: Option<String>,
+}
+
+impl ToolConfig {
+    /// Whether the tool traces threads (`-t`): its lines then show thread ids, not pids.
+    pub fn by_tid(&self) -> bool {
+        matches!(self.target, Target::Tids(_))
+    }
+}
+
+/// `mmapsnoop` and `shmsnoop`: `-n` is the tool's `comm`, `--stack` its `stacks`.
+#[derive(Debug, Clone)]
+pub struct SnoopConfig {
+    pub tool: ToolConfig,
+    /// A time column first (`-T`).
+    pub timestamp: bool,
+}
+
+/// `drsnoop`: `-n` is the tool's `comm`, `--stack` its `stacks`.
+#[derive(Debug, Clone)]
+pub struct DrsnoopConfig {
+    pub tool: ToolConfig,
+    /// A TIME(s) column (`-T`).
+    pub timestamp: bool,
+    /// A UID column (`-U`).
+    pub print_uid: bool,
+    /// Only tasks of this uid (`-u`).
+    pub uid: Option<u32>,
+    /// A FREE(KB) column (`-v`).
+    pub verbose: bool,
+}
+
+/// `swapin`: its interval and count are the tool's.
+#[derive(Debug, Clone)]
+pub struct SwapinConfig {
+    pub tool: ToolConfig,
+    /// No HH:MM:SS line before each interval (`-T`).
+    pub notime: bool,
 }
