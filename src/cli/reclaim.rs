@@ -58,8 +58,9 @@ impl DrsnoopArgs {
     /// Checks the options and turns them into a `DrsnoopConfig`.
     pub fn into_config(self) -> Result<DrsnoopConfig> {
         let tool = ToolConfig {
+            stacks: self.stack,
             comm: self.name,
-            ..self.common.into_config(self.stack)?
+            ..self.common.into_config()?
         };
         Ok(DrsnoopConfig {
             tool,

@@ -29,8 +29,9 @@ impl SnoopArgs {
     /// Checks the options and turns them into a `SnoopConfig`.
     pub fn into_config(self) -> Result<SnoopConfig> {
         let tool = ToolConfig {
+            stacks: self.stack,
             comm: self.name,
-            ..self.common.into_config(self.stack)?
+            ..self.common.into_config()?
         };
         Ok(SnoopConfig {
             tool,

@@ -63,9 +63,10 @@ impl StackToolArgs {
             CommandStdout::Inherit
         };
         let tool = ToolConfig {
+            stacks: true,
             period,
             command_stdout,
-            ..self.common.into_config(true)?
+            ..self.common.into_config()?
         };
         Ok(StackToolConfig {
             tool,

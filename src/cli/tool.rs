@@ -73,8 +73,8 @@ impl ToolArgs {
         .find_map(|(given, name)| given.then_some(name))
     }
 
-    /// The tool configuration; `stacks` says whether samples carry unwound stacks.
-    pub fn into_config(self, stacks: bool) -> Result<ToolConfig> {
+    /// The tool configuration, without stacks: the tools that unwind say so on it.
+    pub fn into_config(self) -> Result<ToolConfig> {
         if let Some(m) = self.mmap_pages
             && (m == 0 || !m.is_power_of_two())
         {
@@ -130,7 +130,7 @@ impl ToolArgs {
             command: has_command.then_some(self.command),
             command_stdout: sys::CommandStdout::Inherit,
             duration,
-            stacks,
+            stacks: false,
             mmap_pages: self.mmap_pages,
             write: self.write,
             input: self.input,
@@ -157,6 +157,6 @@ pub(super) fn interval_config(
     Ok(ToolConfig {
         interval: Some(interval),
         count,
-        ..common.into_config(false)?
+        ..common.into_config()?
     })
 }
