@@ -15,4 +15,5 @@ pub mod rss;
 pub mod slab;
 pub mod stacks;
 pub mod stat;
+pub mod tool;
 pub mod triage;

@@ -1,8 +1,10 @@
 //! The options of the reclaim tools (`drsnoop`, `vmscan`), as BCC and the book name them.
 
+use anyhow::Result;
 use clap::Args;
 
-use super::tool::ToolArgs;
+use super::tool::{ToolArgs, interval_config};
+use crate::config::tool::{DrsnoopConfig, ToolConfig};
 
 /// `memperf drsnoop`.
 #[derive(Debug, Clone, Args)]
@@ -50,4 +52,29 @@ pub struct VmscanArgs {
 
     #[command(flatten)]
     pub common: ToolArgs,
+}
+
+impl DrsnoopArgs {
+    /// Checks the options and turns them into a `DrsnoopConfig`.
+    pub fn into_config(self) -> Result<DrsnoopConfig> {
+        let tool = ToolConfig {
+            stacks: self.stack,
+            comm: self.name,
+            ..self.common.into_config()?
+        };
+        Ok(DrsnoopConfig {
+            tool,
+            timestamp: self.timestamp,
+            print_uid: self.print_uid,
+            uid: self.uid,
+            verbose: self.verbose,
+        })
+    }
+}
+
+impl VmscanArgs {
+    /// Checks the interval and count and turns the options into the tool's `ToolConfig`.
+    pub fn into_config(self) -> Result<ToolConfig> {
+        interval_config(self.common, self.interval, self.count, "lines")
+    }
 }

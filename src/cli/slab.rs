@@ -3,11 +3,12 @@
 use std::ffi::OsString;
 use std::path::PathBuf;
 
+use anyhow::Result;
 use clap::Args;
 
-use super::tool::ToolArgs;
+use super::tool::{ToolArgs, interval_config};
 
-pub use crate::config::slab::SlabSort;
+pub use crate::config::slab::{SlabSort, SlabratetopConfig};
 
 #[derive(Debug, Clone, Args)]
 pub struct SlabratetopArgs {
@@ -77,18 +78,26 @@ pub struct SlabratetopArgs {
 }
 
 impl SlabratetopArgs {
-    /// The options every tool shares (slabratetop's `-C` is BCC's, not the CPU list's).
-    pub fn common(&self) -> ToolArgs {
-        ToolArgs {
-            pid: self.pid.clone(),
+    /// Checks the interval, count and the options every tool shares and turns them into a
+    /// `SlabratetopConfig`.
+    pub fn into_config(self) -> Result<SlabratetopConfig> {
+        // The options every tool shares (slabratetop's `-C` is BCC's, not the CPU list's).
+        let common = ToolArgs {
+            pid: self.pid,
             tid: None,
             all_cpus: self.all_cpus,
-            cpu: self.cpu.clone(),
+            cpu: self.cpu,
             duration: self.duration,
-            write: self.write.clone(),
-            input: self.input.clone(),
+            write: self.write,
+            input: self.input,
             mmap_pages: self.mmap_pages,
-            command: self.command.clone(),
-        }
+            command: self.command,
+        };
+        Ok(SlabratetopConfig {
+            tool: interval_config(common, self.interval, self.count, "screens")?,
+            noclear: self.noclear,
+            maxrows: self.maxrows,
+            sort: self.sort,
+        })
     }
 }

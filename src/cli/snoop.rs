@@ -1,8 +1,10 @@
 //! The options of the snoop tools (`mmapsnoop`, `shmsnoop`), as BCC names them.
 
+use anyhow::Result;
 use clap::Args;
 
 use super::tool::ToolArgs;
+use crate::config::tool::{SnoopConfig, ToolConfig};
 
 #[derive(Debug, Clone, Args)]
 pub struct SnoopArgs {
@@ -21,4 +23,19 @@ pub struct SnoopArgs {
 
     #[command(flatten)]
     pub common: ToolArgs,
+}
+
+impl SnoopArgs {
+    /// Checks the options and turns them into a `SnoopConfig`.
+    pub fn into_config(self) -> Result<SnoopConfig> {
+        let tool = ToolConfig {
+            stacks: self.stack,
+            comm: self.name,
+            ..self.common.into_config()?
+        };
+        Ok(SnoopConfig {
+            tool,
+            timestamp: self.timestamp,
+        })
+    }
 }

@@ -2,11 +2,16 @@
 
 use std::path::PathBuf;
 
+use anyhow::{Result, bail};
 use clap::Args;
 
 use super::StackSpace;
 use super::tool::ToolArgs;
-use crate::config::stacks::StackOutput;
+use crate::config::stacks::{
+    BrkstackConfig, FaultKind, FaultsConfig, StackOutput, StackToolConfig,
+};
+use crate::config::tool::ToolConfig;
+use crate::sys::CommandStdout;
 
 /// How a stack tool prints its stacks.
 #[derive(Debug, Clone, Args)]
@@ -43,30 +48,36 @@ pub struct StackToolArgs {
 }
 
 impl StackToolArgs {
-    /// Whether standard output carries data (folded stacks, an SVG) that nothing else may
-    /// be written into: the banner and the traced command's output go to standard error.
-    pub fn stdout_carries_data(&self) -> bool {
-        self.folded || self.flamegraph.as_deref() == Some(std::path::Path::new("-"))
-    }
-
-    /// Where a traced command's standard output goes.
-    pub fn command_stdout(&self) -> crate::sys::CommandStdout {
-        if self.stdout_carries_data() {
-            crate::sys::CommandStdout::Stderr
-        } else {
-            crate::sys::CommandStdout::Inherit
-        }
-    }
-
-    /// The outputs beside the text report, for `tool::stacks::Printer`.
-    pub fn output(&self) -> StackOutput {
-        StackOutput {
+    /// Checks the options and turns them into a `StackToolConfig`; `period` is the tool's
+    /// `-c` (one event in N sampled).
+    pub fn into_config(self, period: Option<u64>) -> Result<StackToolConfig> {
+        let space = self.space();
+        let output = StackOutput {
             folded: self.folded,
-            flamegraph: self.flamegraph.clone(),
-        }
+            flamegraph: self.flamegraph,
+        };
+        // Where a traced command's standard output goes.
+        let command_stdout = if output.stdout_carries_data() {
+            CommandStdout::Stderr
+        } else {
+            CommandStdout::Inherit
+        };
+        let tool = ToolConfig {
+            stacks: true,
+            period,
+            command_stdout,
+            ..self.common.into_config()?
+        };
+        Ok(StackToolConfig {
+            tool,
+            output,
+            per_pid: self.per_pid,
+            space,
+            delimited: self.delimited,
+        })
     }
 
-    pub fn space(&self) -> StackSpace {
+    fn space(&self) -> StackSpace {
         if self.user_only {
             StackSpace::User
         } else if self.kernel_only {
@@ -106,4 +117,34 @@ pub struct BrkstackArgs {
     /// Weigh folded stacks and the flame graph by bytes grown instead of calls.
     #[arg(long = "bytes")]
     pub bytes: bool,
+}
+
+impl FaultsArgs {
+    /// Checks `-c` and the stack options and turns them into a `FaultsConfig`.
+    pub fn into_config(self) -> Result<FaultsConfig> {
+        if self.period == Some(0) {
+            bail!("-c/--count must be at least 1");
+        }
+        let kind = if self.major {
+            FaultKind::Major
+        } else if self.minor {
+            FaultKind::Minor
+        } else {
+            FaultKind::All
+        };
+        Ok(FaultsConfig {
+            stacks: self.stacks.into_config(self.period)?,
+            kind,
+        })
+    }
+}
+
+impl BrkstackArgs {
+    /// Checks the stack options and turns them into a `BrkstackConfig`.
+    pub fn into_config(self) -> Result<BrkstackConfig> {
+        Ok(BrkstackConfig {
+            stacks: self.stacks.into_config(None)?,
+            bytes: self.bytes,
+        })
+    }
 }

@@ -1,8 +1,10 @@
 //! The options of `memperf swapin`, as BCC's swapin names them.
 
+use anyhow::Result;
 use clap::Args;
 
-use super::tool::ToolArgs;
+use super::tool::{ToolArgs, interval_config};
+use crate::config::tool::SwapinConfig;
 
 #[derive(Debug, Clone, Args)]
 pub struct SwapinArgs {
@@ -22,4 +24,14 @@ pub struct SwapinArgs {
 
     #[command(flatten)]
     pub common: ToolArgs,
+}
+
+impl SwapinArgs {
+    /// Checks the interval and count and turns the options into a `SwapinConfig`.
+    pub fn into_config(self) -> Result<SwapinConfig> {
+        Ok(SwapinConfig {
+            tool: interval_config(self.common, self.interval, self.count, "intervals")?,
+            notime: self.notime,
+        })
+    }
 }

@@ -7,8 +7,8 @@ use anyhow::{Context, Result, bail};
 use clap::Args;
 
 use super::{Target, parse_id_list};
+use crate::config::tool::ToolConfig;
 use crate::sys;
-use crate::tool::ToolConfig;
 
 /// Target, duration, stacks and replay options of every memory tool.
 #[derive(Debug, Clone, Args)]
@@ -73,8 +73,8 @@ impl ToolArgs {
         .find_map(|(given, name)| given.then_some(name))
     }
 
-    /// The tool configuration; `stacks` says whether samples carry unwound stacks.
-    pub fn into_config(self, stacks: bool) -> Result<ToolConfig> {
+    /// The tool configuration, without stacks: the tools that unwind say so on it.
+    pub fn into_config(self) -> Result<ToolConfig> {
         if let Some(m) = self.mmap_pages
             && (m == 0 || !m.is_power_of_two())
         {
@@ -130,7 +130,7 @@ impl ToolArgs {
             command: has_command.then_some(self.command),
             command_stdout: sys::CommandStdout::Inherit,
             duration,
-            stacks,
+            stacks: false,
             mmap_pages: self.mmap_pages,
             write: self.write,
             input: self.input,
@@ -140,4 +140,23 @@ impl ToolArgs {
             comm: None,
         })
     }
+}
+
+/// The configuration of a tool that prints every `interval` seconds, `count` times
+/// (`swapin`, `vmscan`, `slabratetop`); `what` names its count's unit in the error.
+pub(super) fn interval_config(
+    common: ToolArgs,
+    interval: f64,
+    count: Option<u64>,
+    what: &str,
+) -> Result<ToolConfig> {
+    let interval = super::seconds("the interval", interval)?;
+    if count == Some(0) {
+        bail!("the count of {what} must be at least 1");
+    }
+    Ok(ToolConfig {
+        interval: Some(interval),
+        count,
+        ..common.into_config()?
+    })
 }

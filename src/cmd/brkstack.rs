@@ -7,7 +7,7 @@ use std::io;
 use anyhow::Result;
 use rustc_hash::FxHashMap;
 
-use crate::cli::stacks::BrkstackArgs;
+use crate::config::stacks::BrkstackConfig;
 use crate::session::{Processes, SampleCtx};
 use crate::tool::stacks::{Key, Printer, StackCounts, TextOptions, Weights};
 use crate::tool::{self, Cx, Tool, Want};
@@ -106,18 +106,16 @@ impl Tool for Brkstack {
 }
 
 /// Runs `memperf brkstack`.
-pub fn run(args: BrkstackArgs) -> Result<i32> {
-    let st = &args.stacks;
-    let mut cfg = st.common.clone().into_config(true)?;
-    cfg.command_stdout = st.command_stdout();
+pub fn run(cfg: BrkstackConfig) -> Result<i32> {
+    let st = &cfg.stacks;
     let text = TextOptions {
         delimited: st.delimited,
         bytes_label: Some("bytes grown"),
     };
-    let mut printer = Printer::new(st.output(), text, "brk() by stack")?;
-    printer.by_bytes = args.bytes;
+    let mut printer = Printer::new(st.output.clone(), text, "brk() by stack")?;
+    printer.by_bytes = cfg.bytes;
     let mut tool = Brkstack {
-        counts: StackCounts::new(st.per_pid, st.space()),
+        counts: StackCounts::new(st.per_pid, st.space),
         pending: FxHashMap::default(),
         breaks: FxHashMap::default(),
         fresh: Default::default(),
@@ -125,11 +123,11 @@ pub fn run(args: BrkstackArgs) -> Result<i32> {
         printer,
     };
     let out = Box::new(io::BufWriter::new(io::stdout()));
-    let data = st.stdout_carries_data();
+    let data = st.output.stdout_carries_data();
     let banner = |cx: &mut Cx| -> io::Result<()> {
         tool::stacks::banner(cx, data, "Tracing brk() by stack... Hit Ctrl-C to end.")
     };
-    let seen = tool::run("brkstack", &cfg, WANTS, &mut tool, out, &banner)?;
+    let seen = tool::run("brkstack", &st.tool, WANTS, &mut tool, out, &banner)?;
     tool::print_seen("brkstack", &seen);
     Ok(0)
 }

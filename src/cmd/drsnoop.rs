@@ -9,7 +9,7 @@ use std::io::{self, Write};
 use anyhow::Result;
 use rustc_hash::FxHashMap;
 
-use crate::cli::reclaim::DrsnoopArgs;
+use crate::config::tool::DrsnoopConfig;
 use crate::session::{Processes, SampleCtx};
 use crate::stacks::StackId;
 use crate::tool::{self, Cx, Seen, Tool, Want};
@@ -48,7 +48,7 @@ struct Begun {
 }
 
 struct Drsnoop {
-    args: DrsnoopArgs,
+    cfg: DrsnoopConfig,
     /// By (tid, memcg): a memcg reclaim can run inside a direct one's allocation.
     begun: FxHashMap<(u32, bool), Begun>,
     first: Option<u64>,
@@ -93,43 +93,40 @@ impl Tool for Drsnoop {
         };
         let comm = tool::comm(s.procs, pid, tid);
         if self
-            .args
-            .name
+            .cfg
+            .tool
+            .comm
             .as_ref()
             .is_some_and(|n| !comm.contains(n.as_str()))
         {
             return Ok(());
         }
-        let uid = (self.args.print_uid || self.args.uid.is_some())
+        let uid = (self.cfg.print_uid || self.cfg.uid.is_some())
             .then(|| uid_of(pid))
             .flatten();
-        if self.args.uid.is_some_and(|u| uid != Some(u)) {
+        if self.cfg.uid.is_some_and(|u| uid != Some(u)) {
             return Ok(());
         }
         let first = *self.first.get_or_insert(begun.time);
         let mut line = String::new();
-        if self.args.timestamp {
+        if self.cfg.timestamp {
             line.push_str(&format!(
                 "{:<14.6}",
                 begun.time.saturating_sub(first) as f64 / 1e9
             ));
         }
-        if self.args.print_uid {
+        if self.cfg.print_uid {
             line.push_str(&format!(
                 "{:<6}",
                 uid.map_or("?".to_string(), |u| u.to_string())
             ));
         }
-        let shown = if self.args.common.tid.is_some() {
-            tid
-        } else {
-            pid
-        };
+        let shown = if self.cfg.tool.by_tid() { tid } else { pid };
         let comm14: String = comm.chars().take(14).collect();
         let lat_ms = time.saturating_sub(begun.time) as f64 / 1e6;
         let pages = cx.field(s, "nr_reclaimed").unwrap_or(0);
         line.push_str(&format!("{comm14:<14} {shown:<6} {lat_ms:8.2} {pages:5}"));
-        if self.args.verbose {
+        if self.cfg.verbose {
             match (cx.replay, free_kb()) {
                 (false, Some(kb)) => line.push_str(&format!(" {kb:10}")),
                 _ => line.push_str(&format!(" {:>10}", "-")),
@@ -138,7 +135,7 @@ impl Tool for Drsnoop {
         line.push_str(if memcg { " memcg" } else { " direct" });
         writeln!(cx.out, "{line}")?;
         self.lines += 1;
-        if self.args.stack {
+        if self.cfg.tool.stacks {
             cx.write_stack(begun.stack, s.procs)?;
         }
         Ok(())
@@ -157,26 +154,20 @@ impl Tool for Drsnoop {
 }
 
 /// Runs `memperf drsnoop`.
-pub fn run(args: DrsnoopArgs) -> Result<i32> {
-    let mut cfg = args.common.clone().into_config(args.stack)?;
-    cfg.comm = args.name.clone();
+pub fn run(cfg: DrsnoopConfig) -> Result<i32> {
     let mut header = String::new();
-    if args.timestamp {
+    if cfg.timestamp {
         header.push_str(&format!("{:<14}", "TIME(s)"));
     }
-    if args.print_uid {
+    if cfg.print_uid {
         header.push_str(&format!("{:<6}", "UID"));
     }
-    let id = if args.common.tid.is_some() {
-        "TID"
-    } else {
-        "PID"
-    };
+    let id = if cfg.tool.by_tid() { "TID" } else { "PID" };
     header.push_str(&format!(
         "{:<14} {id:<6} {:>8} {:>5}",
         "COMM", "LAT(ms)", "PAGES"
     ));
-    if args.verbose {
+    if cfg.verbose {
         header.push_str(&format!(" {:>10}", "FREE(KB)"));
     }
     header.push_str(" RECLAIM");
@@ -195,14 +186,14 @@ pub fn run(args: DrsnoopArgs) -> Result<i32> {
         writeln!(cx.out, "{header}")
     };
     let mut tool = Drsnoop {
-        args,
+        cfg: cfg.clone(),
         begun: FxHashMap::default(),
         first: None,
         unmatched_ends: 0,
         lines: 0,
     };
     let out = Box::new(io::BufWriter::new(io::stdout()));
-    let seen = tool::run("drsnoop", &cfg, WANTS, &mut tool, out, &banner)?;
+    let seen = tool::run("drsnoop", &cfg.tool, WANTS, &mut tool, out, &banner)?;
     tool::print_seen("drsnoop", &seen);
     Ok(0)
 }

@@ -3,9 +3,9 @@
 
 use std::io;
 
-use anyhow::{Result, bail};
+use anyhow::Result;
 
-use crate::cli::stacks::FaultsArgs;
+use crate::config::stacks::{FaultKind, FaultsConfig};
 use crate::session::{Processes, SampleCtx};
 use crate::tool::stacks::{Printer, StackCounts, TextOptions, Weights};
 use crate::tool::{self, Cx, Tool, Want};
@@ -43,28 +43,21 @@ pub(crate) const fn want(event: &'static str) -> Want {
 }
 
 /// Runs `memperf faults`.
-pub fn run(args: FaultsArgs) -> Result<i32> {
-    if args.period == Some(0) {
-        bail!("-c/--count must be at least 1");
-    }
-    let (event, what) = if args.major {
-        ("major-faults", "major page faults")
-    } else if args.minor {
-        ("minor-faults", "minor page faults")
-    } else {
-        ("page-faults", "page faults")
+pub fn run(cfg: FaultsConfig) -> Result<i32> {
+    let (event, what) = match cfg.kind {
+        FaultKind::Major => ("major-faults", "major page faults"),
+        FaultKind::Minor => ("minor-faults", "minor page faults"),
+        FaultKind::All => ("page-faults", "page faults"),
     };
     let wants = [want(event)];
-    let st = &args.stacks;
-    let mut cfg = st.common.clone().into_config(true)?;
-    cfg.period = args.period;
-    cfg.command_stdout = st.command_stdout();
+    let st = &cfg.stacks;
+    let period = st.tool.period;
     let out = Box::new(io::BufWriter::new(io::stdout()));
-    let sampled = match args.period {
+    let sampled = match period {
         Some(n) if n > 1 => format!(" (one in {n} sampled)"),
         _ => String::new(),
     };
-    let data = st.stdout_carries_data();
+    let data = st.output.stdout_carries_data();
     let banner = |cx: &mut Cx| -> io::Result<()> {
         let line = format!("Tracing {what} by stack{sampled}... Hit Ctrl-C to end.");
         tool::stacks::banner(cx, data, &line)
@@ -74,11 +67,11 @@ pub fn run(args: FaultsArgs) -> Result<i32> {
         bytes_label: None,
     };
     let mut tool = Faults {
-        counts: StackCounts::new(st.per_pid, st.space()),
-        period: args.period.unwrap_or(1),
-        printer: Printer::new(st.output(), text, &format!("{what} by stack"))?,
+        counts: StackCounts::new(st.per_pid, st.space),
+        period: period.unwrap_or(1),
+        printer: Printer::new(st.output.clone(), text, &format!("{what} by stack"))?,
     };
-    let seen = tool::run("faults", &cfg, &wants, &mut tool, out, &banner)?;
+    let seen = tool::run("faults", &st.tool, &wants, &mut tool, out, &banner)?;
     tool::print_seen("faults", &seen);
     Ok(0)
 }

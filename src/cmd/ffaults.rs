@@ -16,12 +16,11 @@ use std::io::{self, Write};
 use anyhow::Result;
 use rustc_hash::FxHashMap;
 
-use crate::cli::tool::ToolArgs;
 use crate::maps::ProcessMaps;
 use crate::records::Record;
 use crate::session::{Processes, SampleCtx, SideBand};
 use crate::tool::place::{Landed, landed};
-use crate::tool::{self, Cx, Seen, Tool, Want};
+use crate::tool::{self, Cx, Seen, Tool, ToolConfig, Want};
 
 const WANTS: &[Want] = &[Want {
     name: "page-faults",
@@ -372,13 +371,12 @@ fn pmd_order() -> u32 {
 }
 
 /// Runs `memperf ffaults`, `fmapfault` or `hfaults`.
-pub fn run(place: Place, args: ToolArgs) -> Result<i32> {
+pub fn run(place: Place, cfg: ToolConfig) -> Result<i32> {
     let name = match place {
         Place::Files => "ffaults",
         Place::CommFiles => "fmapfault",
         Place::Huge => "hfaults",
     };
-    let cfg = args.into_config(false)?;
     let (wants, sources): (Vec<Want>, Vec<Source>) = match place {
         Place::Files => (WANTS.to_vec(), vec![Source::Fault]),
         Place::Huge => (HUGE_WANTS.to_vec(), vec![Source::Fault, Source::Alloc]),

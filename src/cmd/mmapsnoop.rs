@@ -8,7 +8,7 @@ use std::io::{self, Write};
 
 use anyhow::Result;
 
-use crate::cli::snoop::SnoopArgs;
+use crate::config::tool::SnoopConfig;
 use crate::maps::{ModuleKind, ProcessMaps};
 use crate::session::{Processes, SampleCtx};
 use crate::tool::calls::{Calls, Entered, errno_name};
@@ -41,7 +41,7 @@ const ARGS: [&[&str]; 3] = [
 ];
 
 struct Mmapsnoop {
-    args: SnoopArgs,
+    cfg: SnoopConfig,
     calls: Calls,
     lines: u64,
     /// Memory mremap moved, by pid: (start, end, name). The kernel writes no MMAP2 record
@@ -137,8 +137,9 @@ impl Tool for Mmapsnoop {
         };
         let comm = tool::comm(s.procs, pid, tid);
         if self
-            .args
-            .name
+            .cfg
+            .tool
+            .comm
             .as_ref()
             .is_some_and(|n| !comm.contains(n.as_str()))
         {
@@ -211,7 +212,7 @@ impl Tool for Mmapsnoop {
             }
         };
         let mut line = String::new();
-        if self.args.timestamp {
+        if self.cfg.timestamp {
             line.push_str(&format!("{:<9}", cx.time_of_day(call.time)));
         }
         let comm14: String = comm.chars().take(14).collect();
@@ -220,7 +221,7 @@ impl Tool for Mmapsnoop {
         ));
         writeln!(cx.out, "{line}")?;
         self.lines += 1;
-        if self.args.stack {
+        if self.cfg.tool.stacks {
             cx.write_stack(call.stack, s.procs)?;
         }
         Ok(())
@@ -241,11 +242,9 @@ impl Tool for Mmapsnoop {
 }
 
 /// Runs `memperf mmapsnoop`.
-pub fn run(args: SnoopArgs) -> Result<i32> {
-    let mut cfg = args.common.clone().into_config(args.stack)?;
-    cfg.comm = args.name.clone();
+pub fn run(cfg: SnoopConfig) -> Result<i32> {
     let mut header = String::new();
-    if args.timestamp {
+    if cfg.timestamp {
         header.push_str(&format!("{:<9}", "TIME"));
     }
     header.push_str(&format!(
@@ -262,13 +261,13 @@ pub fn run(args: SnoopArgs) -> Result<i32> {
         writeln!(cx.out, "{header}")
     };
     let mut tool = Mmapsnoop {
-        args,
+        cfg: cfg.clone(),
         calls: Calls::default(),
         lines: 0,
         moved: Default::default(),
     };
     let out = Box::new(io::BufWriter::new(io::stdout()));
-    let seen = tool::run("mmapsnoop", &cfg, WANTS, &mut tool, out, &banner)?;
+    let seen = tool::run("mmapsnoop", &cfg.tool, WANTS, &mut tool, out, &banner)?;
     tool::print_seen("mmapsnoop", &seen);
     Ok(0)
 }

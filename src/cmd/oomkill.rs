@@ -6,10 +6,9 @@ use std::io::{self, Write};
 
 use anyhow::Result;
 
-use crate::cli::tool::ToolArgs;
 use crate::kmsg::{KernelLog, OomContext};
 use crate::session::SampleCtx;
-use crate::tool::{self, Cx, Tool, Want};
+use crate::tool::{self, Cx, Tool, ToolConfig, Want};
 
 /// Fires in the task that ran out of memory (the trigger); its `pid` field is the victim.
 pub(crate) const WANTS: &[Want] = &[Want {
@@ -114,8 +113,12 @@ impl Tool for OomKill {
 }
 
 /// Runs `memperf oomkill`.
-pub fn run(args: ToolArgs) -> Result<i32> {
-    let cfg = args.into_config(true)?;
+pub fn run(cfg: ToolConfig) -> Result<i32> {
+    // Each kill is printed with the stack of the task that triggered it.
+    let cfg = ToolConfig {
+        stacks: true,
+        ..cfg
+    };
     let out = Box::new(io::BufWriter::new(io::stdout()));
     let banner = |cx: &mut Cx| -> io::Result<()> {
         if !cx.replay {

@@ -7,7 +7,7 @@ use std::io::{self, Write};
 
 use anyhow::Result;
 
-use crate::cli::snoop::SnoopArgs;
+use crate::config::tool::SnoopConfig;
 use crate::records::Record;
 use crate::session::{Processes, SampleCtx, SideBand};
 use crate::tool::calls::{Calls, Entered};
@@ -116,7 +116,7 @@ fn args_text(call: usize, a: &[u64]) -> String {
 }
 
 struct Shmsnoop {
-    args: SnoopArgs,
+    cfg: SnoopConfig,
     calls: Calls,
     first: Option<u64>,
 }
@@ -131,15 +131,16 @@ impl Shmsnoop {
         [sys, ret, args]: [&str; 3],
     ) -> io::Result<()> {
         if self
-            .args
-            .name
+            .cfg
+            .tool
+            .comm
             .as_ref()
             .is_some_and(|n| !comm.contains(n.as_str()))
         {
             return Ok(());
         }
         let mut line = String::new();
-        if self.args.timestamp {
+        if self.cfg.timestamp {
             let first = *self.first.get_or_insert(time);
             line.push_str(&format!(
                 "{:<14.6}",
@@ -178,11 +179,7 @@ impl Tool for Shmsnoop {
         };
         let ret = cx.field_signed(s, "ret").unwrap_or(0);
         let comm = tool::comm(s.procs, pid, tid);
-        let id = if self.args.common.tid.is_some() {
-            tid
-        } else {
-            pid
-        };
+        let id = if self.cfg.tool.by_tid() { tid } else { pid };
         let text = args_text(call.ev / 2, &call.args);
         self.line(
             cx,
@@ -191,7 +188,7 @@ impl Tool for Shmsnoop {
             &comm,
             [SYS[call.ev / 2], &format!("{ret:x}"), &text],
         )?;
-        if self.args.stack {
+        if self.cfg.tool.stacks {
             cx.write_stack(call.stack, s.procs)?;
         }
         Ok(())
@@ -213,11 +210,7 @@ impl Tool for Shmsnoop {
             && let Some(time) = id.time.filter(|&t| t > 0)
         {
             let comm = tool::comm(r.procs, pid, tid);
-            let shown = if self.args.common.tid.is_some() {
-                tid
-            } else {
-                pid
-            };
+            let shown = if self.cfg.tool.by_tid() { tid } else { pid };
             let path = String::from_utf8_lossy(filename);
             self.line(
                 cx,
@@ -249,18 +242,12 @@ impl Tool for Shmsnoop {
 }
 
 /// Runs `memperf shmsnoop`.
-pub fn run(args: SnoopArgs) -> Result<i32> {
-    let mut cfg = args.common.clone().into_config(args.stack)?;
-    cfg.comm = args.name.clone();
+pub fn run(cfg: SnoopConfig) -> Result<i32> {
     let mut header = String::new();
-    if args.timestamp {
+    if cfg.timestamp {
         header.push_str(&format!("{:<14}", "TIME(s)"));
     }
-    let id = if args.common.tid.is_some() {
-        "TID"
-    } else {
-        "PID"
-    };
+    let id = if cfg.tool.by_tid() { "TID" } else { "PID" };
     header.push_str(&format!(
         "{id:<6} {:<16} {:>6} {:>16} ARGs",
         "COMM", "SYS", "RET"
@@ -272,12 +259,12 @@ pub fn run(args: SnoopArgs) -> Result<i32> {
         writeln!(cx.out, "{header}")
     };
     let mut tool = Shmsnoop {
-        args,
+        cfg: cfg.clone(),
         calls: Calls::default(),
         first: None,
     };
     let out = Box::new(io::BufWriter::new(io::stdout()));
-    let seen = tool::run("shmsnoop", &cfg, WANTS, &mut tool, out, &banner)?;
+    let seen = tool::run("shmsnoop", &cfg.tool, WANTS, &mut tool, out, &banner)?;
     tool::print_seen("shmsnoop", &seen);
     Ok(0)
 }

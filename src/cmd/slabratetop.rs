@@ -6,10 +6,9 @@
 use std::collections::BTreeMap;
 use std::io::{self, IsTerminal, Write};
 
-use anyhow::{Result, bail};
+use anyhow::Result;
 
-use crate::cli::slab::SlabratetopArgs;
-use crate::config::slab::SlabSort;
+use crate::config::slab::{SlabSort, SlabratetopConfig};
 use crate::session::{Processes, SampleCtx};
 use crate::tool::{self, Cx, Seen, Tool, Want};
 
@@ -116,18 +115,11 @@ impl Tool for Slabratetop {
 }
 
 /// Runs `memperf slabratetop`.
-pub fn run(args: SlabratetopArgs) -> Result<i32> {
-    let interval = crate::cli::seconds("the interval", args.interval)?;
-    if args.count == Some(0) {
-        bail!("the count of screens must be at least 1");
-    }
-    let mut cfg = args.common().into_config(false)?;
-    cfg.interval = Some(interval);
-    cfg.count = args.count;
+pub fn run(cfg: SlabratetopConfig) -> Result<i32> {
     let mut tool = Slabratetop {
-        clear: !args.noclear && io::stdout().is_terminal(),
-        maxrows: args.maxrows,
-        sort: args.sort,
+        clear: !cfg.noclear && io::stdout().is_terminal(),
+        maxrows: cfg.maxrows,
+        sort: cfg.sort,
         rows: BTreeMap::new(),
         unnamed: 0,
         pending: false,
@@ -140,7 +132,7 @@ pub fn run(args: SlabratetopArgs) -> Result<i32> {
         Ok(())
     };
     let out = Box::new(io::BufWriter::new(io::stdout()));
-    let seen = tool::run("slabratetop", &cfg, WANTS, &mut tool, out, &banner)?;
+    let seen = tool::run("slabratetop", &cfg.tool, WANTS, &mut tool, out, &banner)?;
     tool::print_seen("slabratetop", &seen);
     Ok(0)
 }

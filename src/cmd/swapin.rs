@@ -7,9 +7,9 @@
 use std::collections::BTreeMap;
 use std::io::{self, Write};
 
-use anyhow::{Result, bail};
+use anyhow::Result;
 
-use crate::cli::swapin::SwapinArgs;
+use crate::config::tool::SwapinConfig;
 use crate::maps::ProcessMaps;
 use crate::session::{Processes, SampleCtx};
 use crate::tool::place::{Landed, landed};
@@ -123,16 +123,9 @@ impl Tool for Swapin {
 }
 
 /// Runs `memperf swapin`.
-pub fn run(args: SwapinArgs) -> Result<i32> {
-    let interval = crate::cli::seconds("the interval", args.interval)?;
-    if args.count == Some(0) {
-        bail!("the count of intervals must be at least 1");
-    }
-    let mut cfg = args.common.into_config(false)?;
-    cfg.interval = Some(interval);
-    cfg.count = args.count;
+pub fn run(cfg: SwapinConfig) -> Result<i32> {
     let mut tool = Swapin {
-        notime: args.notime,
+        notime: cfg.notime,
         counts: BTreeMap::new(),
         pswpin: pswpin(),
         file_faults: 0,
@@ -148,7 +141,7 @@ pub fn run(args: SwapinArgs) -> Result<i32> {
         }
         Ok(())
     };
-    let seen = tool::run("swapin", &cfg, WANTS, &mut tool, out, &banner)?;
+    let seen = tool::run("swapin", &cfg.tool, WANTS, &mut tool, out, &banner)?;
     tool::print_seen("swapin", &seen);
     Ok(0)
 }

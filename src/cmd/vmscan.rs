@@ -5,13 +5,12 @@
 
 use std::io::{self, Write};
 
-use anyhow::{Result, bail};
+use anyhow::Result;
 use rustc_hash::FxHashMap;
 
-use crate::cli::reclaim::VmscanArgs;
 use crate::session::{Processes, SampleCtx};
 use crate::tool::hist::Log2Hist;
-use crate::tool::{self, Cx, Seen, Tool, Want};
+use crate::tool::{self, Cx, Seen, Tool, ToolConfig, Want};
 
 const fn want(name: &'static str, since: &'static str, optional: bool) -> Want {
     Want {
@@ -123,14 +122,7 @@ impl Tool for Vmscan {
 }
 
 /// Runs `memperf vmscan`.
-pub fn run(args: VmscanArgs) -> Result<i32> {
-    let interval = crate::cli::seconds("the interval", args.interval)?;
-    if args.count == Some(0) {
-        bail!("the count of lines must be at least 1");
-    }
-    let mut cfg = args.common.clone().into_config(false)?;
-    cfg.interval = Some(interval);
-    cfg.count = args.count;
+pub fn run(cfg: ToolConfig) -> Result<i32> {
     let banner = |cx: &mut Cx| -> io::Result<()> {
         if !cx.replay {
             writeln!(cx.out, "Tracing vmscan... Hit Ctrl-C to end.")?;

@@ -4,16 +4,15 @@
 //! a perf.data file with `-w`) or on a recording (`-i`, through `session::order`), with the
 //! same output: intervals are cut on the samples' clock, from the run's start, in both.
 
-use std::ffi::OsString;
 use std::io::{self, Write};
 use std::path::PathBuf;
-use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow, bail};
 
 use crate::aggregate::{FrameKey, StackBook};
-use crate::config::record::{CallGraph, Consume, RecordConfig, Target, UnwindWhen};
+use crate::config::record::{CallGraph, Consume, RecordConfig, UnwindWhen};
 use crate::config::report::StackSpace;
+pub use crate::config::tool::ToolConfig;
 use crate::events;
 use crate::live::driver::{Flow, OnSignal, Round};
 use crate::live::open::Opened;
@@ -47,33 +46,6 @@ pub struct Want {
     /// A tracepoint filter the kernel applies before sampling (`PERF_EVENT_IOC_SET_FILTER`):
     /// what it rejects costs no sample and no ring space.
     pub filter: Option<&'static str>,
-}
-
-/// The options every tool shares.
-#[derive(Debug, Clone)]
-pub struct ToolConfig {
-    pub target: Target,
-    pub cpus: Vec<u32>,
-    pub command: Option<Vec<OsString>>,
-    /// Where the command's standard output goes (standard error when the tool's standard
-    /// output carries folded stacks or a flame graph).
-    pub command_stdout: crate::sys::CommandStdout,
-    pub duration: Option<Duration>,
-    /// Unwind each sample's user stack (DWARF) and keep its kernel stack.
-    pub stacks: bool,
-    pub mmap_pages: Option<usize>,
-    /// `-w FILE`: also write what the tool saw as a perf.data recording.
-    pub write: Option<PathBuf>,
-    /// `-i FILE`: read a recording instead of the live system.
-    pub input: Option<PathBuf>,
-    /// Print every interval, `count` times.
-    pub interval: Option<Duration>,
-    pub count: Option<u64>,
-    /// Sample one event in N (fault tools' `-c`); every event by default.
-    pub period: Option<u64>,
-    /// `-n NAME`: only processes whose name contains NAME. The tool checks it; the kernel
-    /// filters its tracepoints by it too (`comm ~ "*NAME*"`), as BCC does in BPF.
-    pub comm: Option<String>,
 }
 
 /// What a tool does with the samples of its events.
