@@ -307,8 +307,15 @@ fn without_a_path_the_agent_finds_the_probes_of_a_running_process() {
     }
     let build = scratch();
     let (lib, program) = otelmem_as_a_library(build.path());
-    // A few allocations, then held (the test kills it) with its blocks and library mapped.
-    let mut child = Command::new(&program)
+    finds_the_library_of_a_running_process(&lib, Command::new(&program));
+}
+
+/// The agent attached with `--otel-memory -p` (no path) to `program` started past its
+/// allocations (its first line) and held there, its blocks and `lib` mapped (killed at the
+/// end), names `lib` as where it found the probes, through the process's root as every file
+/// of a target process is opened.
+fn finds_the_library_of_a_running_process(lib: &Path, mut program: Command) {
+    let mut child = program
         .args(["10", "60000"])
         .stdout(Stdio::piped())
         .spawn()
@@ -329,7 +336,6 @@ fn without_a_path_the_agent_finds_the_probes_of_a_running_process() {
     child.wait().unwrap();
     let err = stderr(&o);
     assert!(o.status.success(), "agent failed: {err}");
-    // Through the process's root, as every file of a target process is opened.
     let through_root = format!(
         "/proc/{}/root{}",
         child.id(),
@@ -413,40 +419,9 @@ fn without_a_path_the_agent_finds_a_library_a_running_process_opened_with_dlopen
     }
     let build = scratch();
     let (lib, program) = otelmem_opening_the_library(build.path());
-    // Past its allocations (its first line), held with the library mapped; the test kills it.
-    let mut child = Command::new(&program)
-        .args(["10", "60000"])
-        .env("OTELMEM_LIBRARY", &lib)
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut first = String::new();
-    BufReader::new(child.stdout.as_mut().unwrap())
-        .read_line(&mut first)
-        .unwrap();
-    let dir = scratch();
-    let o = memperf()
-        .args(["agent", "--duration", "0.3", "--otel-memory", "-p"])
-        .arg(child.id().to_string())
-        .arg("--output")
-        .arg(dir.path())
-        .output()
-        .unwrap();
-    child.kill().unwrap();
-    child.wait().unwrap();
-    let err = stderr(&o);
-    assert!(o.status.success(), "agent failed: {err}");
-    let through_root = format!(
-        "/proc/{}/root{}",
-        child.id(),
-        lib.canonicalize().unwrap().display()
-    );
-    assert!(
-        err.contains(&format!(
-            "otel_memory:alloc and otel_memory:free found in {through_root}"
-        )),
-        "{err}"
-    );
+    let mut cmd = Command::new(&program);
+    cmd.env("OTELMEM_LIBRARY", &lib);
+    finds_the_library_of_a_running_process(&lib, cmd);
 }
 
 #[test]
