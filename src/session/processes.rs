@@ -130,6 +130,14 @@ impl Processes {
         self.maps.as_mut().map_or(0, |m| m.forget_unmapped(held))
     }
 
+    /// Lets go of the names of the processes that exited before the last call (see
+    /// `Names::forget_exited`).
+    pub(super) fn forget_exited_names(&mut self) {
+        if let Some(c) = &mut self.comms {
+            c.forget_exited();
+        }
+    }
+
     /// Every process's mappings, when the session keeps them.
     pub fn maps(&self) -> Option<&ProcessMaps> {
         self.maps.as_ref()
@@ -364,6 +372,15 @@ impl super::Session {
     /// that holds no other module id (`memperf agent`, between windows). How many went.
     pub fn forget_unmapped_modules(&mut self, held: impl IntoIterator<Item = u32>) -> usize {
         self.procs.forget_unmapped_modules(held)
+    }
+
+    /// At a window's end, for a handler that names a process's samples as they come and
+    /// ships them by window (`memperf agent`): lets go of the names of the processes that
+    /// exited before the last window's end. Without it an exited process's name stays
+    /// until [`EXITED_NAMES_MAX`](super::EXITED_NAMES_MAX) later exits push it out, as the
+    /// outputs of a whole run need (`record`, `leak`).
+    pub fn forget_exited_names(&mut self) {
+        self.procs.forget_exited_names();
     }
 }
 

@@ -322,6 +322,10 @@ impl Live for Agent<'_> {
             // The window's frames are named and let go of: of the modules, only those
             // mapped now and those the blocks in use name are needed again.
             session.forget_unmapped_modules(self.win.held_modules());
+            // Samples are named by their process as they come, and the window that held an
+            // exited process's samples is shipped: its name is kept one window more, for a
+            // sample read after its EXIT record, then let go of.
+            session.forget_exited_names();
             // A process whose EXIT record was lost leaves the session once /proc shows it
             // gone; its blocks in use go with it.
             let maps = session.procs().maps();
