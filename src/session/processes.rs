@@ -147,6 +147,10 @@ impl Processes {
         self.maps.take()
     }
 
+    pub(super) fn put_maps(&mut self, maps: ProcessMaps) {
+        self.maps = Some(maps);
+    }
+
     pub fn unwinders(&self) -> Option<&Unwinders> {
         self.unwinders.as_ref()
     }
@@ -381,6 +385,12 @@ impl super::Session {
     /// outputs of a whole run need (`record`, `leak`).
     pub fn forget_exited_names(&mut self) {
         self.procs.forget_exited_names();
+    }
+
+    /// Gives back the maps [`Session::take_maps`] took, for a handler that names a window's
+    /// frames with them while the recording goes on (`memperf agent`), instead of copying them.
+    pub fn put_maps(&mut self, maps: ProcessMaps) {
+        self.procs.put_maps(maps);
     }
 }
 
