@@ -207,6 +207,18 @@ pub fn build(
             });
         }
     }
+    // The samples, and the frames they reach: the profile names those alone (a window
+    // cut by process group reaches a part of the window's frames, `memperf agent`, and
+    // leak's table keeps the frames of blocks freed since).
+    let mut keys: Vec<_> = agg
+        .counts
+        .keys()
+        .copied()
+        .filter(|(ev, _, _)| count_col.contains_key(ev))
+        .collect();
+    // Samples without a stack last, as they always were.
+    keys.sort_unstable_by_key(|&(ev, prefix, stack)| (ev, prefix, stack.is_none(), stack));
+    let reached = reached_frames(agg, &keys);
     // Mappings: one per module, plus the kernel and unknown code.
     let mut mapping_of_module: FxHashMap<u32, u64> = FxHashMap::default();
     let mut special: FxHashMap<&'static str, u64> = FxHashMap::default();
@@ -217,6 +229,7 @@ pub fn build(
         .book
         .frames
         .iter()
+        .filter(|(id, _)| reached[*id as usize])
         .filter_map(|(_, k)| match k {
             FrameKey::User { module, .. } => Some(*module),
             _ => None,
@@ -244,8 +257,11 @@ pub fn build(
         });
         mapping_of_module.insert(module, next);
     }
+    // Each reached frame's location id: 1, 2, 3 ... in frame order (Parca refuses ids
+    // with gaps), 0 for the others.
+    let mut location_of = vec![0u64; agg.book.frames.len()];
     for (id, key) in agg.book.frames.iter() {
-        if *key == FrameKey::Recovered {
+        if *key == FrameKey::Recovered || !reached[id as usize] {
             continue;
         }
         let mapping_id = match *key {
@@ -307,20 +323,20 @@ pub fn build(
                 line: line.map_or(0, i64::from),
             });
         }
+        let loc = p.location.len() as u64 + 1;
         p.location.push(Location {
-            id: u64::from(id) + 1,
+            id: loc,
             mapping_id,
             address: info.addr,
             line: lines,
             is_folded: false,
         });
+        location_of[id as usize] = loc;
     }
     // Samples: one per (event, comm, stack).
     let comm_key = strings.id("comm");
     let mut ids: Vec<FrameId> = Vec::new();
-    let mut keys: Vec<_> = agg.counts.keys().copied().collect();
-    // Samples without a stack last, as they always were.
-    keys.sort_unstable_by_key(|&(ev, prefix, stack)| (ev, prefix, stack.is_none(), stack));
+    p.sample.reserve_exact(keys.len());
     for key in keys {
         let (ev, prefix, stack) = key;
         let Some(&cc) = count_col.get(&ev) else {
@@ -335,12 +351,15 @@ pub fn build(
         if let Some(stack) = stack {
             agg.book.stacks.frames(stack, &mut ids);
         }
-        let comm = agg.prefixes.get(prefix).cloned().unwrap_or_default();
-        let mut label = vec![Label {
+        let comm = agg.prefixes.get(prefix).map_or("", String::as_str);
+        // Room for one label more (the recovered mark's, or the pid `memperf agent` adds), not
+        // the four a list grows to: a profile holds a list for each of its samples.
+        let mut label = Vec::with_capacity(2);
+        label.push(Label {
             key: comm_key,
-            str: strings.id(&comm),
+            str: strings.id(comm),
             ..Label::default()
-        }];
+        });
         // Root first: the frames before the mark were read from the live process.
         if let Some(at) = ids.iter().position(|&f| Some(f) == res.recovered_mark) {
             ids.remove(at);
@@ -351,7 +370,11 @@ pub fn build(
             });
         }
         p.sample.push(Sample {
-            location_id: ids.iter().rev().map(|&f| u64::from(f) + 1).collect(),
+            location_id: ids
+                .iter()
+                .rev()
+                .map(|&f| location_of.get(f as usize).copied().unwrap_or(0))
+                .collect(),
             value,
             label,
         });
@@ -367,6 +390,26 @@ pub fn build(
     p
 }
 
+/// Which frames (by id) the stacks of `keys` reach.
+fn reached_frames(
+    agg: &Aggregate,
+    keys: &[(usize, u32, Option<crate::stacks::StackId>)],
+) -> Vec<bool> {
+    let mut reached = vec![false; agg.book.frames.len()];
+    let mut ids: Vec<FrameId> = Vec::new();
+    for &(_, _, stack) in keys {
+        let Some(stack) = stack else { continue };
+        ids.clear();
+        agg.book.stacks.frames(stack, &mut ids);
+        for &f in &ids {
+            if let Some(r) = reached.get_mut(f as usize) {
+                *r = true;
+            }
+        }
+    }
+    reached
+}
+
 /// Adds a comment line to a built profile (`go tool pprof -comments` shows them).
 pub fn add_comment(p: &mut Profile, text: &str) {
     let id = match p.string_table.iter().position(|s| s == text) {
@@ -379,9 +422,67 @@ pub fn add_comment(p: &mut Profile, text: &str) {
     p.comment.push(id as i64);
 }
 
+/// The encoded `p` with `labels` added to each of its samples, as if every sample held them:
+/// the labels a whole profile shares (`memperf agent`'s service and host) are kept once,
+/// not once a sample. With no labels, the bytes are `p.encode_to_vec()`'s.
+pub fn encode_with_labels(p: &Profile, labels: &[Label]) -> Vec<u8> {
+    use prost::encoding::{self, WireType, int64, message, string};
+    let added: usize = labels.iter().map(|l| message::encoded_len(3, l)).sum();
+    let mut buf = Vec::with_capacity(p.encoded_len() + added * p.sample.len());
+    // Every field in the order of its number, as prost's own encoding writes them.
+    for t in &p.sample_type {
+        message::encode(1, t, &mut buf);
+    }
+    for s in &p.sample {
+        encoding::encode_key(2, WireType::LengthDelimited, &mut buf);
+        encoding::encode_varint((s.encoded_len() + added) as u64, &mut buf);
+        // Into a Vec, which grows: encoding cannot fail.
+        let _ = s.encode(&mut buf);
+        for l in labels {
+            message::encode(3, l, &mut buf);
+        }
+    }
+    for m in &p.mapping {
+        message::encode(3, m, &mut buf);
+    }
+    for l in &p.location {
+        message::encode(4, l, &mut buf);
+    }
+    for f in &p.function {
+        message::encode(5, f, &mut buf);
+    }
+    string::encode_repeated(6, &p.string_table, &mut buf);
+    let scalar = |tag: u32, v: i64, buf: &mut Vec<u8>| {
+        if v != 0 {
+            int64::encode(tag, &v, buf);
+        }
+    };
+    scalar(7, p.drop_frames, &mut buf);
+    scalar(8, p.keep_frames, &mut buf);
+    scalar(9, p.time_nanos, &mut buf);
+    scalar(10, p.duration_nanos, &mut buf);
+    if let Some(t) = &p.period_type {
+        message::encode(11, t, &mut buf);
+    }
+    scalar(12, p.period, &mut buf);
+    int64::encode_packed(13, &p.comment, &mut buf);
+    scalar(14, p.default_sample_type, &mut buf);
+    buf
+}
+
 /// Writes `profile` gzip-compressed to `path` (`-` for standard output).
 pub fn write(profile: &Profile, path: &std::path::Path) -> Result<()> {
-    let bytes = profile.encode_to_vec();
+    write_with_labels(profile, &[], path)
+}
+
+/// Writes `profile` gzip-compressed to `path` (`-` for standard output), `labels` added to
+/// each sample (see [`encode_with_labels`]).
+pub fn write_with_labels(
+    profile: &Profile,
+    labels: &[Label],
+    path: &std::path::Path,
+) -> Result<()> {
+    let bytes = encode_with_labels(profile, labels);
     let gz = |w: &mut dyn Write| -> std::io::Result<()> {
         let mut enc = flate2::write::GzEncoder::new(w, flate2::Compression::default());
         enc.write_all(&bytes)?;
@@ -395,5 +496,98 @@ pub fn write(profile: &Profile, path: &std::path::Path) -> Result<()> {
         let mut f = super::create_output_file(path)
             .with_context(|| format!("failed to create `{}`", path.display()))?;
         gz(&mut f).with_context(|| format!("failed to write `{}`", path.display()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use prost::Message;
+
+    use super::{Function, Label, Line, Location, Mapping, Profile, Sample, ValueType};
+
+    fn profile() -> Profile {
+        Profile {
+            sample_type: vec![ValueType { r#type: 1, unit: 2 }],
+            sample: vec![
+                Sample {
+                    location_id: vec![2, 1],
+                    value: vec![3],
+                    label: vec![Label {
+                        key: 3,
+                        str: 4,
+                        ..Label::default()
+                    }],
+                },
+                Sample {
+                    location_id: vec![1],
+                    value: vec![-5],
+                    label: Vec::new(),
+                },
+            ],
+            mapping: vec![Mapping {
+                id: 1,
+                filename: 5,
+                has_functions: true,
+                ..Mapping::default()
+            }],
+            location: (1..=2)
+                .map(|id| Location {
+                    id,
+                    mapping_id: 1,
+                    address: 0x1000 * id,
+                    line: vec![Line {
+                        function_id: id,
+                        line: 7,
+                    }],
+                    is_folded: false,
+                })
+                .collect(),
+            function: (1..=2)
+                .map(|id| Function {
+                    id,
+                    name: 6,
+                    ..Function::default()
+                })
+                .collect(),
+            string_table: [
+                "", "faults", "count", "comm", "app", "/bin/app", "f", "service",
+            ]
+            .map(String::from)
+            .to_vec(),
+            time_nanos: 11,
+            duration_nanos: 12,
+            period_type: Some(ValueType { r#type: 1, unit: 2 }),
+            period: 1,
+            comment: vec![1, 4],
+            ..Profile::default()
+        }
+    }
+
+    /// Without labels the bytes are prost's own (a field added to `Profile` and left out of
+    /// the encoder fails here); with labels, the profile decodes as one whose every sample
+    /// holds them after its own.
+    #[test]
+    fn labels_added_at_encoding_are_every_samples() {
+        let p = profile();
+        assert_eq!(super::encode_with_labels(&p, &[]), p.encode_to_vec());
+        let service = Label {
+            key: 7,
+            str: 1,
+            ..Label::default()
+        };
+        let pid = Label {
+            key: 2,
+            num: 42,
+            ..Label::default()
+        };
+        let labels = [service, pid];
+        let bytes = super::encode_with_labels(&p, &labels);
+        let mut want = p.clone();
+        for s in &mut want.sample {
+            s.label.extend(labels.iter().cloned());
+        }
+        assert_eq!(Profile::decode(bytes.as_slice()).unwrap(), want);
     }
 }

@@ -130,6 +130,14 @@ impl Processes {
         self.maps.as_mut().map_or(0, |m| m.forget_unmapped(held))
     }
 
+    /// Lets go of the names of the processes that exited before the last call (see
+    /// `Names::forget_exited`).
+    pub(super) fn forget_exited_names(&mut self) {
+        if let Some(c) = &mut self.comms {
+            c.forget_exited();
+        }
+    }
+
     /// Every process's mappings, when the session keeps them.
     pub fn maps(&self) -> Option<&ProcessMaps> {
         self.maps.as_ref()
@@ -137,6 +145,10 @@ impl Processes {
 
     pub(super) fn take_maps(&mut self) -> Option<ProcessMaps> {
         self.maps.take()
+    }
+
+    pub(super) fn put_maps(&mut self, maps: ProcessMaps) {
+        self.maps = Some(maps);
     }
 
     pub fn unwinders(&self) -> Option<&Unwinders> {
@@ -364,6 +376,21 @@ impl super::Session {
     /// that holds no other module id (`memperf agent`, between windows). How many went.
     pub fn forget_unmapped_modules(&mut self, held: impl IntoIterator<Item = u32>) -> usize {
         self.procs.forget_unmapped_modules(held)
+    }
+
+    /// At a window's end, for a handler that names a process's samples as they come and
+    /// ships them by window (`memperf agent`): lets go of the names of the processes that
+    /// exited before the last window's end. Without it an exited process's name stays
+    /// until [`EXITED_NAMES_MAX`](super::EXITED_NAMES_MAX) later exits push it out, as the
+    /// outputs of a whole run need (`record`, `leak`).
+    pub fn forget_exited_names(&mut self) {
+        self.procs.forget_exited_names();
+    }
+
+    /// Gives back the maps [`Session::take_maps`] took, for a handler that names a window's
+    /// frames with them while the recording goes on (`memperf agent`), instead of copying them.
+    pub fn put_maps(&mut self, maps: ProcessMaps) {
+        self.procs.put_maps(maps);
     }
 }
 

@@ -99,8 +99,8 @@ pub fn run(cfg: AgentConfig) -> Result<i32> {
             OnSignal::ForwardAndStop
         },
     };
-    let done = recorder::record(run, &mut agent)?;
-    agent.flush(&done.session)?;
+    let mut done = recorder::record(run, &mut agent)?;
+    agent.flush(&mut done.session)?;
     if let Some(shipper) = agent.shipper.take() {
         for (name, st) in shipper.finish(SHUTDOWN_GRACE) {
             agent.partial_messages(&name, &st);
@@ -348,6 +348,10 @@ impl Live for Agent<'_> {
             // The window's frames are named and let go of: of the modules, only those
             // mapped now and those the blocks in use name are needed again.
             session.forget_unmapped_modules(self.win.held_modules());
+            // Samples are named by their process as they come, and the window that held an
+            // exited process's samples is shipped: its name is kept one window more, for a
+            // sample read after its EXIT record, then let go of.
+            session.forget_exited_names();
             // A process whose EXIT record was lost leaves the session once /proc shows it
             // gone; its blocks in use go with it.
             let maps = session.procs().maps();
@@ -362,10 +366,14 @@ impl Live for Agent<'_> {
 
 impl Agent<'_> {
     /// Ends the window: its profiles go to every sink, and its line is printed.
-    fn flush(&mut self, session: &Session) -> Result<()> {
+    fn flush(&mut self, session: &mut Session) -> Result<()> {
         let end = SystemTime::now();
         let mut agg = self.win.take();
-        agg.maps = session.procs().maps().cloned().unwrap_or_default();
+        // The session's mappings name the window's frames: lent for the cut, not copied (a
+        // host's every process's mappings, each window).
+        let lent = session.take_maps();
+        let had_maps = lent.is_some();
+        agg.maps = lent.unwrap_or_default();
         if agg.book.kernel_frames && self.kallsyms.is_none() {
             self.kallsyms = std::fs::read_to_string("/proc/kallsyms")
                 .ok()
@@ -394,7 +402,12 @@ impl Agent<'_> {
         let folded = agg.stats.folded;
         let unmapped = agg.stats.unmapped;
         let profiles = profiles::cut(&mut agg, &res, &mut self.groups, &cut);
+        if had_maps {
+            session.put_maps(std::mem::take(&mut agg.maps));
+        }
+        // The window's tables and names go before its profiles are encoded.
         drop(agg);
+        drop(res);
         self.groups.end_window();
         self.index += 1;
         let window = Window {

@@ -10,9 +10,8 @@ use std::io::Write;
 
 use prost::Message;
 
-use super::profiles::{GROUP_LABEL_KEYS, GroupProfile, HostLabels, group_labels};
+use super::profiles::{GroupProfile, HostLabels, group_labels};
 use super::sink::{Encoder, Window};
-use crate::output::pprof::Profile;
 use crate::ship::Request;
 
 /// The method every request calls.
@@ -87,8 +86,8 @@ impl Encoder for ParcaEncoder {
 
 impl ParcaEncoder {
     fn series(&self, p: &GroupProfile) -> RawProfileSeries {
-        // The pprof's group labels go on the series and are left out of the samples
-        // (Parca would keep both, the sample's renamed `exported_service_name`).
+        // The group's labels go on the series; its samples have none of them (Parca would
+        // keep both, the sample's renamed `exported_service_name`).
         let mut labels = vec![(NAME_LABEL, NAME.to_string())];
         labels.extend(
             group_labels(&p.group, &self.host)
@@ -106,29 +105,13 @@ impl ParcaEncoder {
                     .collect(),
             }),
             samples: vec![RawSample {
-                raw_profile: gzip(&without_series_labels(&p.profile).encode_to_vec()),
+                raw_profile: gzip(&p.profile.encode_to_vec()),
             }],
         }
     }
 }
 
 const NAME_LABEL: &str = "__name__";
-
-/// The profile with the series' labels left out of its samples.
-fn without_series_labels(p: &Profile) -> Profile {
-    let mut p = p.clone();
-    let dropped: Vec<i64> = p
-        .string_table
-        .iter()
-        .enumerate()
-        .filter(|(_, s)| GROUP_LABEL_KEYS.contains(&s.as_str()))
-        .map(|(i, _)| i as i64)
-        .collect();
-    for s in &mut p.sample {
-        s.label.retain(|l| !dropped.contains(&l.key));
-    }
-    p
-}
 
 fn gzip(bytes: &[u8]) -> Vec<u8> {
     let mut enc = flate2::write::GzEncoder::new(

@@ -38,6 +38,11 @@ impl HostLabels {
 pub(crate) struct GroupProfile {
     pub group: Group,
     pub profile: Profile,
+    /// The labels every sample of the group has alike (service, host, ...: [`group_labels`]),
+    /// their strings in the profile's table: kept once here, added to each sample only when
+    /// a pprof file is written (`pprof::write_with_labels`); the backends with series carry
+    /// them on the series instead.
+    pub labels: Vec<Label>,
 }
 
 /// The window's shape: when it began (wall clock) and how long it was.
@@ -121,9 +126,8 @@ pub(crate) fn cut(
         agg.counts = c;
         agg.bytes = b;
         let mut profile = pprof::build(cut.rcfg, None, cut.names, cut.weighers, agg, res);
-        relabel(&mut profile, &group, cut.host);
+        let labels = relabel(&mut profile, &group, cut.host);
         super::otel_memory::name_columns(&mut profile, cut.names, cut.inuse);
-        prune(&mut profile);
         profile.time_nanos = cut.times.start_unix_ns;
         profile.duration_nanos = cut.times.duration_ns;
         if folded > 0 && g == 0 {
@@ -135,7 +139,11 @@ pub(crate) fn cut(
                 ),
             );
         }
-        out.push(GroupProfile { group, profile });
+        out.push(GroupProfile {
+            group,
+            profile,
+            labels,
+        });
     }
     out.sort_by(|a, b| a.group.service.cmp(&b.group.service));
     out
@@ -169,9 +177,9 @@ pub(super) fn group_labels<'a>(
     labels
 }
 
-/// Each sample's `comm` label (the `COMM-PID` prefix) becomes `comm` and `pid`, and the
-/// group's and host's labels follow.
-fn relabel(p: &mut Profile, group: &Group, host: &HostLabels) {
+/// Each sample's `comm` label (the `COMM-PID` prefix) becomes `comm` and `pid`; the group's
+/// and host's labels are put in the string table and returned, for the pprof files.
+fn relabel(p: &mut Profile, group: &Group, host: &HostLabels) -> Vec<Label> {
     let mut strings = StringIds::of(p);
     let comm_key = strings.id(p, "comm");
     let pid_key = strings.id(p, "pid");
@@ -196,6 +204,7 @@ fn relabel(p: &mut Profile, group: &Group, host: &HostLabels) {
                 .unwrap_or_default();
             let (comm, pid) = comm_and_pid(&prefix);
             l.str = strings.id(p, comm);
+            labels.reserve_exact(1);
             labels.push(Label {
                 key: pid_key,
                 num: i64::from(pid),
@@ -203,9 +212,9 @@ fn relabel(p: &mut Profile, group: &Group, host: &HostLabels) {
             });
             break;
         }
-        labels.extend(fixed.iter().cloned());
         p.sample[si].label = labels;
     }
+    fixed
 }
 
 /// The string ids of a built profile, for adding strings to it.
@@ -233,105 +242,131 @@ impl StringIds {
     }
 }
 
-/// Leaves out the locations, functions and mappings no sample of this group reaches (the
-/// window's frames are shared by all its groups).
-fn prune(p: &mut Profile) {
-    let used: rustc_hash::FxHashSet<u64> = p
-        .sample
-        .iter()
-        .flat_map(|s| s.location_id.iter().copied())
-        .collect();
-    p.location.retain(|l| used.contains(&l.id));
-    let functions: rustc_hash::FxHashSet<u64> = p
-        .location
-        .iter()
-        .flat_map(|l| l.line.iter().map(|l| l.function_id))
-        .collect();
-    p.function.retain(|f| functions.contains(&f.id));
-    let mappings: rustc_hash::FxHashSet<u64> = p.location.iter().map(|l| l.mapping_id).collect();
-    p.mapping.retain(|m| mappings.contains(&m.id));
-    renumber(p);
-}
-
-/// Numbers the mappings, locations and functions left 1, 2, 3 ... in their order, as
-/// Parca's server requires of a profile (it refuses one whose ids have gaps: "location id
-/// is not sequential"), and points the samples, locations and lines at the new numbers.
-fn renumber(p: &mut Profile) {
-    fn new_ids(ids: impl Iterator<Item = u64>) -> FxHashMap<u64, u64> {
-        ids.zip(1..).collect()
-    }
-    let mappings = new_ids(p.mapping.iter().map(|m| m.id));
-    let functions = new_ids(p.function.iter().map(|f| f.id));
-    let locations = new_ids(p.location.iter().map(|l| l.id));
-    let at = |map: &FxHashMap<u64, u64>, id: u64| map.get(&id).copied().unwrap_or(0);
-    for m in &mut p.mapping {
-        m.id = at(&mappings, m.id);
-    }
-    for f in &mut p.function {
-        f.id = at(&functions, f.id);
-    }
-    for l in &mut p.location {
-        l.id = at(&locations, l.id);
-        l.mapping_id = at(&mappings, l.mapping_id);
-        for line in &mut l.line {
-            line.function_id = at(&functions, line.function_id);
-        }
-    }
-    for s in &mut p.sample {
-        for id in &mut s.location_id {
-            *id = at(&locations, *id);
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use super::comm_and_pid;
-    use crate::output::pprof::{Function, Line, Location, Mapping, Profile, Sample};
+    use rustc_hash::FxHashMap;
 
+    use super::{Cut, HostLabels, WindowTimes, comm_and_pid, cut};
+    use crate::aggregate::{Aggregate, FrameKey, ReadStats, StackBook, Weigher};
+    use crate::config::report::{Input, Prefix, ReportConfig, ReportOutput, StackSpace};
+    use crate::output::{FrameInfo, Resolved};
+    use crate::stacks::CodeAddr;
+
+    /// A window of two processes whose stacks share no frame: each group's profile holds
+    /// its own frames' locations, functions and names alone, numbered from one (as Parca's
+    /// server requires), and not the window's every frame (which each of a window's groups
+    /// built and kept until it was shipped: its string table held every group's function
+    /// names, its vectors the room of every frame).
     #[test]
-    fn what_pruning_leaves_is_numbered_from_one() {
-        let loc = |id, mapping_id, function_id| Location {
-            id,
-            mapping_id,
-            line: vec![Line {
-                function_id,
-                line: 0,
-            }],
-            ..Location::default()
+    fn a_groups_profile_holds_its_own_frames_only() {
+        let mut book = StackBook::new(StackSpace::All);
+        let mut names = Vec::new();
+        let mut stack = |book: &mut StackBook, fns: [&str; 2], at: u64| {
+            let ids: Vec<_> = (0..2u64)
+                .map(|i| {
+                    let key = FrameKey::Kernel {
+                        addr: CodeAddr::new(at + i, false),
+                    };
+                    names.push(fns[i as usize].to_string());
+                    book.frames.intern(&key)
+                })
+                .collect();
+            book.stacks.intern(ids)
         };
-        let mut p = Profile {
-            mapping: (1..=3)
-                .map(|id| Mapping {
-                    id,
-                    ..Mapping::default()
+        let alpha = stack(&mut book, ["alpha_main", "alpha_leaf"], 0x1000);
+        let beta = stack(&mut book, ["beta_main", "beta_leaf"], 0x2000);
+        let mut prefixes = crate::stacks::FrameTable::default();
+        // Pids past the kernel's limit: no cgroup to read, each is its command's group.
+        let (pa, pb) = (
+            prefixes.intern(&"alpha-4194400".to_string()),
+            prefixes.intern(&"beta-4194401".to_string()),
+        );
+        let mut agg = Aggregate {
+            book,
+            prefixes,
+            counts: [((0, pa, alpha), 3), ((0, pb, beta), 5)]
+                .into_iter()
+                .collect(),
+            maps: crate::maps::ProcessMaps::default(),
+            stats: ReadStats {
+                samples: vec![8],
+                kept: vec![8],
+                ..ReadStats::default()
+            },
+            by: FxHashMap::default(),
+            timeline: std::collections::BTreeMap::new(),
+            sized: vec![false],
+            bytes: FxHashMap::default(),
+        };
+        let res = Resolved {
+            info: (0..names.len())
+                .map(|i| FrameInfo {
+                    addr: i as u64,
+                    sym: None,
+                    off: None,
+                    dso: "[kernel.kallsyms]".into(),
                 })
                 .collect(),
-            function: (1..=4)
-                .map(|id| Function {
-                    id,
-                    ..Function::default()
-                })
-                .collect(),
-            location: vec![loc(1, 1, 1), loc(2, 2, 2), loc(3, 3, 3), loc(4, 3, 4)],
-            // Only the second and the last locations are reached.
-            sample: vec![Sample {
-                location_id: vec![4, 2],
-                value: vec![1],
-                ..Sample::default()
-            }],
-            ..Profile::default()
+            lines: names.iter().map(|_| vec![(None, None)]).collect(),
+            names: names.into_iter().map(|n| vec![n]).collect(),
+            unknown_frames: 0,
+            symbolize: Default::default(),
+            kernel_hidden: false,
+            kernel_names: Default::default(),
+            recovered_mark: None,
         };
-        super::prune(&mut p);
-        let m: Vec<u64> = p.mapping.iter().map(|m| m.id).collect();
-        let f: Vec<u64> = p.function.iter().map(|f| f.id).collect();
-        let l: Vec<u64> = p.location.iter().map(|l| l.id).collect();
-        assert_eq!((m, f, l), (vec![1, 2], vec![1, 2], vec![1, 2]));
-        assert_eq!(p.sample[0].location_id, vec![2, 1]);
-        // Location 4 (now 2) was in mapping 3 (now 2) and named function 4 (now 2).
-        assert_eq!(p.location[1].mapping_id, 2);
-        assert_eq!(p.location[1].line[0].function_id, 2);
-        assert_eq!(p.location[0].mapping_id, 1);
+        let rcfg = ReportConfig {
+            output: ReportOutput::Pprof("-".into()),
+            prefix: Prefix::Pid,
+            ..ReportConfig::plain(Input::File("test".into()))
+        };
+        let host = HostLabels {
+            host: "h".into(),
+            kernel: "k".into(),
+            version: "v".into(),
+        };
+        let c = Cut {
+            rcfg: &rcfg,
+            names: &["page-faults".to_string()],
+            weighers: &[Weigher::None],
+            host: &host,
+            times: WindowTimes {
+                start_unix_ns: 0,
+                duration_ns: 0,
+            },
+            inuse: false,
+            columns: &[0],
+        };
+        let mut groups = super::Groups::new(Vec::new(), None);
+        let profiles = cut(&mut agg, &res, &mut groups, &c);
+        let services: Vec<_> = profiles.iter().map(|p| p.group.service.as_str()).collect();
+        assert_eq!(services, ["alpha", "beta"]);
+        for (gp, (own, other)) in profiles.iter().zip([("alpha", "beta"), ("beta", "alpha")]) {
+            let p = &gp.profile;
+            let location_ids: Vec<u64> = p.location.iter().map(|l| l.id).collect();
+            let function_ids: Vec<u64> = p.function.iter().map(|f| f.id).collect();
+            let mapping_ids: Vec<u64> = p.mapping.iter().map(|m| m.id).collect();
+            assert_eq!(
+                (location_ids, function_ids, mapping_ids),
+                (vec![1, 2], vec![1, 2], vec![1])
+            );
+            assert_eq!(p.sample.len(), 1);
+            // Leaf first.
+            assert_eq!(p.sample[0].location_id, [2, 1]);
+            let fname = |l: usize| {
+                let f = p.location[l].line[0].function_id as usize;
+                p.string_table[p.function[f - 1].name as usize].as_str()
+            };
+            assert_eq!(
+                (fname(0), fname(1)),
+                (&*format!("{own}_main"), &*format!("{own}_leaf"))
+            );
+            assert!(
+                !p.string_table.iter().any(|s| s.starts_with(other)),
+                "{own}'s profile names {other}'s frames: {:?}",
+                p.string_table
+            );
+        }
     }
 
     #[test]

@@ -47,7 +47,7 @@ impl Sink for DirSink {
     fn ship(&mut self, w: &Window<'_>) -> Result<()> {
         for p in w.profiles {
             let path = self.dir.join(file_name(w.times.start_unix_ns, p));
-            pprof::write(&p.profile, &path)?;
+            pprof::write_with_labels(&p.profile, &p.labels, &path)?;
         }
         Ok(())
     }
