@@ -174,6 +174,9 @@ pub(crate) fn short(name: &str) -> &str {
     name.rsplit(':').next().unwrap_or(name)
 }
 
+/// A sample's key in the aggregate: (event, prefix, stack).
+type Key = (usize, u32, Option<crate::stacks::StackId>);
+
 /// Builds the profile: one sample type per event (count), plus bytes for events with a size.
 pub fn build(
     cfg: &ReportConfig,
@@ -183,112 +186,193 @@ pub fn build(
     agg: &Aggregate,
     res: &Resolved,
 ) -> Profile {
-    let mut strings = Strings::new();
-    let mut p = Profile::default();
-    // Sample types: (event, count) and (event, bytes) columns.
-    let mut count_col: FxHashMap<usize, usize> = FxHashMap::default();
-    let mut bytes_col: FxHashMap<usize, usize> = FxHashMap::default();
-    for (i, name) in names.iter().enumerate() {
-        if agg.stats.kept.get(i).copied().unwrap_or(0) == 0 {
-            continue;
-        }
-        count_col.insert(i, p.sample_type.len());
-        p.sample_type.push(ValueType {
-            r#type: strings.id(short(name)),
-            unit: strings.id("count"),
-        });
-        if !matches!(weighers.get(i), Some(Weigher::None) | None) {
-            // Each column's type is its own: pprof merges columns by type alone, and one
-            // profile whose types repeat opens as "empty common sample type list".
-            bytes_col.insert(i, p.sample_type.len());
-            p.sample_type.push(ValueType {
-                r#type: strings.id(&format!("{}_bytes", short(name))),
-                unit: strings.id("bytes"),
-            });
-        }
-    }
+    let mut b = Builder {
+        cfg,
+        agg,
+        res,
+        p: Profile::default(),
+        strings: Strings::new(),
+    };
+    let cols = b.sample_types(names, weighers);
     // The samples, and the frames they reach: the profile names those alone (a window
     // cut by process group reaches a part of the window's frames, `memperf agent`, and
     // leak's table keeps the frames of blocks freed since).
-    let mut keys: Vec<_> = agg
+    let mut keys: Vec<Key> = agg
         .counts
         .keys()
         .copied()
-        .filter(|(ev, _, _)| count_col.contains_key(ev))
+        .filter(|(ev, _, _)| cols.count.contains_key(ev))
         .collect();
     // Samples without a stack last, as they always were.
     keys.sort_unstable_by_key(|&(ev, prefix, stack)| (ev, prefix, stack.is_none(), stack));
     let reached = reached_frames(agg, &keys);
-    // Mappings: one per module, plus the kernel and unknown code.
-    let mut mapping_of_module: FxHashMap<u32, u64> = FxHashMap::default();
-    let mut special: FxHashMap<&'static str, u64> = FxHashMap::default();
-    let mut functions: FxHashMap<(String, String), u64> = FxHashMap::default();
-    // pprof takes the first mapping as the main binary: user modules come first, in the
-    // order they were mapped (the executable before its libraries).
-    let mut modules: Vec<u32> = agg
-        .book
-        .frames
-        .iter()
-        .filter(|(id, _)| reached[*id as usize])
-        .filter_map(|(_, k)| match k {
-            FrameKey::User { module, .. } => Some(*module),
-            _ => None,
-        })
-        .collect();
-    modules.sort_unstable();
-    modules.dedup();
-    for module in modules {
-        let next = p.mapping.len() as u64 + 1;
-        let m = agg.maps.module(module);
-        let build_id: String = m
-            .build_id
-            .as_deref()
-            .map(|b| b.iter().map(|x| format!("{x:02x}")).collect())
-            .unwrap_or_default();
-        p.mapping.push(Mapping {
-            id: next,
-            filename: strings.id(&String::from_utf8_lossy(&m.path)),
-            build_id: strings.id(&build_id),
-            has_functions: true,
-            has_filenames: cfg.lines,
-            has_line_numbers: cfg.lines,
-            has_inline_frames: cfg.inline,
-            ..Mapping::default()
-        });
-        mapping_of_module.insert(module, next);
+    let mapping_of_module = b.module_mappings(&reached);
+    let location_of = b.locations(&reached, &mapping_of_module);
+    b.samples(keys, &cols, &location_of);
+    let Builder {
+        mut p, mut strings, ..
+    } = b;
+    if let Some((a, b)) = sample_time.or(agg.stats.first_time.zip(agg.stats.last_time)) {
+        p.duration_nanos = b.saturating_sub(a) as i64;
     }
-    // Each reached frame's location id: 1, 2, 3 ... in frame order (Parca refuses ids
-    // with gaps), 0 for the others.
-    let mut location_of = vec![0u64; agg.book.frames.len()];
-    for (id, key) in agg.book.frames.iter() {
-        if *key == FrameKey::Recovered || !reached[id as usize] {
-            continue;
-        }
-        let mapping_id = match *key {
-            FrameKey::User { module, .. } => mapping_of_module.get(&module).copied().unwrap_or(0),
-            FrameKey::Recovered => 0,
-            FrameKey::Kernel { .. } | FrameKey::Jit { .. } => {
-                let label = if matches!(key, FrameKey::Kernel { .. }) {
-                    "[kernel.kallsyms]"
-                } else {
-                    "[jit]"
-                };
-                let next = p.mapping.len() as u64 + 1;
-                *special.entry(label).or_insert_with(|| {
-                    p.mapping.push(Mapping {
-                        id: next,
-                        filename: strings.id(label),
-                        has_functions: true,
-                        ..Mapping::default()
-                    });
-                    next
-                })
-            }
+    let note = format!("memperf report of {}", cfg.input);
+    p.comment.push(strings.id(&note));
+    p.comment
+        .push(strings.id(&super::header::losses(&agg.stats)));
+    p.string_table = strings.into_table();
+    p
+}
+
+/// Each event's columns: its count's, and its bytes' for an event with a size.
+struct Columns {
+    count: FxHashMap<usize, usize>,
+    bytes: FxHashMap<usize, usize>,
+}
+
+/// The profile as it is built, and what it is built from.
+struct Builder<'a> {
+    cfg: &'a ReportConfig,
+    agg: &'a Aggregate,
+    res: &'a Resolved,
+    p: Profile,
+    strings: Strings,
+}
+
+impl Builder<'_> {
+    /// Sample types: (event, count) and (event, bytes) columns, for the events with samples.
+    fn sample_types(&mut self, names: &[String], weighers: &[Weigher]) -> Columns {
+        let (p, strings) = (&mut self.p, &mut self.strings);
+        let mut cols = Columns {
+            count: FxHashMap::default(),
+            bytes: FxHashMap::default(),
         };
+        for (i, name) in names.iter().enumerate() {
+            if self.agg.stats.kept.get(i).copied().unwrap_or(0) == 0 {
+                continue;
+            }
+            cols.count.insert(i, p.sample_type.len());
+            p.sample_type.push(ValueType {
+                r#type: strings.id(short(name)),
+                unit: strings.id("count"),
+            });
+            if !matches!(weighers.get(i), Some(Weigher::None) | None) {
+                // Each column's type is its own: pprof merges columns by type alone, and one
+                // profile whose types repeat opens as "empty common sample type list".
+                cols.bytes.insert(i, p.sample_type.len());
+                p.sample_type.push(ValueType {
+                    r#type: strings.id(&format!("{}_bytes", short(name))),
+                    unit: strings.id("bytes"),
+                });
+            }
+        }
+        cols
+    }
+
+    /// One mapping per module a reached frame is in; pprof takes the first mapping as the
+    /// main binary: user modules come first, in the order they were mapped (the executable
+    /// before its libraries). Each module's mapping id.
+    fn module_mappings(&mut self, reached: &[bool]) -> FxHashMap<u32, u64> {
+        let (agg, cfg) = (self.agg, self.cfg);
+        let mut modules: Vec<u32> = agg
+            .book
+            .frames
+            .iter()
+            .filter(|(id, _)| reached[*id as usize])
+            .filter_map(|(_, k)| match k {
+                FrameKey::User { module, .. } => Some(*module),
+                _ => None,
+            })
+            .collect();
+        modules.sort_unstable();
+        modules.dedup();
+        let mut mapping_of_module = FxHashMap::default();
+        for module in modules {
+            let next = self.p.mapping.len() as u64 + 1;
+            let m = agg.maps.module(module);
+            let build_id: String = m
+                .build_id
+                .as_deref()
+                .map(|b| b.iter().map(|x| format!("{x:02x}")).collect())
+                .unwrap_or_default();
+            self.p.mapping.push(Mapping {
+                id: next,
+                filename: self.strings.id(&String::from_utf8_lossy(&m.path)),
+                build_id: self.strings.id(&build_id),
+                has_functions: true,
+                has_filenames: cfg.lines,
+                has_line_numbers: cfg.lines,
+                has_inline_frames: cfg.inline,
+                ..Mapping::default()
+            });
+            mapping_of_module.insert(module, next);
+        }
+        mapping_of_module
+    }
+
+    /// Each reached frame's location id: 1, 2, 3 ... in frame order (Parca refuses ids
+    /// with gaps), 0 for the others; the kernel's and JIT code's mappings made as their
+    /// frames come.
+    fn locations(&mut self, reached: &[bool], mapping_of_module: &FxHashMap<u32, u64>) -> Vec<u64> {
+        let agg = self.agg;
+        let mut special: FxHashMap<&'static str, u64> = FxHashMap::default();
+        let mut functions: FxHashMap<(String, String), u64> = FxHashMap::default();
+        let mut location_of = vec![0u64; agg.book.frames.len()];
+        for (id, key) in agg.book.frames.iter() {
+            if *key == FrameKey::Recovered || !reached[id as usize] {
+                continue;
+            }
+            let mapping_id = match *key {
+                FrameKey::User { module, .. } => {
+                    mapping_of_module.get(&module).copied().unwrap_or(0)
+                }
+                FrameKey::Recovered => 0,
+                FrameKey::Kernel { .. } | FrameKey::Jit { .. } => {
+                    let label = if matches!(key, FrameKey::Kernel { .. }) {
+                        "[kernel.kallsyms]"
+                    } else {
+                        "[jit]"
+                    };
+                    let (p, strings) = (&mut self.p, &mut self.strings);
+                    let next = p.mapping.len() as u64 + 1;
+                    *special.entry(label).or_insert_with(|| {
+                        p.mapping.push(Mapping {
+                            id: next,
+                            filename: strings.id(label),
+                            has_functions: true,
+                            ..Mapping::default()
+                        });
+                        next
+                    })
+                }
+            };
+            let lines = self.location_lines(id, &mut functions);
+            let loc = self.p.location.len() as u64 + 1;
+            self.p.location.push(Location {
+                id: loc,
+                mapping_id,
+                address: self.res.info[id as usize].addr,
+                line: lines,
+                is_folded: false,
+            });
+            location_of[id as usize] = loc;
+        }
+        location_of
+    }
+
+    /// The lines of frame `id`'s location, innermost inline frame first as pprof wants
+    /// them (names are outermost first), each with its function, made once per (name,
+    /// file) in `functions`.
+    fn location_lines(
+        &mut self,
+        id: FrameId,
+        functions: &mut FxHashMap<(String, String), u64>,
+    ) -> Vec<Line> {
+        let (cfg, res) = (self.cfg, self.res);
+        let (p, strings) = (&mut self.p, &mut self.strings);
         let info = &res.info[id as usize];
-        // Inline frames: pprof wants the innermost first; names are outermost first.
+        let names = &res.names[id as usize];
         let mut lines = Vec::new();
-        for (k, name) in res.names[id as usize].iter().enumerate().rev() {
+        for (k, name) in names.iter().enumerate().rev() {
             let (src, line) = res
                 .lines
                 .get(id as usize)
@@ -298,7 +382,7 @@ pub fn build(
             // The source file under --lines, else the module for the outermost frame.
             let file_name = match src {
                 Some(f) => f,
-                None if k + 1 == res.names[id as usize].len() => info.dso.clone(),
+                None if k + 1 == names.len() => info.dso.clone(),
                 None => String::new(),
             };
             // Under --lines the report's names carry ` (file:line)`; pprof has fields for that.
@@ -323,78 +407,65 @@ pub fn build(
                 line: line.map_or(0, i64::from),
             });
         }
-        let loc = p.location.len() as u64 + 1;
-        p.location.push(Location {
-            id: loc,
-            mapping_id,
-            address: info.addr,
-            line: lines,
-            is_folded: false,
-        });
-        location_of[id as usize] = loc;
+        lines
     }
-    // Samples: one per (event, comm, stack).
-    let comm_key = strings.id("comm");
-    let mut ids: Vec<FrameId> = Vec::new();
-    p.sample.reserve_exact(keys.len());
-    for key in keys {
-        let (ev, prefix, stack) = key;
-        let Some(&cc) = count_col.get(&ev) else {
-            continue;
-        };
-        let mut value = vec![0i64; p.sample_type.len()];
-        value[cc] = agg.counts[&key] as i64;
-        if let (Some(&bc), Some(&b)) = (bytes_col.get(&ev), agg.bytes.get(&key)) {
-            value[bc] = b as i64;
-        }
-        ids.clear();
-        if let Some(stack) = stack {
-            agg.book.stacks.frames(stack, &mut ids);
-        }
-        let comm = agg.prefixes.get(prefix).map_or("", String::as_str);
-        // Room for one label more (the recovered mark's, or the pid `memperf agent` adds), not
-        // the four a list grows to: a profile holds a list for each of its samples.
-        let mut label = Vec::with_capacity(2);
-        label.push(Label {
-            key: comm_key,
-            str: strings.id(comm),
-            ..Label::default()
-        });
-        // Root first: the frames before the mark were read from the live process.
-        if let Some(at) = ids.iter().position(|&f| Some(f) == res.recovered_mark) {
-            ids.remove(at);
+
+    /// Samples: one per (event, comm, stack), root last as pprof lists locations, labelled
+    /// with the comm and, for a stack finished from the live process, where that began.
+    fn samples(&mut self, keys: Vec<Key>, cols: &Columns, location_of: &[u64]) {
+        let (agg, res) = (self.agg, self.res);
+        let (p, strings) = (&mut self.p, &mut self.strings);
+        let comm_key = strings.id("comm");
+        let mut ids: Vec<FrameId> = Vec::new();
+        p.sample.reserve_exact(keys.len());
+        for key in keys {
+            let (ev, prefix, stack) = key;
+            let Some(&cc) = cols.count.get(&ev) else {
+                continue;
+            };
+            let mut value = vec![0i64; p.sample_type.len()];
+            value[cc] = agg.counts[&key] as i64;
+            if let (Some(&bc), Some(&b)) = (cols.bytes.get(&ev), agg.bytes.get(&key)) {
+                value[bc] = b as i64;
+            }
+            ids.clear();
+            if let Some(stack) = stack {
+                agg.book.stacks.frames(stack, &mut ids);
+            }
+            let comm = agg.prefixes.get(prefix).map_or("", String::as_str);
+            // Room for one label more (the recovered mark's, or the pid `memperf agent`
+            // adds), not the four a list grows to: a profile holds a list for each of its
+            // samples.
+            let mut label = Vec::with_capacity(2);
             label.push(Label {
-                key: strings.id("recovered_frames"),
-                num: at as i64,
+                key: comm_key,
+                str: strings.id(comm),
                 ..Label::default()
             });
+            // Root first: the frames before the mark were read from the live process.
+            if let Some(at) = ids.iter().position(|&f| Some(f) == res.recovered_mark) {
+                ids.remove(at);
+                label.push(Label {
+                    key: strings.id("recovered_frames"),
+                    num: at as i64,
+                    ..Label::default()
+                });
+            }
+            p.sample.push(Sample {
+                location_id: ids
+                    .iter()
+                    .rev()
+                    .map(|&f| location_of.get(f as usize).copied().unwrap_or(0))
+                    .collect(),
+                value,
+                label,
+            });
         }
-        p.sample.push(Sample {
-            location_id: ids
-                .iter()
-                .rev()
-                .map(|&f| location_of.get(f as usize).copied().unwrap_or(0))
-                .collect(),
-            value,
-            label,
-        });
     }
-    if let Some((a, b)) = sample_time.or(agg.stats.first_time.zip(agg.stats.last_time)) {
-        p.duration_nanos = b.saturating_sub(a) as i64;
-    }
-    let note = format!("memperf report of {}", cfg.input);
-    p.comment.push(strings.id(&note));
-    p.comment
-        .push(strings.id(&super::header::losses(&agg.stats)));
-    p.string_table = strings.into_table();
-    p
 }
 
 /// Which frames (by id) the stacks of `keys` reach.
-fn reached_frames(
-    agg: &Aggregate,
-    keys: &[(usize, u32, Option<crate::stacks::StackId>)],
-) -> Vec<bool> {
+fn reached_frames(agg: &Aggregate, keys: &[Key]) -> Vec<bool> {
     let mut reached = vec![false; agg.book.frames.len()];
     let mut ids: Vec<FrameId> = Vec::new();
     for &(_, _, stack) in keys {
