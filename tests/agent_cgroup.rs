@@ -117,6 +117,10 @@ fn short_lived_processes_ship_under_their_cgroups_name() {
     if !require_perf("memperf agent -G") || !have_go() {
         return;
     }
+    if !TestCgroup::ids_name_cgroups() {
+        eprintln!("skipped: the kernel writes no v2 cgroup ids in samples here");
+        return;
+    }
     let Some(cg) = TestCgroup::for_test("agent-short") else {
         return;
     };
@@ -148,17 +152,23 @@ fn processes_moved_into_a_unit_made_while_running_ship_under_it() {
     if !require_perf("memperf agent") || !have_go() {
         return;
     }
+    if !TestCgroup::ids_name_cgroups() {
+        eprintln!("skipped: the kernel writes no v2 cgroup ids in samples here");
+        return;
+    }
     let Some(parent) = TestCgroup::for_test("agent-late") else {
         return;
     };
     let unit = parent.dir.join("late.service");
+    // Removed with what is left in it on every path, before its parent.
+    let unit_guard = TestCgroup::to_be_made(unit.clone());
     let dir = scratch();
     let out = dir.path().join("profiles");
     let (copies, pages) = (10, 50);
     let script = format!(
         "mkdir {unit} || exit 1; i=0; while [ $i -lt {copies} ]; do \
          sh -c 'echo $$ > {unit}/cgroup.procs && exec {bin} {pages}' || exit 1; \
-         i=$((i+1)); done; rmdir {unit}",
+         i=$((i+1)); done; rmdir {unit} || true",
         unit = unit.display(),
         bin = fixture("pagefault", Variant::Fp).display(),
     );
@@ -175,7 +185,7 @@ fn processes_moved_into_a_unit_made_while_running_ship_under_it() {
         .args(["--", "sh", "-c", &script])
         .output()
         .unwrap();
-    let _ = std::fs::remove_dir(&unit);
+    drop(unit_guard);
     let err = stderr(&o);
     assert!(o.status.success(), "{err}");
     let files = files_in(&out);

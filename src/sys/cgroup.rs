@@ -45,6 +45,29 @@ pub fn unified_mount(mounts: &str) -> Option<PathBuf> {
     is_v2.then_some(root)
 }
 
+/// Whether `/proc/cgroups` (`subsys_name hierarchy num_cgroups enabled`) has the
+/// `perf_event` controller on a v1 hierarchy (a hierarchy number other than 0), mounted in
+/// this mount namespace or not: perf's cgroup ids are then that hierarchy's.
+pub fn perf_event_on_v1(proc_cgroups: &str) -> bool {
+    proc_cgroups.lines().any(|l| {
+        let mut f = l.split_whitespace();
+        f.next() == Some("perf_event") && f.next().is_some_and(|h| h != "0")
+    })
+}
+
+/// The initial cgroup namespace's inode (`PROC_CGROUP_INIT_INO`).
+const INITIAL_CGROUP_NS: &str = "cgroup:[4026531835]";
+
+/// Whether this process is in the initial cgroup namespace (so that paths under its
+/// cgroup mount are the paths from the hierarchy's root the kernel's records give); a
+/// kernel without cgroup namespaces (before 4.6) has only that one.
+pub fn in_initial_namespace() -> bool {
+    match std::fs::read_link("/proc/self/ns/cgroup") {
+        Ok(link) => link.as_os_str() == INITIAL_CGROUP_NS,
+        Err(e) => e.kind() == std::io::ErrorKind::NotFound,
+    }
+}
+
 /// The cgroups under `root`, a cgroup2 mount: each directory's id (its inode number, which
 /// is the kernel's cgroup id) and its path as `/proc/PID/cgroup` shows it, the root `/`
 /// first; at most `max` of them, and whether more were left out. Symbolic links are not
@@ -200,6 +223,18 @@ pub fn open(cgroups: &[Cgroup]) -> Result<Vec<OwnedFd>> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_perf_event_controller_on_a_v1_hierarchy_is_seen_in_proc_cgroups() {
+        let v2 =
+            "#subsys_name\thierarchy\tnum_cgroups\tenabled\ncpu\t1\t1\t1\nperf_event\t0\t1\t1\n";
+        assert!(!perf_event_on_v1(v2));
+        let v1 = "#subsys_name\thierarchy\tnum_cgroups\tenabled\nperf_event\t9\t4\t1\n";
+        assert!(perf_event_on_v1(v1));
+        assert!(!perf_event_on_v1(
+            "#subsys_name\thierarchy\tnum_cgroups\tenabled\ncpu\t1\t1\t1\n"
+        ));
+    }
+
     use super::*;
 
     #[test]

@@ -35,6 +35,40 @@ impl TestCgroup {
     }
 
     /// A cgroup inside this one (drop it first: a cgroup with children cannot be removed).
+    /// Whether the kernel writes cgroup ids in samples that name v2 cgroups here, as
+    /// `memperf agent` uses them (`PERF_SAMPLE_CGROUP`, Linux 5.7+): a cgroup2 mount, the
+    /// `perf_event` controller on no v1 hierarchy, and the initial cgroup namespace.
+    pub fn ids_name_cgroups() -> bool {
+        let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap_or_default();
+        let controllers = std::fs::read_to_string("/proc/cgroups").unwrap_or_default();
+        let v1 = controllers.lines().any(|l| {
+            let mut f = l.split_whitespace();
+            f.next() == Some("perf_event") && f.next().is_some_and(|h| h != "0")
+        });
+        let initial = std::fs::read_link("/proc/self/ns/cgroup")
+            .map_or(true, |l| l.as_os_str() == "cgroup:[4026531835]");
+        let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+        let mut v = release
+            .split(['.', '-'])
+            .map(|x| x.parse::<u32>().unwrap_or(0));
+        let version = (v.next().unwrap_or(0), v.next().unwrap_or(0));
+        mounts
+            .lines()
+            .any(|l| l.split_whitespace().nth(2) == Some("cgroup2"))
+            && !v1
+            && initial
+            && version >= (5, 7)
+    }
+
+    /// A cgroup that `dir` will be (made by what the test runs), removed with what is in it
+    /// when dropped, if it is there.
+    pub fn to_be_made(dir: PathBuf) -> TestCgroup {
+        TestCgroup {
+            name: String::new(),
+            dir,
+        }
+    }
+
     pub fn child(&self, leaf: &str) -> TestCgroup {
         let dir = self.dir.join(leaf);
         std::fs::create_dir(&dir).unwrap_or_else(|e| panic!("create {}: {e}", dir.display()));
@@ -77,6 +111,9 @@ impl Drop for TestCgroup {
     fn drop(&mut self) {
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
+            if !self.dir.exists() {
+                return;
+            }
             let pids = std::fs::read_to_string(self.dir.join("cgroup.procs")).unwrap_or_default();
             let pids: Vec<&str> = pids.split_whitespace().collect();
             if !pids.is_empty() {

@@ -3,7 +3,9 @@
 //! agent handled its first sample is still named after its unit or `-G` cgroup: its
 //! `/proc/PID/cgroup` is gone with it. The map is filled by walking the cgroup2 mount at
 //! start, told of each cgroup made during the run by its CGROUP record, and walked again,
-//! at most every `REWALK_EVERY`, when an id is unknown.
+//! at most every `REWALK_EVERY` (and every twenty times a walk's own time), when an id is
+//! unknown. A cgroup removed stays named until the map is full: the samples of its
+//! processes may still be queued.
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -18,6 +20,10 @@ const MAX_IDS: usize = 65_536;
 
 /// The least time between two walks on an unknown id: a walk reads every directory.
 const REWALK_EVERY: Duration = Duration::from_millis(500);
+
+/// A walk again no sooner than this many times the last walk's own time: on a host of tens
+/// of thousands of cgroups a walk takes a fifth of a second, and the reader waits for it.
+const REWALK_COST_FACTOR: u32 = 20;
 
 /// What the map could not do, for the agent's note at exit.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -37,14 +43,24 @@ pub(crate) struct CgroupIds {
     paths: FxHashMap<u64, Box<str>>,
     walked: Instant,
     rewalk_every: Duration,
+    /// How long the last walk took.
+    walk_took: Duration,
     pub stats: IdStats,
 }
 
 impl CgroupIds {
     /// The map of this host's cgroups, where the ids name them: perf events follow cgroup
-    /// v2 (`sys::cgroup::unified_mount`); `None` elsewhere (the agent reads /proc).
+    /// v2 (`sys::cgroup::unified_mount`, and no v1 hierarchy holds the `perf_event`
+    /// controller, mounted here or not: its ids would be another hierarchy's, and name
+    /// unrelated v2 directories), and the agent sees the whole hierarchy (its cgroup
+    /// namespace is the initial one: the kernel's records give paths from the hierarchy's
+    /// root, a walk from the namespace's); `None` elsewhere (the agent reads /proc).
     pub fn of_host() -> Option<CgroupIds> {
         let mounts = std::fs::read_to_string("/proc/self/mounts").ok()?;
+        let controllers = std::fs::read_to_string("/proc/cgroups").unwrap_or_default();
+        if cgroup::perf_event_on_v1(&controllers) || !cgroup::in_initial_namespace() {
+            return None;
+        }
         Some(CgroupIds::walking(cgroup::unified_mount(&mounts)?))
     }
 
@@ -55,6 +71,7 @@ impl CgroupIds {
             paths: FxHashMap::default(),
             walked: Instant::now(),
             rewalk_every: REWALK_EVERY,
+            walk_took: Duration::ZERO,
             stats: IdStats::default(),
         };
         ids.walk();
@@ -89,26 +106,45 @@ impl CgroupIds {
         found
     }
 
-    /// Walks again, at most every `rewalk_every`.
+    /// Walks again, at most every `rewalk_every` and every `REWALK_COST_FACTOR` times the
+    /// last walk's time.
     fn rewalk(&mut self) {
-        if self.walked.elapsed() < self.rewalk_every {
+        let every = self
+            .rewalk_every
+            .max(self.walk_took.saturating_mul(REWALK_COST_FACTOR));
+        if self.walked.elapsed() < every {
             return;
         }
         self.stats.rewalks += 1;
         self.walk();
     }
 
-    /// The map becomes what the hierarchy holds now (removed cgroups go).
+    /// Adds what the hierarchy holds now. Cgroups removed since stay (their ids are not
+    /// reused: the kernel's ids carry a generation), for the samples of their processes still
+    /// to come, whether a walk or a CGROUP record named them; once they would fill the map,
+    /// it becomes what the hierarchy holds now.
     fn walk(&mut self) {
+        let began = Instant::now();
         let (found, truncated) = cgroup::walk(&self.root, MAX_IDS);
         if truncated {
             self.stats.folded += 1;
         }
-        self.paths = found
+        let found: FxHashMap<u64, Box<str>> = found
             .into_iter()
             .map(|(id, path)| (id, path.into_boxed_str()))
             .collect();
+        let gone = self
+            .paths
+            .keys()
+            .filter(|id| !found.contains_key(id))
+            .count();
+        if found.len() + gone > MAX_IDS {
+            self.paths = found;
+        } else {
+            self.paths.extend(found);
+        }
         self.walked = Instant::now();
+        self.walk_took = began.elapsed();
     }
 
     /// The line the agent prints at exit when ids went unnamed.
@@ -190,14 +226,45 @@ mod tests {
         assert_eq!(ids.stats.unknown, 1);
         assert!(ids.note().is_some_and(|n| n.contains("1 processes' ids")));
         ids.rewalk_every = Duration::ZERO;
+        ids.walk_took = Duration::ZERO;
         assert_eq!(ids.path(late), Some("/late"));
         assert_eq!(ids.stats.rewalks, 1);
         // A known id walks nothing.
         assert_eq!(ids.path(late), Some("/late"));
         assert_eq!(ids.stats.rewalks, 1);
-        // A cgroup removed is gone from the next walk.
+        // A cgroup removed keeps its name through the next walk: its processes' samples
+        // may still be queued.
         std::fs::remove_dir(tree.0.join("late")).unwrap_or_default();
+        ids.walk_took = Duration::ZERO;
         assert_eq!(ids.path(u64::MAX), None);
-        assert_eq!(ids.path(late), None);
+        assert_eq!(ids.stats.rewalks, 2);
+        assert_eq!(ids.path(late), Some("/late"));
+    }
+
+    /// A cgroup made and removed during the run, named only by its CGROUP record, is still
+    /// named after another id's walk: the walk adds to the map, it does not replace it.
+    #[test]
+    fn a_walk_keeps_what_cgroup_records_named() {
+        let tree = Tree::new("keeps");
+        let mut ids = CgroupIds::walking(tree.0.clone());
+        ids.learn(987_654_321, b"/system.slice/run-u7.service");
+        ids.rewalk_every = Duration::ZERO;
+        ids.walk_took = Duration::ZERO;
+        std::fs::create_dir(tree.0.join("other.service")).unwrap_or_default();
+        let other = tree.ino("other.service");
+        assert_eq!(ids.path(other), Some("/other.service"));
+        assert_eq!(ids.stats.rewalks, 1);
+        assert_eq!(ids.path(987_654_321), Some("/system.slice/run-u7.service"));
+    }
+
+    /// A walk that took long keeps the next one away for twenty times as long.
+    #[test]
+    fn a_slow_walk_spaces_the_next_ones() {
+        let tree = Tree::new("slow");
+        let mut ids = CgroupIds::walking(tree.0.clone());
+        ids.rewalk_every = Duration::ZERO;
+        ids.walk_took = Duration::from_secs(60);
+        assert_eq!(ids.path(u64::MAX - 1), None);
+        assert_eq!(ids.stats.rewalks, 0);
     }
 }
