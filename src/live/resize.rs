@@ -492,6 +492,16 @@ fn open_on(
                     }
                 ),
             };
+            // The samples of the new fd are read as the event's: a feature the kernel
+            // refused now (the ladder drops it) would change their layout.
+            if a.sample_type != attr.sample_type {
+                bail!(
+                    "perf_event_open on CPU {cpu}, pid {pid}: the kernel took the event only \
+                     with other sample fields ({:#x}, not {:#x})",
+                    a.sample_type,
+                    attr.sample_type
+                );
+            }
             set_filter(fd.as_fd(), event)?;
             let id = ioc_id(fd.as_fd()).context("failed to read the new fd's id")?;
             ioc_set_output(fd.as_fd(), ring_fd).context("failed to redirect the new fd")?;
