@@ -52,10 +52,20 @@ fn load_section(
     Ok(gimli::EndianArcSlice::new(data, endian))
 }
 
+/// The DWARF sections of a file, copied out of it (decompressed where compressed): the
+/// file's bytes are not needed once these are made.
+pub(crate) struct Sections(gimli::Dwarf<Reader>);
+
 impl Dwarf {
     /// Builds a context from the DWARF sections of `obj`; also returns how many sections
     /// could not be decompressed (and were left out).
     pub(crate) fn load(obj: &object::File<'_>) -> Result<(Dwarf, usize), gimli::Error> {
+        let (sections, bad) = Dwarf::sections(obj)?;
+        Ok((Dwarf::from_sections(sections)?, bad))
+    }
+
+    /// The DWARF sections of `obj`, and how many could not be decompressed.
+    pub(crate) fn sections(obj: &object::File<'_>) -> Result<(Sections, usize), gimli::Error> {
         let endian = if obj.is_little_endian() {
             gimli::RunTimeEndian::Little
         } else {
@@ -63,8 +73,14 @@ impl Dwarf {
         };
         let bad = Cell::new(0);
         let dwarf = gimli::Dwarf::load(|id| load_section(obj, id, endian, &bad))?;
-        let ctx = addr2line::Context::from_dwarf(dwarf)?;
-        Ok((Dwarf { ctx }, bad.get()))
+        Ok((Sections(dwarf), bad.get()))
+    }
+
+    /// The context of `sections` (addr2line parses the units: the file they were copied
+    /// from can be let go of first).
+    pub(crate) fn from_sections(sections: Sections) -> Result<Dwarf, gimli::Error> {
+        let ctx = addr2line::Context::from_dwarf(sections.0)?;
+        Ok(Dwarf { ctx })
     }
 
     /// The frames at `probe` (an SVMA), innermost first; empty when DWARF does not cover it.

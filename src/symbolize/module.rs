@@ -64,10 +64,16 @@ impl LazyDwarf {
     fn get(&self) -> (Option<&Dwarf>, Option<String>) {
         let fresh = self.loaded.get().is_none();
         let loaded = self.loaded.get_or_init(|| {
-            let data = crate::mapped::read_regular(&self.path).map_err(|e| e.to_string())?;
-            let obj = object::File::parse(&*data).map_err(|e| e.to_string())?;
-            Dwarf::load(&obj)
-                .map(|(d, _)| d)
+            // The file's bytes (libc's debug file: 4 MiB) go before addr2line parses the
+            // sections copied out of them, not after: the agent's symbolizer, made afresh
+            // every few dozen windows, peaked 4 MiB higher for it.
+            let sections = {
+                let data = crate::mapped::read_regular(&self.path).map_err(|e| e.to_string())?;
+                let obj = object::File::parse(&*data).map_err(|e| e.to_string())?;
+                Dwarf::sections(&obj).map(|(s, _)| s)
+            };
+            sections
+                .and_then(Dwarf::from_sections)
                 .map_err(|e| format!("failed to load DWARF: {e}"))
         });
         match loaded {
