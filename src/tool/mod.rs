@@ -7,7 +7,7 @@
 use std::io::{self, Write};
 use std::path::PathBuf;
 
-use anyhow::{Context, Result, anyhow, bail};
+use anyhow::{Context, Result, bail};
 
 use crate::aggregate::{FrameKey, StackBook};
 use crate::config::record::{CallGraph, Consume, RecordConfig, UnwindWhen};
@@ -540,15 +540,13 @@ fn want_format(
         eprintln!("memperf {name}: note: going on without `{}`: {why}", w.name);
         return Ok(None);
     }
-    if tracefs.is_none() {
-        *tracefs = Some(
+    let tfs = match tracefs {
+        Some(t) => t,
+        None => tracefs.insert(
             Tracefs::locate_or_mount()
                 .with_context(|| format!("{name} needs tracefs for `{}`", w.name))?,
-        );
-    }
-    let tfs = tracefs
-        .as_ref()
-        .ok_or_else(|| anyhow!("tracefs unavailable"))?;
+        ),
+    };
     match tfs.format(system, event) {
         Ok(text) => Ok(Some(EventFormat::parse(&String::from_utf8_lossy(&text)))),
         Err(_) if w.optional => {

@@ -37,7 +37,9 @@ impl TestCgroup {
     /// A cgroup inside this one (drop it first: a cgroup with children cannot be removed).
     /// Whether the kernel writes cgroup ids in samples that name v2 cgroups here, as
     /// `memperf agent` uses them (`PERF_SAMPLE_CGROUP`, Linux 5.7+): a cgroup2 mount, the
-    /// `perf_event` controller on no v1 hierarchy, and the initial cgroup namespace.
+    /// `perf_event` controller on no v1 hierarchy, and the initial cgroup namespace. Read
+    /// here rather than asked of `memperf::sys::cgroup`: a wrong answer there would make the
+    /// agent fall back to /proc, and the tests that check the ids must then fail, not skip.
     pub fn ids_name_cgroups() -> bool {
         let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap_or_default();
         let controllers = std::fs::read_to_string("/proc/cgroups").unwrap_or_default();
