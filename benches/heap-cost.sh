@@ -29,7 +29,8 @@
 # PEERS=0 leaves bpftrace, memleak-bpfcc and heaptrack out; SAMPLED=0 the -s runs;
 # WORKLOADS=sqlite3 runs that workload alone;
 # SIZES="2048 4096" adds exact runs of each memperf command with --call-graph dwarf,SIZE
-# (the allocation stacks' copy) in the same rounds. The trunc% column is the share of
+# (the allocation stacks' copy) in the same rounds; MPAGES="4096 8192" adds exact runs with
+# -m PAGES (the ring's pages per CPU) likewise. The trunc% column is the share of
 # allocation stacks the summary says were truncated (the median over the rounds).
 # Needs root (probes).
 # Runs under `flock /tmp/memperf-machine.lock` when that file exists (shared machines).
@@ -143,6 +144,7 @@ before = os.environ.get("MEMPERF_BEFORE", "")
 peers = os.environ.get("PEERS", "1") != "0"
 sampled = os.environ.get("SAMPLED", "1") != "0"
 sizes = os.environ.get("SIZES", "").split()
+mpages = os.environ.get("MPAGES", "").split()
 probes = open(os.path.join(work, "floor.probes")).read().split("\n") if floor_ok == "1" else []
 probes = [p for p in probes if p.strip()]
 
@@ -290,6 +292,10 @@ def tools(w):
             k = f"memperf {cmd} dwarf,{size}"
             t[k] = lambda cmd=cmd, extra=extra, k=k, size=size: run(
                 [memperf, cmd, "--call-graph", f"dwarf,{size}"] + extra + ["--"] + argv, (w, k))
+        for m in mpages:
+            k = f"memperf {cmd} -m {m}"
+            t[k] = lambda cmd=cmd, extra=extra, k=k, m=m: run(
+                [memperf, cmd, "-m", m] + extra + ["--"] + argv, (w, k))
         if sampled:
             t[f"memperf {cmd} -s {sample}"] = lambda cmd=cmd, extra=extra: run(
                 [memperf, cmd, "-s", sample] + extra + ["--"] + argv)

@@ -213,3 +213,80 @@ fn zero_is_no_sample_rate_for_any_tracing_command() {
         );
     }
 }
+
+/// The copy size of the allocation stacks of an exact run is learnt (`--call-graph
+/// dwarf,auto`, the default): after the first stacks the probes are opened again with a
+/// smaller copy, both openings writing for 5 ms (`MEMPERF_RESIZE_OVERLAP_MS`), and a record
+/// both wrote is counted once: the exact figures equal the fixture's own, allocation for
+/// allocation, and the stacks still reach the program's root. A size given (`dwarf,8192`)
+/// is kept.
+#[test]
+fn exact_runs_learn_the_allocation_stacks_copy_and_count_every_allocation() {
+    let _serial = one_at_a_time();
+    if !require_perf("memperf heap, leak (dwarf,auto)") {
+        return;
+    }
+    let _turn = recording_turn();
+    let prog = fixture("sampled", Variant::NoFp);
+    let exact = |args: &[&str]| {
+        let mut all = args.to_vec();
+        all.extend(["-m", RING, "--folded", "--", prog.to_str().unwrap()]);
+        let o = memperf()
+            .args(&all)
+            .env("MEMPERF_RESIZE_OVERLAP_MS", "5")
+            .output()
+            .unwrap();
+        let err = stderr(&o);
+        assert!(o.status.success(), "{all:?}: {err}");
+        assert!(!err.contains("lost"), "{all:?} lost events: {err}");
+        (by_function(&String::from_utf8_lossy(&o.stdout)), err)
+    };
+    let learnt = |err: &str| -> Option<u64> {
+        let at = err.find("copied 8192 bytes, then ")?;
+        err[at..].split_whitespace().nth(4)?.parse().ok()
+    };
+    let (got, err) = exact(&["heap", "--metric", "allocations"]);
+    let truth = truth(&err);
+    for f in FUNCTIONS {
+        assert_eq!(
+            got.get(f).copied(),
+            Some(truth[f][0]),
+            "{f}: allocations\n{err}"
+        );
+    }
+    let size = learnt(&err).unwrap_or_else(|| panic!("no learnt copy size in:\n{err}"));
+    assert!(size < 8192, "{err}");
+    assert!(
+        err.contains("were kept once"),
+        "no records written twice:\n{err}"
+    );
+    let (cut, all) = err
+        .split_once(" allocation stacks truncated")
+        .and_then(|(head, _)| {
+            let w: Vec<&str> = head.split_whitespace().collect();
+            let n = w.len();
+            Some((
+                w.get(n - 3)?.parse::<u64>().ok()?,
+                w[n - 1].parse::<u64>().ok()?,
+            ))
+        })
+        .unwrap_or_else(|| panic!("no truncation count in:\n{err}"));
+    assert!(
+        all >= 150_000 && cut * 100 <= all,
+        "{cut} of {all} truncated:\n{err}"
+    );
+
+    let (got, err) = exact(&["leak"]);
+    let truth = self::truth(&err);
+    for f in FUNCTIONS {
+        assert_eq!(
+            got.get(f).copied(),
+            Some(truth[f][3]),
+            "{f}: outstanding bytes\n{err}"
+        );
+    }
+    assert!(learnt(&err).is_some_and(|s| s < 8192), "{err}");
+
+    let (_, err) = exact(&["leak", "--call-graph", "dwarf,8192"]);
+    assert!(!err.contains("dwarf,auto"), "{err}");
+}

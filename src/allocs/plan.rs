@@ -145,7 +145,7 @@ pub(crate) fn record_config(
         cmdline: std::env::args().collect(),
         include_self: false,
         side_band: true,
-        stack_auto: false,
+        stack_auto: cfg.stack_auto,
         cgroups: Vec::new(),
         shed_stacks: planned
             .iter()
@@ -403,8 +403,11 @@ fn site_events(cfg: &LeakConfig, site: &probes::Site, placer: &mut Placer) -> Re
             CallGraph::None
         };
         let ret = vec!["ret=$retval:x64".to_string()];
+        let mut spec = placer.place((d.symbol, "_ret"), true, site.entry, ret)?;
+        // Its own copy, or none: `dwarf,auto` sizes the allocation stacks only.
+        spec.terms.call_graph = Some(cg);
         events.push(Planned {
-            spec: placer.place((d.symbol, "_ret"), true, site.entry, ret)?,
+            spec,
             role: sink::Role::Return(d.func),
             sampling: Some(user_sampling(cg, RETURN_REGS, 1)),
             filter: None,

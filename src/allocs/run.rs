@@ -156,6 +156,10 @@ pub(crate) fn trace(
     let mut sink = tracer.sink;
     sink.stack_counts = StackCounts::of(&sink, &rec.session.stats().unwinds);
     summary(&sink, rec.lost, rec.drain.corrupt_bytes);
+    // What the kernel lacked, and the copy sizes `dwarf,auto` gave the allocation stacks.
+    for note in &rec.notes {
+        crate::output::wrap::eprint(&format!("memperf: {note}"));
+    }
     if write.is_some() {
         eprintln!(
             "memperf: wrote `{}` ({} bytes)",

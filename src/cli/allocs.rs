@@ -6,7 +6,8 @@
 use anyhow::{Result, bail};
 use clap::Args;
 
-use super::{CallGraph, parse_call_graph};
+use super::CallGraph;
+use super::record::parse_record_call_graph;
 use crate::config::leak::{LeakConfig, LeakTarget, ProbeVia};
 
 /// The allocator, stack and probe options of `leak`, `heap` and `rss`.
@@ -21,8 +22,9 @@ pub struct AllocArgs {
     #[arg(long = "symbols-prefix", value_name = "PREFIX", default_value = "")]
     pub symbols_prefix: String,
 
-    /// How user stacks are taken: `dwarf[,BYTES]` (default) or `fp`.
-    #[arg(long = "call-graph", value_name = "MODE", default_value = "dwarf")]
+    /// How user stacks are taken: `dwarf,auto` (the default: 8192 bytes copied per
+    /// allocation, then what the program's allocation stacks need), `dwarf[,BYTES]` or `fp`.
+    #[arg(long = "call-graph", value_name = "MODE", default_value = "dwarf,auto")]
     pub call_graph: String,
 
     /// Where user probes are placed (as memperf leak).
@@ -52,8 +54,9 @@ impl AllocArgs {
     pub(crate) fn into_leak(self, command: &str, target: LeakTarget) -> Result<LeakConfig> {
         check_ring_pages(self.mmap_pages)?;
         check_sample_rate(self.sample_rate)?;
-        let call_graph = stack_call_graph(command, &self.call_graph)?;
+        let (call_graph, stack_auto) = stack_call_graph(command, &self.call_graph)?;
         Ok(LeakConfig {
+            stack_auto,
             obj: self.obj,
             symbols_prefix: self.symbols_prefix,
             mmap_pages: self.mmap_pages,
@@ -87,11 +90,12 @@ pub(crate) fn check_ring_pages(pages: Option<usize>) -> Result<()> {
     Ok(())
 }
 
-/// `--call-graph` of a command that reports by allocation stack: any mode that gives stacks.
-fn stack_call_graph(command: &str, spec: &str) -> Result<CallGraph> {
-    let call_graph = parse_call_graph(spec)?;
+/// `--call-graph` of a command that reports by allocation stack: any mode that gives stacks;
+/// and whether the copy's size is learnt (`dwarf,auto`).
+fn stack_call_graph(command: &str, spec: &str) -> Result<(CallGraph, bool)> {
+    let (call_graph, auto) = parse_record_call_graph(spec)?;
     if call_graph == CallGraph::None {
         bail!("memperf {command} needs stacks: use --call-graph dwarf or fp");
     }
-    Ok(call_graph)
+    Ok((call_graph, auto))
 }

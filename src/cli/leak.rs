@@ -59,9 +59,10 @@ PERMISSIONS:
          in user mode; kernel mode tracks one allocation in N, as memleak does)"
     )),
     mut_arg("call_graph", |a| a.help(
-        "How user stacks are taken: `dwarf[,BYTES]` (default, 8192 bytes copied per sampled \
-         allocation) or `fp` (the kernel walks frame pointers; the allocating function's \
-         caller is lost at entry probes)"
+        "How user stacks are taken: `dwarf,auto` (the default: 8192 bytes copied per sampled \
+         allocation, then as much as the program's allocation stacks need, learnt from the \
+         first 2000), `dwarf[,BYTES]` (that many, always) or `fp` (the kernel walks frame \
+         pointers; the allocating function's caller is lost at entry probes)"
     )),
     mut_arg("probe_via", |a| a.help(
         "Where user probes are placed: tracefs uprobe_events (cheaper per hit) or the uprobe \

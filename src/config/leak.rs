@@ -67,6 +67,9 @@ pub struct LeakConfig {
     pub folded: bool,
     pub pprof: Option<PathBuf>,
     pub call_graph: CallGraph,
+    /// `--call-graph dwarf,auto` (the default): the allocation stacks' copy starts at
+    /// `call_graph`'s size and is learnt from the stacks unwound (`live::resize`).
+    pub stack_auto: bool,
     pub max_entries: usize,
     pub mmap_pages: Option<usize>,
     pub probe_via: ProbeVia,
@@ -107,6 +110,7 @@ impl LeakConfig {
             folded: false,
             pprof: None,
             call_graph,
+            stack_auto: false,
             max_entries: 1_000_000,
             mmap_pages: None,
             probe_via: ProbeVia::Auto,

@@ -45,6 +45,8 @@ pub fn round(
     stats.rounds += 1;
     let sizes: Vec<usize> = rings.iter().map(|r| r.data_size()).collect();
     let mut readers: Vec<_> = rings.iter_mut().map(|r| r.reader()).collect();
+    // Each reader holds its ring's head as it is now: what the round hands on is older.
+    session.begin_round();
     let pressed = readers
         .iter()
         .zip(&sizes)

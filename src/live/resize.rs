@@ -264,7 +264,9 @@ impl StackSizer {
     /// The summary's lines: each event's sizes, and why sizing stopped.
     pub(crate) fn notes(&self, opened: &Opened, session: &Session) -> Vec<String> {
         let mut notes = Vec::new();
-        for a in &self.autos {
+        // An event that never had a stack (an allocator function the program did not call)
+        // has nothing to say.
+        for a in self.autos.iter().filter(|a| a.seen > 0) {
             let name = opened
                 .events
                 .get(a.ev)
@@ -381,8 +383,11 @@ fn reopen(
     session.arm_twins(TWIN_ROUNDS);
     let mut fresh = Fresh::default();
     let mut pids = covered.clone();
-    // At most a few sweeps: a program that starts threads faster than they can be opened
-    // on keeps what the last sweep found (and its new threads inherit the new fds).
+    // At most a few sweeps. A program that starts threads faster than they can be opened
+    // on is left as it was: a thread the last sweep found had only the old fds, and
+    // disabling them would stop its samples unseen (an allocation tracer would miss its
+    // calls); the new fds are disabled and closed instead.
+    let mut settled = to.tree.is_none();
     for _ in 0..4 {
         *generation += 1;
         let n = fresh.fds.len();
@@ -406,6 +411,7 @@ fn reopen(
             .filter(|t| covered.binary_search(t).is_err())
             .collect();
         if pids.is_empty() {
+            settled = true;
             break;
         }
         covered.extend(&pids);
@@ -413,6 +419,12 @@ fn reopen(
     }
     if fresh.fds.is_empty() {
         return Ok(false);
+    }
+    if !settled {
+        for (fd, _) in &fresh.fds {
+            let _ = ioc_disable(fd.as_fd());
+        }
+        bail!("threads kept starting while it was opened on them");
     }
     if let Some(hold) = overlap_for_tests() {
         std::thread::sleep(hold);

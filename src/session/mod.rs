@@ -221,6 +221,14 @@ impl Session {
         self
     }
 
+    /// A drain round begins: every record it hands on was committed before now (see
+    /// `unwind::Unwinders::begin_round`).
+    pub fn begin_round(&mut self) {
+        if let Some(u) = self.procs.unwinders.as_mut() {
+            u.begin_round();
+        }
+    }
+
     /// The sample clock as measured now (the recorder tells it each drain round), by which
     /// the delay of each unwind past the copy is counted (`SessionStats::read_delay`).
     pub fn set_clock(&mut self, clock: Option<ClockOffset>) {

@@ -3,8 +3,9 @@
 //! large buffer on the stack, partly used, leaves such pages between the leaf and `main`).
 //! While recording, the thread is usually still alive and still inside the frames the copy
 //! did not reach: their bytes are read from its memory with `process_vm_readv`, a page at
-//! a time and only the pages the unwind asks for, and every frame found that way is
-//! checked before it is kept (`unwind::settle`, with `unwind::confirm`).
+//! a time and only the pages the unwind asks for, once per drain round ([`RoundReads`]),
+//! and every frame found that way is checked before it is kept (`unwind::settle`, with
+//! `unwind::confirm`).
 
 use std::cell::{Cell, RefCell};
 
@@ -103,6 +104,120 @@ impl LiveMemory for ProcessMemory {
     }
 }
 
+/// What the live process showed during one drain round: stack pages and each thread's
+/// state, read once and shared by every sample of the round. Every sample a round hands on
+/// was committed to its ring before the round began (`live::drain::round` reads each ring's
+/// head first), so a page read during the round was read after each of those samples was
+/// taken, as a page read for one sample alone would be: the checks of `unwind::settle`
+/// judge it the same way. Only the copy's top words (`Recovery::copy_unchanged`) are read
+/// again for each sample, after the pages past its copy; and a thread's state is used only
+/// if it was read after every page of the round (a page read later for another sample of
+/// the thread makes the state be read again), as check 5 judges the thread after its frames
+/// were read.
+///
+/// Without rounds (no [`RoundReads::begin_round`], as in tests) each sample reads its own.
+#[derive(Default)]
+pub(crate) struct RoundReads {
+    round: u64,
+    /// (pid, page address): the page's bytes, or `None` when it could not be read.
+    pages: FxHashMap<(u32, u64), Option<Box<[u8]>>>,
+    /// Pages read from the live process so far (not found read already).
+    reads: u64,
+    /// Each thread's state, and `reads` when it was read.
+    threads: FxHashMap<(u32, u32), (ThreadNow, u64)>,
+    /// Page buffers of earlier rounds, reused.
+    spare: Vec<Box<[u8]>>,
+    pub(crate) stats: RoundStats,
+}
+
+/// How often a page or a thread's state was found already read in the round.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct RoundStats {
+    pub page_reads: u64,
+    pub page_hits: u64,
+    pub thread_reads: u64,
+    pub thread_hits: u64,
+}
+
+/// Pages kept in one round (2 MiB): past it the next sample starts the round's pages afresh
+/// (never a sample midway, whose pages are then all of one moment as before).
+const ROUND_PAGES_MAX: usize = 512;
+/// Page buffers kept for the next round.
+const SPARE_MAX: usize = 64;
+
+impl RoundReads {
+    /// A drain round begins: what was read before is of an earlier moment.
+    pub(crate) fn begin_round(&mut self) {
+        self.round += 1;
+        self.forget();
+    }
+
+    /// Before each sample's walk: without rounds nothing read for another sample is used;
+    /// with them, a round that holds nearly [`ROUND_PAGES_MAX`] pages starts afresh (a
+    /// sample reads at most [`MAX_PAGES`]).
+    fn begin_sample(&mut self) {
+        if self.round == 0 || self.pages.len() + MAX_PAGES > ROUND_PAGES_MAX {
+            self.forget();
+        }
+    }
+
+    fn forget(&mut self) {
+        for (_, page) in self.pages.drain() {
+            if let Some(b) = page
+                && self.spare.len() < SPARE_MAX
+            {
+                self.spare.push(b);
+            }
+        }
+        self.threads.clear();
+    }
+
+    /// The page at `page` of process `pid`, read from `memory` unless this round read it.
+    pub(super) fn page(
+        &mut self,
+        memory: &mut dyn LiveMemory,
+        pid: u32,
+        page: u64,
+    ) -> Option<&[u8]> {
+        if self.pages.contains_key(&(pid, page)) {
+            self.stats.page_hits += 1;
+        } else {
+            self.stats.page_reads += 1;
+            self.reads += 1;
+            let mut bytes = self
+                .spare
+                .pop()
+                .unwrap_or_else(|| vec![0u8; PAGE as usize].into_boxed_slice());
+            let read = match memory.read(pid, page, &mut bytes) {
+                Ok(n) if n == bytes.len() => Some(bytes),
+                _ => None,
+            };
+            self.pages.insert((pid, page), read);
+        }
+        self.pages.get(&(pid, page))?.as_deref()
+    }
+
+    /// Thread `tid`'s state, read from `memory` unless this round read it after the last
+    /// page it read.
+    pub(super) fn thread_now(
+        &mut self,
+        memory: &mut dyn LiveMemory,
+        pid: u32,
+        tid: u32,
+    ) -> ThreadNow {
+        if let Some(&(now, at)) = self.threads.get(&(pid, tid))
+            && at == self.reads
+        {
+            self.stats.thread_hits += 1;
+            return now;
+        }
+        self.stats.thread_reads += 1;
+        let now = memory.thread_now(pid, tid);
+        self.threads.insert((pid, tid), (now, self.reads));
+        now
+    }
+}
+
 /// One sample's reads beyond its copied stack, and what they were for.
 pub(crate) struct Recovery<'m> {
     pid: u32,
@@ -112,7 +227,9 @@ pub(crate) struct Recovery<'m> {
     lo: u64,
     hi: u64,
     memory: RefCell<&'m mut dyn LiveMemory>,
-    pages: RefCell<Vec<(u64, Box<[u8]>)>>,
+    round: RefCell<&'m mut RoundReads>,
+    /// The pages this sample read past its copy (at most [`MAX_PAGES`]).
+    pages: RefCell<Vec<u64>>,
     /// Frames produced so far, and how many there were at the first read past the copy:
     /// the frames from there on depend on the live process's memory.
     produced: Cell<usize>,
@@ -134,8 +251,10 @@ impl<'m> Recovery<'m> {
         sp: u64,
         copy_end: u64,
         memory: &'m mut dyn LiveMemory,
+        round: &'m mut RoundReads,
     ) -> Self {
         let (pid, tid) = task;
+        round.begin_sample();
         Recovery {
             pid,
             tid,
@@ -143,6 +262,7 @@ impl<'m> Recovery<'m> {
             lo: copy_end,
             hi: sp.saturating_add(MAX_SPAN),
             memory: RefCell::new(memory),
+            round: RefCell::new(round),
             pages: RefCell::new(Vec::new()),
             produced: Cell::new(0),
             first: Cell::new(None),
@@ -172,36 +292,48 @@ impl<'m> Recovery<'m> {
             return None;
         }
         let mut word = [0u8; 8];
-        for (i, b) in word.iter_mut().enumerate() {
-            *b = self.byte(addr + i as u64)?;
+        // At most two pages: the part of the word in each.
+        let split = (PAGE - (addr & (PAGE - 1))).min(8) as usize;
+        let (low, high) = word.split_at_mut(split);
+        self.fetch(addr, low)?;
+        if !high.is_empty() {
+            self.fetch(addr + split as u64, high)?;
         }
         self.step_max.set(self.step_max.get().max(addr));
         self.max_addr.set(self.max_addr.get().max(addr));
         Some(u64::from_ne_bytes(word))
     }
 
-    fn byte(&self, addr: u64) -> Option<u8> {
+    /// Fills `out` from the bytes at `addr`, all in one page.
+    fn fetch(&self, addr: u64, out: &mut [u8]) -> Option<()> {
         let page = addr & !(PAGE - 1);
         let off = (addr - page) as usize;
-        let mut pages = self.pages.borrow_mut();
-        if let Some((_, bytes)) = pages.iter().find(|(p, _)| *p == page) {
-            return bytes.get(off).copied();
-        }
-        if pages.len() >= MAX_PAGES || self.failed.get() {
-            self.failed.set(true);
+        if self.failed.get() {
             return None;
         }
-        let mut bytes = vec![0u8; PAGE as usize].into_boxed_slice();
-        match self.memory.borrow_mut().read(self.pid, page, &mut bytes) {
-            Ok(n) if n == bytes.len() => {}
-            _ => {
+        let mut pages = self.pages.borrow_mut();
+        if !pages.contains(&page) {
+            if pages.len() >= MAX_PAGES {
                 self.failed.set(true);
                 return None;
             }
+            pages.push(page);
         }
-        let b = bytes[off];
-        pages.push((page, bytes));
-        Some(b)
+        let mut memory = self.memory.borrow_mut();
+        let mut round = self.round.borrow_mut();
+        match round
+            .page(&mut **memory, self.pid, page)
+            .and_then(|bytes| bytes.get(off..off + out.len()))
+        {
+            Some(bytes) => {
+                out.copy_from_slice(bytes);
+                Some(())
+            }
+            None => {
+                self.failed.set(true);
+                None
+            }
+        }
     }
 
     /// Called after each frame is produced (the frame count so far).
@@ -282,7 +414,12 @@ impl<'m> Recovery<'m> {
     /// from the frames the copy ends in, and those past it may have been rewritten. `None`:
     /// the thread is gone (its stack may be a new thread's already).
     pub(crate) fn moved_past_cut(&self) -> Option<bool> {
-        match self.memory.borrow_mut().thread_now(self.pid, self.tid) {
+        let mut memory = self.memory.borrow_mut();
+        match self
+            .round
+            .borrow_mut()
+            .thread_now(&mut **memory, self.pid, self.tid)
+        {
             ThreadNow::Blocked(sp) => Some(sp >= self.lo),
             ThreadNow::Running => Some(false),
             ThreadNow::Gone => None,

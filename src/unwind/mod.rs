@@ -32,8 +32,8 @@ use rustc_hash::FxHashMap;
 
 use elf::{ElfCache, SectionData};
 pub use jitcfi::{MAX_CFI_BYTES as JIT_CFI_MAX_BYTES, MAX_FUNCTIONS as JIT_CFI_MAX_FUNCTIONS};
-use live::Recovery;
-pub use live::{CodeSite, LiveMemory, ProcessMemory};
+pub use live::{CodeSite, LiveMemory, ProcessMemory, RoundStats};
+use live::{Recovery, RoundReads};
 use process::{ProcModule, Process};
 use settle::Cut;
 pub use stats::{RejectCounts, StackNeed, TruncCounts, UnwindStats};
@@ -138,6 +138,8 @@ pub struct Unwinders {
     module_changes: u32,
     /// Where a stack cut at the copy's end is finished, while recording.
     live: Option<Box<dyn LiveMemory>>,
+    /// What the live process showed this drain round, shared by its samples.
+    round: RoundReads,
     /// The thread of the next stack unwound (see [`Self::set_thread`]).
     tid: Option<u32>,
     /// Call sites of recovered frames confirmed, while modules stay as they are.
@@ -212,6 +214,7 @@ impl Unwinders {
             stats: UnwindStats::default(),
             module_changes: 0,
             live: None,
+            round: RoundReads::default(),
             tid: None,
             confirmed: settle::Confirmed::default(),
             last_recovered: None,
@@ -232,6 +235,19 @@ impl Unwinders {
     /// leave them truncated (`None`, the default: a recording read from a file).
     pub fn set_live(&mut self, memory: Option<Box<dyn LiveMemory>>) {
         self.live = memory;
+    }
+
+    /// A drain round begins: the stacks of its samples, all taken before now, may share what
+    /// is read of the live process from now on (see `unwind::live::RoundReads`).
+    pub fn begin_round(&mut self) {
+        if self.live.is_some() {
+            self.round.begin_round();
+        }
+    }
+
+    /// How often the live process's pages and threads' states were found read already.
+    pub fn round_stats(&self) -> RoundStats {
+        self.round.stats
     }
 
     /// The thread whose stack the next [`Self::unwind_copy`] unwinds: where the live process
@@ -352,7 +368,7 @@ impl Unwinders {
                 None => dwarf_walk(p, &mut self.cache, regs, copy, None, out),
                 Some(memory) => {
                     let task = (pid, self.tid.take().unwrap_or(pid));
-                    let rec = Recovery::new(task, regs.sp, copy.end(), memory);
+                    let rec = Recovery::new(task, regs.sp, copy.end(), memory, &mut self.round);
                     let outcome = dwarf_walk(p, &mut self.cache, regs, copy, Some(&rec), out);
                     let checks = settle::Checks {
                         p,

@@ -719,3 +719,98 @@ fn a_cut_in_mains_frame_is_finished_through_the_c_librarys_register_call() {
 }
 
 mod main_cut;
+
+/// The samples of one drain round share what is read of the live process (all were taken
+/// before the round began, so every read of the round comes after each of them); a new
+/// round reads again, and without rounds each sample reads its own.
+#[test]
+fn the_samples_of_one_round_share_the_live_reads_and_the_next_round_reads_again() {
+    let (dump, regs) = run_fixture(true);
+    let walk = |u: &mut Unwinders, pid: u32| {
+        let mut frames = Vec::new();
+        let outcome = u.unwind(pid, regs, &dump.stack[..40], &mut frames);
+        assert_eq!(outcome, UnwindOutcome::Complete, "{frames:x?}");
+        frames
+    };
+    let (mut u, pid) = unwinders_for(&dump, UnwindMode::Dwarf);
+    u.set_live(Some(Box::new(FakeLive::of(&dump, dump.stack.clone()))));
+    u.begin_round();
+    let first = walk(&mut u, pid);
+    let once = u.round_stats();
+    assert!(once.page_reads >= 1 && once.thread_reads == 1, "{once:?}");
+    assert_eq!(
+        (once.page_hits > 0, once.thread_hits),
+        (true, 0),
+        "{once:?}"
+    );
+    // The same stack again in the round: nothing more is read, and the frames are the same.
+    assert_eq!(walk(&mut u, pid), first);
+    let twice = u.round_stats();
+    assert_eq!(
+        (twice.page_reads, twice.thread_reads, twice.thread_hits),
+        (once.page_reads, 1, 1),
+        "{twice:?}"
+    );
+    // The next round reads the pages and the thread again.
+    u.begin_round();
+    assert_eq!(walk(&mut u, pid), first);
+    let next = u.round_stats();
+    assert_eq!(
+        (next.page_reads, next.thread_reads),
+        (2 * once.page_reads, 2),
+        "{next:?}"
+    );
+    // Without rounds (a session that never begins one) each sample reads its own.
+    let (mut u, pid) = unwinders_for(&dump, UnwindMode::Dwarf);
+    u.set_live(Some(Box::new(FakeLive::of(&dump, dump.stack.clone()))));
+    walk(&mut u, pid);
+    walk(&mut u, pid);
+    let own = u.round_stats();
+    assert_eq!(
+        (own.page_reads, own.thread_reads),
+        (2 * once.page_reads, 2),
+        "{own:?}"
+    );
+}
+
+/// A thread's state read in a round vouches only for the pages read before it: once a page
+/// is read after it (for a later sample of the thread), the state is read again, so that a
+/// thread that has since blocked above the cut is seen to have moved on.
+#[test]
+fn a_threads_state_is_read_again_after_a_later_page() {
+    struct Moving {
+        now: super::live::ThreadNow,
+        pages: u32,
+    }
+    impl LiveMemory for Moving {
+        fn read(&mut self, _pid: u32, _addr: u64, buf: &mut [u8]) -> std::io::Result<usize> {
+            self.pages += 1;
+            Ok(buf.len())
+        }
+        fn code(&mut self, _pid: u32, _start: u64, _site: CodeSite) -> Option<[u8; 16]> {
+            None
+        }
+        fn thread_now(&mut self, _pid: u32, _tid: u32) -> super::live::ThreadNow {
+            self.now
+        }
+    }
+    use super::live::ThreadNow::{Blocked, Running};
+    let mut m = Moving {
+        now: Running,
+        pages: 0,
+    };
+    let mut r = super::live::RoundReads::default();
+    r.begin_round();
+    assert!(r.page(&mut m, 1, 0x1000).is_some());
+    assert_eq!(r.thread_now(&mut m, 1, 1), Running);
+    // The thread blocks higher up; a page the round already read reads nothing new, and the
+    // state read after it stands.
+    m.now = Blocked(0x9000);
+    assert!(r.page(&mut m, 1, 0x1000).is_some());
+    assert_eq!((r.thread_now(&mut m, 1, 1), m.pages), (Running, 1));
+    // A page read now is of a later moment than that state: the state is read again.
+    assert!(r.page(&mut m, 1, 0x2000).is_some());
+    assert_eq!((r.thread_now(&mut m, 1, 1), m.pages), (Blocked(0x9000), 2));
+    let s = r.stats;
+    assert_eq!((s.thread_reads, s.thread_hits), (2, 1), "{s:?}");
+}

@@ -5,7 +5,7 @@
 //! `main` itself past the cut, a callee that is not `main`).
 
 use super::*;
-use crate::unwind::live::Recovery;
+use crate::unwind::live::{Recovery, RoundReads};
 
 /// The fixture's main-thread stack walked whole, and where `main` is in it.
 struct Whole {
@@ -57,7 +57,14 @@ impl Whole {
         let callee = self.callee(callee);
         let mut live = FakeLive::of(&self.dump, self.dump.stack.clone());
         let copy = StackCopy::new(self.regs.sp, &self.dump.stack);
-        let rec = Recovery::new((self.pid, self.pid), self.regs.sp, copy.end(), &mut live);
+        let mut round = RoundReads::default();
+        let rec = Recovery::new(
+            (self.pid, self.pid),
+            self.regs.sp,
+            copy.end(),
+            &mut live,
+            &mut round,
+        );
         let u = &mut self.u;
         let mut checks = settle::Checks {
             p: u.procs.get(&self.pid).expect("the fixture's process"),
