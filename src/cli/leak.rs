@@ -33,7 +33,8 @@ EXAMPLES:
 COST (per malloc+free pair on a malloc/free loop, 2-vCPU VM; benches/compare-leak.sh):
     Each probed call traps into the kernel: malloc's entry and return and free's entry
     cost 1.8 us per pair counted, 3.5 us sampled. By default every allocation also copies
-    8 KiB of user stack for DWARF unwinding: 7.2 us per pair (BCC memleak: 14.6 us). With
+    user stack for DWARF unwinding, 8 KiB at first, then what the program's allocation
+    stacks need (dwarf,auto); at 8 KiB, 7.2 us per pair (BCC memleak: 14.6 us). With
     -s N allocations and frees are still matched exactly from small register-only samples
     and the stack is copied for one allocation in N: 4.1 us with -s 100 (memleak -s 100,
     which still traps on every call: 12.4 us). Kernel mode (no -p, no command) costs a tracepoint
