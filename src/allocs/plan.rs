@@ -10,7 +10,7 @@ use anyhow::{Context, Result, anyhow, bail};
 use perf_event_open_sys::bindings as b;
 
 use crate::config::leak::{FaultOptions, LeakConfig, LeakTarget, ProbeVia};
-use crate::config::record::{CallGraph, Consume, RecordConfig, Target, UnwindWhen};
+use crate::config::record::{CallGraph, RecordConfig, Target};
 use crate::events::{EventKind, EventSpec, Modifiers, Period};
 use crate::live::open;
 use crate::sys;
@@ -127,30 +127,20 @@ pub(crate) fn record_config(
     target: &Target,
     command: Option<Vec<std::ffi::OsString>>,
 ) -> Result<RecordConfig> {
+    let events = planned.iter().map(|p| p.spec.clone()).collect();
+    let cpus = sys::online_cpus().context("failed to list the online CPUs")?;
     Ok(RecordConfig {
-        events: planned.iter().map(|p| p.spec.clone()).collect(),
-        target: target.clone(),
-        cpus: sys::online_cpus().context("failed to list the online CPUs")?,
         command,
         command_stdout: cfg.command_stdout,
-        period: None,
         call_graph: cfg.call_graph,
-        unwind: UnwindWhen::Online,
         user_only: !cfg.kernel,
         mmap_pages: cfg.mmap_pages,
-        output: PathBuf::from("/dev/null"),
-        duration: None,
-        quiet: true,
-        consume: Consume::All,
-        cmdline: std::env::args().collect(),
-        include_self: false,
-        side_band: true,
         stack_auto: cfg.stack_auto,
-        cgroups: Vec::new(),
         shed_stacks: planned
             .iter()
             .map(|p| super::unwinds::allocates(&p.role))
             .collect(),
+        ..RecordConfig::internal(events, target.clone(), cpus)
     })
 }
 

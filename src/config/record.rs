@@ -89,6 +89,35 @@ pub struct RecordConfig {
 }
 
 impl RecordConfig {
+    /// A recording another command makes of `events` on `target`, handled in memory: no
+    /// file, quiet, every record handed on, stacks (if a caller asks for them) unwound
+    /// online, the side band kept, no period, cgroup or stack rule of its own, the command's
+    /// standard output left as it is. Callers change what differs with struct update syntax.
+    pub fn internal(events: Vec<EventSpec>, target: Target, cpus: Vec<u32>) -> RecordConfig {
+        RecordConfig {
+            events,
+            target,
+            cpus,
+            command: None,
+            command_stdout: sys::CommandStdout::Inherit,
+            period: None,
+            call_graph: CallGraph::None,
+            unwind: UnwindWhen::Online,
+            user_only: false,
+            mmap_pages: None,
+            output: PathBuf::from("/dev/null"),
+            duration: None,
+            quiet: true,
+            consume: Consume::All,
+            cmdline: std::env::args().collect(),
+            include_self: false,
+            side_band: true,
+            stack_auto: false,
+            cgroups: Vec::new(),
+            shed_stacks: Vec::new(),
+        }
+    }
+
     /// How `spec`'s user stacks are captured: its `call-graph=` term, else the recording's.
     pub fn call_graph_of(&self, spec: &EventSpec) -> CallGraph {
         spec.terms.call_graph.unwrap_or(self.call_graph)

@@ -4,7 +4,7 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::config::record::{CallGraph, Consume, RecordConfig, Target, UnwindWhen};
+use crate::config::record::{RecordConfig, Target};
 use crate::events::EventSpec;
 
 /// A validated `memperf stat` configuration.
@@ -35,26 +35,12 @@ impl StatConfig {
     /// payloads only, no stacks, no side band.
     pub fn record_config(&self, events: Vec<EventSpec>) -> RecordConfig {
         RecordConfig {
-            events,
-            target: self.target.clone(),
-            cpus: self.cpus.clone(),
             command: self.command.clone(),
-            command_stdout: crate::sys::CommandStdout::Inherit,
-            period: None,
-            call_graph: CallGraph::None,
-            unwind: UnwindWhen::Online,
-            user_only: false,
             mmap_pages: self.mmap_pages,
-            output: PathBuf::from("/dev/null"),
             duration: self.duration,
-            quiet: true,
-            consume: Consume::All,
-            cmdline: std::env::args().collect(),
             include_self: self.include_self,
             side_band: false,
-            stack_auto: false,
-            cgroups: Vec::new(),
-            shed_stacks: Vec::new(),
+            ..RecordConfig::internal(events, self.target.clone(), self.cpus.clone())
         }
     }
 }

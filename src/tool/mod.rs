@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use anyhow::{Context, Result, bail};
 
 use crate::aggregate::{FrameKey, StackBook};
-use crate::config::record::{CallGraph, Consume, RecordConfig, UnwindWhen};
+use crate::config::record::{CallGraph, RecordConfig};
 use crate::config::report::StackSpace;
 pub use crate::config::tool::ToolConfig;
 use crate::events;
@@ -583,9 +583,6 @@ fn want_filter(cfg: &ToolConfig, w: &Want) -> Option<String> {
 /// The recording a tool's events are opened as.
 fn tool_recording(cfg: &ToolConfig, events: Vec<crate::events::EventSpec>) -> RecordConfig {
     RecordConfig {
-        events,
-        target: cfg.target.clone(),
-        cpus: cfg.cpus.clone(),
         command: cfg.command.clone(),
         command_stdout: cfg.command_stdout,
         period: cfg.period.map(crate::events::Period::Count),
@@ -594,22 +591,13 @@ fn tool_recording(cfg: &ToolConfig, events: Vec<crate::events::EventSpec>) -> Re
         } else {
             CallGraph::None
         },
-        unwind: UnwindWhen::Online,
-        user_only: false,
         mmap_pages: cfg.mmap_pages,
         output: cfg
             .write
             .clone()
             .unwrap_or_else(|| PathBuf::from("/dev/null")),
         duration: cfg.duration,
-        quiet: true,
-        consume: Consume::All,
-        cmdline: std::env::args().collect(),
-        include_self: false,
-        side_band: true,
-        stack_auto: false,
-        cgroups: Vec::new(),
-        shed_stacks: Vec::new(),
+        ..RecordConfig::internal(events, cfg.target.clone(), cfg.cpus.clone())
     }
 }
 

@@ -9,7 +9,7 @@ use anyhow::{Context, Result, anyhow, bail};
 
 use crate::allocs::plan::{self, ProbeHold};
 use crate::config::mem::MemRecordConfig;
-use crate::config::record::{CallGraph, Consume, RecordConfig, UnwindWhen};
+use crate::config::record::{CallGraph, RecordConfig};
 use crate::events::{EventKind, EventSpec, Modifiers, Terms};
 use crate::live::driver::OnSignal;
 use crate::live::open::{self, Opened, ResolvedEvent};
@@ -68,27 +68,15 @@ fn spec(m: &MemEvent) -> EventSpec {
 
 /// The recording: the memory events, then the allocator's probes (unwound with DWARF).
 pub(super) fn record_config(cfg: &MemRecordConfig, specs: Vec<EventSpec>) -> Result<RecordConfig> {
+    let cpus = crate::sys::online_cpus().context("failed to list the online CPUs")?;
     Ok(RecordConfig {
-        events: specs,
-        target: cfg.target.clone(),
-        cpus: crate::sys::online_cpus().context("failed to list the online CPUs")?,
         command: cfg.command.clone(),
-        command_stdout: crate::sys::CommandStdout::Inherit,
-        period: None,
         call_graph: CallGraph::Dwarf { stack_bytes: 8192 },
-        unwind: UnwindWhen::Online,
         user_only: true,
         mmap_pages: cfg.mmap_pages,
         output: cfg.output.clone(),
-        duration: None,
         quiet: false,
-        consume: Consume::All,
-        cmdline: std::env::args().collect(),
-        include_self: false,
-        side_band: true,
-        stack_auto: false,
-        cgroups: Vec::new(),
-        shed_stacks: Vec::new(),
+        ..RecordConfig::internal(specs, cfg.target.clone(), cpus)
     })
 }
 

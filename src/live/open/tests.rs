@@ -55,26 +55,16 @@ pub(crate) fn this_thread(
     pages: usize,
 ) -> RecordConfig {
     RecordConfig {
-        events: specs,
-        target: Target::Tids(vec![own_tid()]),
-        cpus: crate::sys::online_cpus().unwrap(),
-        command: None,
-        command_stdout: crate::sys::CommandStdout::Inherit,
-        period: None,
         call_graph,
-        unwind: UnwindWhen::Online,
         user_only: true,
         mmap_pages: Some(pages),
-        output: "/dev/null".into(),
-        duration: None,
-        quiet: true,
-        consume: crate::config::record::Consume::All,
         cmdline: Vec::new(),
-        include_self: false,
         side_band: false,
-        stack_auto: false,
-        cgroups: Vec::new(),
-        shed_stacks: Vec::new(),
+        ..RecordConfig::internal(
+            specs,
+            Target::Tids(vec![own_tid()]),
+            crate::sys::online_cpus().unwrap(),
+        )
     }
 }
 
