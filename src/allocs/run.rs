@@ -158,7 +158,7 @@ pub(crate) fn trace(
     summary(&sink, rec.lost, rec.drain.corrupt_bytes);
     // What the kernel lacked, and the copy sizes `dwarf,auto` gave the allocation stacks.
     for note in &rec.notes {
-        crate::output::wrap::eprint(&format!("memperf: {note}"));
+        crate::output::wrap::eprint(&format!("memperf: note: {note}"));
     }
     if write.is_some() {
         eprintln!(

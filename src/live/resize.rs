@@ -15,8 +15,10 @@
 //! record with the event's first id (`Session::add_ids`, `Session::arm_twins`). Where the
 //! event is inherited (a command, `-p`), the new one is opened on every thread the old one
 //! follows (the targets' process tree as /proc shows it, and every thread the FORK records
-//! started), read again until no new thread appears, before the old ones are disabled. What
-//! is left: a thread started in the instant between the last read and the disabling, whose
+//! started), read again until no new thread appears, before the old ones are disabled (if
+//! new threads still appear after four reads, the new fds are closed instead and the event
+//! keeps its size: the last threads found would have had the old fds only). What is left:
+//! a thread started in the instant between the last read and the disabling, whose
 //! parent had no new fd yet, is not sampled after it; and a ring's owner that cannot be
 //! disabled goes on writing twins once they are no longer looked for. The other replaced
 //! fds are closed (`Opened::retire`), their lost counts kept.
