@@ -143,8 +143,9 @@ work, pairs, rounds, sample, memperf, libc, sqlite, floor_ok, tracefs = sys.argv
 before = os.environ.get("MEMPERF_BEFORE", "")
 peers = os.environ.get("PEERS", "1") != "0"
 sampled = os.environ.get("SAMPLED", "1") != "0"
-sizes = os.environ.get("SIZES", "").split()
-mpages = os.environ.get("MPAGES", "").split()
+# The exact runs' variants beside the defaults: (label, memperf's options).
+variants = [(f"dwarf,{s}", ["--call-graph", f"dwarf,{s}"]) for s in os.environ.get("SIZES", "").split()]
+variants += [(f"-m {m}", ["-m", m]) for m in os.environ.get("MPAGES", "").split()]
 probes = open(os.path.join(work, "floor.probes")).read().split("\n") if floor_ok == "1" else []
 probes = [p for p in probes if p.strip()]
 
@@ -288,14 +289,10 @@ def tools(w):
         extra = ["3600"] if cmd == "leak" else []
         k = f"memperf {cmd}"
         t[k] = lambda cmd=cmd, extra=extra, k=k: run([memperf, cmd] + extra + ["--"] + argv, (w, k))
-        for size in sizes:
-            k = f"memperf {cmd} dwarf,{size}"
-            t[k] = lambda cmd=cmd, extra=extra, k=k, size=size: run(
-                [memperf, cmd, "--call-graph", f"dwarf,{size}"] + extra + ["--"] + argv, (w, k))
-        for m in mpages:
-            k = f"memperf {cmd} -m {m}"
-            t[k] = lambda cmd=cmd, extra=extra, k=k, m=m: run(
-                [memperf, cmd, "-m", m] + extra + ["--"] + argv, (w, k))
+        for label, opts in variants:
+            k = f"memperf {cmd} {label}"
+            t[k] = lambda cmd=cmd, extra=extra, k=k, opts=opts: run(
+                [memperf, cmd] + opts + extra + ["--"] + argv, (w, k))
         if sampled:
             t[f"memperf {cmd} -s {sample}"] = lambda cmd=cmd, extra=extra: run(
                 [memperf, cmd, "-s", sample] + extra + ["--"] + argv)

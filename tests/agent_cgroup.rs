@@ -107,6 +107,19 @@ fn only_the_cgroups_tasks_are_profiled_under_its_name() {
     drop(cg);
 }
 
+/// Whether `what` can be run with cgroup ids checked: perf events, Go (for go tool pprof)
+/// and a kernel that writes v2 cgroup ids in samples (said when it does not).
+fn can_test_cgroup_ids(what: &str) -> bool {
+    if !require_perf(what) || !have_go() {
+        return false;
+    }
+    let ids = TestCgroup::ids_name_cgroups();
+    if !ids {
+        eprintln!("skipped: the kernel writes no v2 cgroup ids in samples here");
+    }
+    ids
+}
+
 /// Twenty copies of `fixtures/pagefault.c` in the cgroup, each gone as soon as it has
 /// faulted: with frame-pointer stacks the agent reads its rings every 100 ms, long after.
 /// `/proc/PID/cgroup` is gone with the process, so only the cgroup id the kernel wrote in
@@ -114,11 +127,7 @@ fn only_the_cgroups_tasks_are_profiled_under_its_name() {
 /// command's (`pagefault-fp`).
 #[test]
 fn short_lived_processes_ship_under_their_cgroups_name() {
-    if !require_perf("memperf agent -G") || !have_go() {
-        return;
-    }
-    if !TestCgroup::ids_name_cgroups() {
-        eprintln!("skipped: the kernel writes no v2 cgroup ids in samples here");
+    if !can_test_cgroup_ids("memperf agent -G") {
         return;
     }
     let Some(cg) = TestCgroup::for_test("agent-short") else {
@@ -149,11 +158,7 @@ fn short_lived_processes_ship_under_their_cgroups_name() {
 /// unit's name (`late` of `late.service`), none under the command's.
 #[test]
 fn processes_moved_into_a_unit_made_while_running_ship_under_it() {
-    if !require_perf("memperf agent") || !have_go() {
-        return;
-    }
-    if !TestCgroup::ids_name_cgroups() {
-        eprintln!("skipped: the kernel writes no v2 cgroup ids in samples here");
+    if !can_test_cgroup_ids("memperf agent") {
         return;
     }
     let Some(parent) = TestCgroup::for_test("agent-late") else {

@@ -16,25 +16,6 @@ const ROUNDS: u64 = 10;
 const DEEP: u64 = 20;
 const SHALLOW: u64 = 30;
 
-/// The (truncated, unwound, not unwound) counts of a summary's `N of M allocation stacks
-/// truncated (P%), K of them not unwound at all`.
-fn stack_counts(err: &str) -> (u64, u64, u64) {
-    let text = joined(err);
-    let line = text
-        .lines()
-        .find(|l| l.contains("allocation stacks truncated"))
-        .unwrap_or_else(|| panic!("no truncation count in\n{err}"));
-    let words: Vec<&str> = line.split_whitespace().collect();
-    let at = words.iter().position(|w| *w == "allocation").unwrap();
-    let num = |w: &str| {
-        w.trim_matches(|c: char| !c.is_ascii_digit())
-            .parse()
-            .unwrap()
-    };
-    let none = words.iter().position(|w| *w == "them").unwrap() - 2;
-    (num(words[at - 3]), num(words[at - 1]), num(words[none]))
-}
-
 /// The calls the fixture says each phase made.
 fn phase_calls(out: &str, phase: &str) -> u64 {
     out.lines()

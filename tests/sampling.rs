@@ -73,10 +73,23 @@ fn by_function(folded: &str) -> BTreeMap<String, u64> {
 
 /// Runs memperf on the fixture; (folded stdout by function, the fixture's totals).
 fn run(args: &[&str]) -> (BTreeMap<String, u64>, BTreeMap<String, [u64; 4]>) {
+    let (got, truth, _) = run_env(args, &[]);
+    (got, truth)
+}
+
+/// [`run`] with `env` set; its standard error too.
+fn run_env(
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> (BTreeMap<String, u64>, BTreeMap<String, [u64; 4]>, String) {
     let prog = fixture("sampled", Variant::NoFp);
     let mut all = args.to_vec();
     all.extend(["-m", RING, "--folded", "--", prog.to_str().unwrap()]);
-    let o = run_memperf(&all);
+    let o = memperf()
+        .args(&all)
+        .envs(env.iter().copied())
+        .output()
+        .expect("run memperf");
     let err = stderr(&o);
     assert!(o.status.success(), "{all:?}: {err}");
     assert!(!err.contains("lost"), "{all:?} lost events: {err}");
@@ -85,7 +98,7 @@ fn run(args: &[&str]) -> (BTreeMap<String, u64>, BTreeMap<String, [u64; 4]>) {
         !out.contains("[stack not sampled]"),
         "sampled outputs weight the sampled stacks instead of listing the others:\n{out}"
     );
-    (by_function(&out), truth(&err))
+    (by_function(&out), truth(&err), err)
 }
 
 #[track_caller]
@@ -227,26 +240,12 @@ fn exact_runs_learn_the_allocation_stacks_copy_and_count_every_allocation() {
         return;
     }
     let _turn = recording_turn();
-    let prog = fixture("sampled", Variant::NoFp);
-    let exact = |args: &[&str]| {
-        let mut all = args.to_vec();
-        all.extend(["-m", RING, "--folded", "--", prog.to_str().unwrap()]);
-        let o = memperf()
-            .args(&all)
-            .env("MEMPERF_RESIZE_OVERLAP_MS", "5")
-            .output()
-            .unwrap();
-        let err = stderr(&o);
-        assert!(o.status.success(), "{all:?}: {err}");
-        assert!(!err.contains("lost"), "{all:?} lost events: {err}");
-        (by_function(&String::from_utf8_lossy(&o.stdout)), err)
-    };
+    let exact = |args: &[&str]| run_env(args, &[("MEMPERF_RESIZE_OVERLAP_MS", "5")]);
     let learnt = |err: &str| -> Option<u64> {
         let at = err.find("copied 8192 bytes, then ")?;
         err[at..].split_whitespace().nth(4)?.parse().ok()
     };
-    let (got, err) = exact(&["heap", "--metric", "allocations"]);
-    let truth = truth(&err);
+    let (got, truth, err) = exact(&["heap", "--metric", "allocations"]);
     for f in FUNCTIONS {
         assert_eq!(
             got.get(f).copied(),
@@ -260,24 +259,13 @@ fn exact_runs_learn_the_allocation_stacks_copy_and_count_every_allocation() {
         err.contains("were kept once"),
         "no records written twice:\n{err}"
     );
-    let (cut, all) = err
-        .split_once(" allocation stacks truncated")
-        .and_then(|(head, _)| {
-            let w: Vec<&str> = head.split_whitespace().collect();
-            let n = w.len();
-            Some((
-                w.get(n - 3)?.parse::<u64>().ok()?,
-                w[n - 1].parse::<u64>().ok()?,
-            ))
-        })
-        .unwrap_or_else(|| panic!("no truncation count in:\n{err}"));
+    let (cut, all, _) = stack_counts(&err);
     assert!(
         all >= 150_000 && cut * 100 <= all,
         "{cut} of {all} truncated:\n{err}"
     );
 
-    let (got, err) = exact(&["leak"]);
-    let truth = self::truth(&err);
+    let (got, truth, err) = exact(&["leak"]);
     for f in FUNCTIONS {
         assert_eq!(
             got.get(f).copied(),
@@ -287,6 +275,6 @@ fn exact_runs_learn_the_allocation_stacks_copy_and_count_every_allocation() {
     }
     assert!(learnt(&err).is_some_and(|s| s < 8192), "{err}");
 
-    let (_, err) = exact(&["leak", "--call-graph", "dwarf,8192"]);
+    let (_, _, err) = exact(&["leak", "--call-graph", "dwarf,8192"]);
     assert!(!err.contains("dwarf,auto"), "{err}");
 }

@@ -8,6 +8,7 @@
 //! `unwind::confirm`).
 
 use std::cell::{Cell, RefCell};
+use std::collections::hash_map::Entry;
 
 use rustc_hash::FxHashMap;
 
@@ -179,22 +180,26 @@ impl RoundReads {
         pid: u32,
         page: u64,
     ) -> Option<&[u8]> {
-        if self.pages.contains_key(&(pid, page)) {
-            self.stats.page_hits += 1;
-        } else {
-            self.stats.page_reads += 1;
-            self.reads += 1;
-            let mut bytes = self
-                .spare
-                .pop()
-                .unwrap_or_else(|| vec![0u8; PAGE as usize].into_boxed_slice());
-            let read = match memory.read(pid, page, &mut bytes) {
-                Ok(n) if n == bytes.len() => Some(bytes),
-                _ => None,
-            };
-            self.pages.insert((pid, page), read);
-        }
-        self.pages.get(&(pid, page))?.as_deref()
+        let held = match self.pages.entry((pid, page)) {
+            Entry::Occupied(e) => {
+                self.stats.page_hits += 1;
+                e.into_mut()
+            }
+            Entry::Vacant(e) => {
+                self.stats.page_reads += 1;
+                self.reads += 1;
+                let mut bytes = self
+                    .spare
+                    .pop()
+                    .unwrap_or_else(|| vec![0u8; PAGE as usize].into_boxed_slice());
+                let read = match memory.read(pid, page, &mut bytes) {
+                    Ok(n) if n == bytes.len() => Some(bytes),
+                    _ => None,
+                };
+                e.insert(read)
+            }
+        };
+        held.as_deref()
     }
 
     /// Thread `tid`'s state, read from `memory` unless this round read it after the last

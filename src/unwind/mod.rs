@@ -32,7 +32,9 @@ use rustc_hash::FxHashMap;
 
 use elf::{ElfCache, SectionData};
 pub use jitcfi::{MAX_CFI_BYTES as JIT_CFI_MAX_BYTES, MAX_FUNCTIONS as JIT_CFI_MAX_FUNCTIONS};
-pub use live::{CodeSite, LiveMemory, ProcessMemory, RoundStats};
+#[cfg(test)]
+use live::RoundStats;
+pub use live::{CodeSite, LiveMemory, ProcessMemory};
 use live::{Recovery, RoundReads};
 use process::{ProcModule, Process};
 use settle::Cut;
@@ -246,7 +248,8 @@ impl Unwinders {
     }
 
     /// How often the live process's pages and threads' states were found read already.
-    pub fn round_stats(&self) -> RoundStats {
+    #[cfg(test)]
+    pub(crate) fn round_stats(&self) -> RoundStats {
         self.round.stats
     }
 

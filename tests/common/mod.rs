@@ -562,3 +562,22 @@ pub fn free_port() -> u16 {
         .unwrap()
         .port()
 }
+
+/// The (truncated, unwound, not unwound) counts of a summary's `N of M allocation stacks
+/// truncated (P%), K of them not unwound at all`.
+pub fn stack_counts(err: &str) -> (u64, u64, u64) {
+    let text = joined(err);
+    let line = text
+        .lines()
+        .find(|l| l.contains("allocation stacks truncated"))
+        .unwrap_or_else(|| panic!("no truncation count in\n{err}"));
+    let words: Vec<&str> = line.split_whitespace().collect();
+    let at = words.iter().position(|w| *w == "allocation").unwrap();
+    let num = |w: &str| {
+        w.trim_matches(|c: char| !c.is_ascii_digit())
+            .parse()
+            .unwrap()
+    };
+    let none = words.iter().position(|w| *w == "them").unwrap() - 2;
+    (num(words[at - 3]), num(words[at - 1]), num(words[none]))
+}
