@@ -227,6 +227,47 @@ fn zero_is_no_sample_rate_for_any_tracing_command() {
     }
 }
 
+/// An exact run's figures (`truth`'s column `at`) against the fixture's: the rows sum to the
+/// fixture's total, and each function's row equals its own count, except that a stack left
+/// out while memperf was behind (said in the summary; a slow debug build on a busy machine
+/// sheds some) counts under no function: then each function has at most its count, and the
+/// total still holds every allocation.
+#[track_caller]
+fn assert_exact_by_function(
+    got: &BTreeMap<String, u64>,
+    truth: &BTreeMap<String, [u64; 4]>,
+    at: usize,
+    err: &str,
+) {
+    let total: u64 = got.values().sum();
+    let want: u64 = truth.values().map(|t| t[at]).sum();
+    assert_eq!(
+        total, want,
+        "all rows against the fixture's total\n{got:?}\n{err}"
+    );
+    let (_, _, not_unwound) = stack_counts(err);
+    for f in FUNCTIONS {
+        let (g, w) = (got.get(f).copied().unwrap_or(0), truth[f][at]);
+        if not_unwound == 0 {
+            assert_eq!(g, w, "{f}\n{err}");
+        } else {
+            assert!(g <= w, "{f}: {g} above the fixture's {w}\n{err}");
+        }
+    }
+}
+
+/// The stacks the summary says were left out while memperf was behind (0 when it says none).
+fn left_out(err: &str) -> u64 {
+    let text = joined(err);
+    let Some(at) = text.find(" left out while memperf was behind") else {
+        return 0;
+    };
+    let before = text[..at].rsplit(['(', ' ']).next().unwrap_or("");
+    before
+        .parse()
+        .unwrap_or_else(|_| panic!("no count before `left out` in\n{err}"))
+}
+
 /// The copy size of the allocation stacks of an exact run is learnt (`--call-graph
 /// dwarf,auto`, the default): after the first stacks the probes are opened again with a
 /// smaller copy, both openings writing for 5 ms (`MEMPERF_RESIZE_OVERLAP_MS`), and a record
@@ -246,33 +287,24 @@ fn exact_runs_learn_the_allocation_stacks_copy_and_count_every_allocation() {
         err[at..].split_whitespace().nth(4)?.parse().ok()
     };
     let (got, truth, err) = exact(&["heap", "--metric", "allocations"]);
-    for f in FUNCTIONS {
-        assert_eq!(
-            got.get(f).copied(),
-            Some(truth[f][0]),
-            "{f}: allocations\n{err}"
-        );
-    }
+    assert_exact_by_function(&got, &truth, 0, &err);
     let size = learnt(&err).unwrap_or_else(|| panic!("no learnt copy size in:\n{err}"));
     assert!(size < 8192, "{err}");
     assert!(
         err.contains("were kept once"),
         "no records written twice:\n{err}"
     );
+    // The learnt copy truncates at most 1% of stacks; stacks left out while memperf was
+    // behind are not the copy's doing.
     let (cut, all, _) = stack_counts(&err);
+    let cut = cut - left_out(&err);
     assert!(
         all >= 150_000 && cut * 100 <= all,
-        "{cut} of {all} truncated:\n{err}"
+        "{cut} of {all} truncated by the copy:\n{err}"
     );
 
     let (got, truth, err) = exact(&["leak"]);
-    for f in FUNCTIONS {
-        assert_eq!(
-            got.get(f).copied(),
-            Some(truth[f][3]),
-            "{f}: outstanding bytes\n{err}"
-        );
-    }
+    assert_exact_by_function(&got, &truth, 3, &err);
     assert!(learnt(&err).is_some_and(|s| s < 8192), "{err}");
 
     let (_, _, err) = exact(&["leak", "--call-graph", "dwarf,8192"]);
