@@ -30,7 +30,9 @@
 # WORKLOADS=sqlite3 runs that workload alone;
 # SIZES="2048 4096" adds exact runs of each memperf command with --call-graph dwarf,SIZE
 # (the allocation stacks' copy) in the same rounds; MPAGES="4096 8192" adds exact runs with
-# -m PAGES (the ring's pages per CPU) likewise. The trunc% column is the share of
+# -m PAGES (the ring's pages per CPU) likewise; ENVS="NAME=VALUE ..." with that variable set
+# in memperf's environment (MEMPERF_BEHIND_BYTES=0: every allocation stack left out, the
+# reader's unwinding taken away). The trunc% column is the share of
 # allocation stacks the summary says were truncated (the median over the rounds).
 # Needs root (probes).
 # Runs under `flock /tmp/memperf-machine.lock` when that file exists (shared machines).
@@ -146,6 +148,8 @@ sampled = os.environ.get("SAMPLED", "1") != "0"
 # The exact runs' variants beside the defaults: (label, memperf's options).
 variants = [(f"dwarf,{s}", ["--call-graph", f"dwarf,{s}"]) for s in os.environ.get("SIZES", "").split()]
 variants += [(f"-m {m}", ["-m", m]) for m in os.environ.get("MPAGES", "").split()]
+# ENVS="NAME=VALUE ...": exact runs with that variable set (a run's label is the setting).
+variants += [(e, ["env", e]) for e in os.environ.get("ENVS", "").split()]
 probes = open(os.path.join(work, "floor.probes")).read().split("\n") if floor_ok == "1" else []
 probes = [p for p in probes if p.strip()]
 
@@ -266,6 +270,12 @@ def attached(tracer, argv, ready_after):
         sys.exit(f"{tracer[0]} failed ({t.returncode}):\n{open(log, errors='replace').read()[-2000:]}")
     return took_ms(out), 0
 
+def with_variant(cmd, opts):
+    """memperf's command line with a variant's options, or under `env NAME=VALUE`."""
+    if opts[:1] == ["env"]:
+        return opts + cmd
+    return cmd[:2] + opts + cmd[2:]
+
 def tools(w):
     argv = workloads[w]
     t = {"alone": lambda: run(argv)}
@@ -292,7 +302,7 @@ def tools(w):
         for label, opts in variants:
             k = f"memperf {cmd} {label}"
             t[k] = lambda cmd=cmd, extra=extra, k=k, opts=opts: run(
-                [memperf, cmd] + opts + extra + ["--"] + argv, (w, k))
+                with_variant([memperf, cmd] + extra, opts) + ["--"] + argv, (w, k))
         if sampled:
             t[f"memperf {cmd} -s {sample}"] = lambda cmd=cmd, extra=extra: run(
                 [memperf, cmd, "-s", sample] + extra + ["--"] + argv)
