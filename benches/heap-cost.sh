@@ -32,7 +32,7 @@
 # (the allocation stacks' copy) in the same rounds; MPAGES="4096 8192" adds exact runs with
 # -m PAGES (the ring's pages per CPU) likewise; ENVS="NAME=VALUE ..." with that variable set
 # in memperf's environment (MEMPERF_BEHIND_BYTES=0: every allocation stack left out, the
-# reader's unwinding taken away). The trunc% column is the share of
+# reader's unwinding taken away), and options after commas (NAME=VALUE,-m,8192). The trunc% column is the share of
 # allocation stacks the summary says were truncated (the median over the rounds).
 # Needs root (probes).
 # Runs under `flock /tmp/memperf-machine.lock` when that file exists (shared machines).
@@ -148,8 +148,8 @@ sampled = os.environ.get("SAMPLED", "1") != "0"
 # The exact runs' variants beside the defaults: (label, memperf's options).
 variants = [(f"dwarf,{s}", ["--call-graph", f"dwarf,{s}"]) for s in os.environ.get("SIZES", "").split()]
 variants += [(f"-m {m}", ["-m", m]) for m in os.environ.get("MPAGES", "").split()]
-# ENVS="NAME=VALUE ...": exact runs with that variable set (a run's label is the setting).
-variants += [(e, ["env", e]) for e in os.environ.get("ENVS", "").split()]
+# ENVS="NAME=VALUE[,OPTION,...] ...": exact runs with that variable set, and those options.
+variants += [(e, ["env"] + e.split(",")) for e in os.environ.get("ENVS", "").split()]
 probes = open(os.path.join(work, "floor.probes")).read().split("\n") if floor_ok == "1" else []
 probes = [p for p in probes if p.strip()]
 
@@ -273,7 +273,7 @@ def attached(tracer, argv, ready_after):
 def with_variant(cmd, opts):
     """memperf's command line with a variant's options, or under `env NAME=VALUE`."""
     if opts[:1] == ["env"]:
-        return opts + cmd
+        return opts[:2] + cmd[:2] + opts[2:] + cmd[2:]
     return cmd[:2] + opts + cmd[2:]
 
 def tools(w):

@@ -772,3 +772,65 @@ fn the_table_and_the_summary_agree_or_say_what_the_table_leaves_out() {
     assert_eq!(not_shown, outstanding_at_the_end(&err), "{out}\n{err}");
     assert!(out.contains("younger than 60000 ms (-o)"), "{out}");
 }
+
+/// The numbers of memperf's "traced A allocations and F frees (B frees of blocks allocated
+/// before tracing began); O outstanding" line.
+fn traced_counts(err: &str) -> [u64; 4] {
+    let line = err
+        .lines()
+        .find(|l| l.starts_with("memperf: traced "))
+        .unwrap_or_else(|| panic!("no traced line in:\n{err}"));
+    let nums: Vec<u64> = line
+        .split(|c: char| !c.is_ascii_digit())
+        .filter_map(|w| w.parse().ok())
+        .collect();
+    [nums[0], nums[1], nums[2], nums[3]]
+}
+
+/// Each allocation of `fixtures/handoff.c` gets the block another thread freed a moment
+/// before (one arena, no thread cache), so its record depends on one written by the other
+/// thread, most often on the other CPU's ring: handed on out of order, a block would be
+/// allocated twice and then freed twice. The fixture's 100,000 handed-off blocks are all
+/// freed and its 1,000 kept ones are outstanding, exactly.
+#[test]
+fn blocks_freed_by_one_thread_and_reused_by_another_are_matched_in_order() {
+    if !require_perf("memperf leak, cross-thread reuse") {
+        return;
+    }
+    let _turn = recording_turn();
+    let prog = fixture("handoff", Variant::NoFp);
+    let o = memperf()
+        // memperf's own allocator takes the tunables too: harmless, and the fixture must
+        // start with them.
+        .env(
+            "GLIBC_TUNABLES",
+            "glibc.malloc.arena_max=1:glibc.malloc.tcache_count=0",
+        )
+        .args([
+            "leak",
+            "-m",
+            RING,
+            "--",
+            prog.to_str().unwrap(),
+            "100000",
+            "1000",
+        ])
+        .output()
+        .expect("run memperf");
+    let (out, err) = (String::from_utf8_lossy(&o.stdout), stderr(&o));
+    assert!(o.status.success(), "{err}");
+    assert!(
+        err.contains("handoff rounds 100000 reused 99999 kept 1000"),
+        "the allocator did not hand the freed blocks on:\n{err}"
+    );
+    assert!(!err.contains("lost"), "{err}");
+    let [allocs, frees, before, outstanding] = traced_counts(&err);
+    assert!(allocs >= 101_000 && frees >= 100_000, "{err}");
+    // The dynamic loader's one free of a block of its own before the program starts.
+    assert!(before <= 1, "frees of unknown blocks:\n{err}");
+    assert_eq!(allocs + before - frees, outstanding, "{err}");
+    let kept = stacks_naming(&out, "keep");
+    assert_eq!(kept.len(), 1, "{out}");
+    assert_eq!((kept[0].bytes, kept[0].allocs), (40_000, 1000), "{out}");
+    assert!(stacks_naming(&out, "produce").is_empty(), "{out}");
+}

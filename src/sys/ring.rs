@@ -293,6 +293,18 @@ impl<'a> RingReader<'a> {
         Some(RawRecord { ty, misc, bytes })
     }
 
+    /// Hands `f` each record of the snapshot that the kernel had written before `head` (a
+    /// `data_head` read before this snapshot), without consuming any.
+    pub fn for_each_before(&mut self, head: u64, mut f: impl FnMut(&RawRecord<'_>)) {
+        let (pos, peeked) = (self.pos, self.peeked);
+        while self.start.wrapping_add(self.pos as u64) < head {
+            let Some(rec) = self.peek() else { break };
+            f(&rec);
+            self.pos += self.peeked.take().unwrap_or(0);
+        }
+        (self.pos, self.peeked) = (pos, peeked);
+    }
+
     /// Moves past the record last returned by `peek`.
     /// The bytes of the records before it are never read again (`peek`'s borrow has ended
     /// by now), so they may be handed back to the kernel at once.

@@ -257,3 +257,31 @@ fn live_page_fault_samples() {
         "only {ours} page-fault samples for 64 touched pages"
     );
 }
+
+/// The records an earlier head covered are handed over, a wrapping one included, and none
+/// is consumed: the snapshot reads them all again.
+#[test]
+fn the_records_before_an_earlier_head_are_seen_without_being_consumed() {
+    let mut data = vec![0u8; 64];
+    let tail = 64 * 5 + 40;
+    let first = put(&mut data, tail, 1, 0, &[1; 16]);
+    let earlier_head = put(&mut data, first, 2, 0, &[2; 8]);
+    let head = put(&mut data, earlier_head, 3, 0, &[3; 8]);
+    let tail_word = AtomicU64::new(tail);
+    let mut scratch = Vec::new();
+    {
+        let mut r = RingReader::from_parts(&data, head, tail, &tail_word, &mut scratch);
+        let mut seen = Vec::new();
+        r.for_each_before(earlier_head, |rec| seen.push((rec.ty, rec.bytes.len())));
+        assert_eq!(seen, [(1, 24), (2, 16)]);
+        r.for_each_before(tail, |rec| seen.push((rec.ty, 0)));
+        assert_eq!(seen.len(), 2, "nothing lies before the tail");
+        let mut all = Vec::new();
+        while let Some(rec) = r.peek() {
+            all.push(rec.ty);
+            r.consume();
+        }
+        assert_eq!(all, [1, 2, 3]);
+    }
+    assert_eq!(tail_word.load(Ordering::Relaxed), head);
+}

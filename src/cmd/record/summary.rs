@@ -166,6 +166,14 @@ fn skipped_lines(info: &EndInfo<'_>, st: &SessionStats) -> Vec<String> {
     if st.malformed > 0 {
         lines.push(format!("  {} malformed records skipped", st.malformed));
     }
+    if info.drain.late > 0 {
+        lines.push(format!(
+            "  {} records handed on after a newer one of another CPU (written more than {} us \
+             after their time, or held in a ring more than half full)",
+            info.drain.late,
+            crate::live::drain::IN_FLIGHT_NS / 1000
+        ));
+    }
     if info.drain.corrupt_rings > 0 {
         lines.push(format!(
             "  ring buffer framing broke {} times: {} bytes after the broken headers were skipped",
