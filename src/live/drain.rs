@@ -45,8 +45,9 @@ pub struct DrainStats {
     pub corrupt_bytes: u64,
     /// Rounds that drained everything because a ring was more than half full.
     pub pressed_rounds: u64,
-    /// Records handed on after a newer one: written late on another CPU (see the module's
-    /// doc), or left for a pressed round.
+    /// Records handed on after a newer one: of another ring, written more than
+    /// [`IN_FLIGHT_NS`] after their time (see the module's doc); of their own ring, overtaken
+    /// by an interrupt's; or after a round that handed on everything.
     pub late: u64,
     /// The newest time handed on.
     pub newest: u64,
@@ -70,10 +71,6 @@ pub fn round(
     let mut readers: Vec<_> = rings.iter_mut().map(|r| r.reader()).collect();
     // Each reader holds its ring's head as it is now: what the round hands on is older.
     session.begin_round();
-    let limit = limit.map(|l| {
-        let held = newest_before(&mut readers, &before, session);
-        l.max(held.map_or(0, |t| t.saturating_sub(IN_FLIGHT_NS)))
-    });
     let pressed = readers
         .iter()
         .zip(&sizes)
@@ -83,7 +80,7 @@ pub fn round(
         stats.pressed_rounds += 1;
         None
     } else {
-        limit
+        limit.map(|l| l.max(held_limit(newest_before(&mut readers, &before, session), l)))
     };
     let mut heads: Vec<Option<u64>> = vec![None; readers.len()];
     for (i, rd) in readers.iter_mut().enumerate() {
@@ -156,22 +153,35 @@ fn behind_bytes() -> Option<usize> {
     })
 }
 
-/// The newest time among the records the rings held at `heads`, read before `readers` took
-/// their snapshots (so that every such record was in its ring before the snapshots began).
+/// The newest time of the last records the rings held at `heads`, read before `readers`
+/// took their snapshots (so that each such record was in its ring before the snapshots
+/// began). A ring's last record is about its newest (the kernel writes a CPU's records in
+/// the order it stamps them, but for one interrupting another), and any record that was in
+/// a ring serves: only its headers are read up to there.
 fn newest_before(
     readers: &mut [crate::sys::ring::RingReader<'_>],
     heads: &[u64],
     session: &Session,
 ) -> Option<u64> {
-    let mut newest = None;
-    for (rd, &head) in readers.iter_mut().zip(heads) {
-        rd.for_each_before(head, |rec| {
-            if let Some(t) = stamp(rec, session) {
-                newest = newest.max(Some(t));
-            }
-        });
-    }
-    newest
+    readers
+        .iter_mut()
+        .zip(heads)
+        .filter_map(|(rd, &head)| {
+            rd.with_last_before(head, |rec| stamp(rec, session))
+                .flatten()
+        })
+        .max()
+}
+
+/// The limit a record that was in its ring before the snapshot sets (`newest`), given the
+/// sample clock's (`by_clock`, the clock less [`HOLD_BACK_NS`]): never past the clock, so
+/// that a time from elsewhere (a sample another session's event stamped on its own clock,
+/// into this ring too) cannot hand on everything.
+fn held_limit(newest: Option<u64>, by_clock: u64) -> u64 {
+    newest.map_or(0, |t| {
+        t.min(by_clock.saturating_add(HOLD_BACK_NS))
+            .saturating_sub(IN_FLIGHT_NS)
+    })
 }
 
 /// A record's time, when it carries one.
@@ -264,7 +274,19 @@ pub fn bytes_per_sample(bytes: u64, samples: u64) -> Option<u64> {
 
 #[cfg(test)]
 mod tests {
-    use super::Passed;
+    use super::{HOLD_BACK_NS, IN_FLIGHT_NS, Passed, held_limit};
+
+    /// The newest record held sets the limit a little before its own time, but a time past
+    /// the sample clock's now (another clock's) sets no more than the clock does.
+    #[test]
+    fn the_newest_record_held_sets_the_limit_but_never_past_the_clock() {
+        let now = 50 * HOLD_BACK_NS;
+        let by_clock = now - HOLD_BACK_NS;
+        let recent = now - 3 * IN_FLIGHT_NS;
+        assert_eq!(held_limit(Some(recent), by_clock), recent - IN_FLIGHT_NS);
+        assert_eq!(held_limit(Some(u64::MAX / 2), by_clock), now - IN_FLIGHT_NS);
+        assert_eq!(held_limit(None, by_clock), 0);
+    }
 
     /// A round is passed once every ring is read past where the kernel had written when it
     /// began, and not before, however many rounds later.

@@ -293,16 +293,30 @@ impl<'a> RingReader<'a> {
         Some(RawRecord { ty, misc, bytes })
     }
 
-    /// Hands `f` each record of the snapshot that the kernel had written before `head` (a
-    /// `data_head` read before this snapshot), without consuming any.
-    pub fn for_each_before(&mut self, head: u64, mut f: impl FnMut(&RawRecord<'_>)) {
-        let (pos, peeked) = (self.pos, self.peeked);
-        while self.start.wrapping_add(self.pos as u64) < head {
-            let Some(rec) = self.peek() else { break };
-            f(&rec);
-            self.pos += self.peeked.take().unwrap_or(0);
+    /// Hands `f` the last record of the snapshot that the kernel had written before `head` (a
+    /// `data_head` read before this snapshot), without consuming any; `None` when there is
+    /// none. Only the headers of the records before it are read.
+    pub fn with_last_before<R>(
+        &mut self,
+        head: u64,
+        f: impl FnOnce(&RawRecord<'_>) -> R,
+    ) -> Option<R> {
+        let mut at = self.pos;
+        let mut last = None;
+        let mut header = [0u8; HEADER_SIZE];
+        while self.start.wrapping_add(at as u64) < head && self.copy_out(at, &mut header) {
+            let size = usize::from(u16::from_ne_bytes([header[6], header[7]]));
+            if size < HEADER_SIZE || at + size > self.total() {
+                break;
+            }
+            last = Some(at);
+            at += size;
         }
-        (self.pos, self.peeked) = (pos, peeked);
+        let (pos, peeked, corrupt) = (self.pos, self.peeked, self.corrupt);
+        self.pos = last?;
+        let out = self.peek().map(|rec| f(&rec));
+        (self.pos, self.peeked, self.corrupt) = (pos, peeked, corrupt);
+        out
     }
 
     /// Moves past the record last returned by `peek`.

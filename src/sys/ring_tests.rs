@@ -258,10 +258,10 @@ fn live_page_fault_samples() {
     );
 }
 
-/// The records an earlier head covered are handed over, a wrapping one included, and none
-/// is consumed: the snapshot reads them all again.
+/// The last record an earlier head covered is handed over, a wrapping one too, and none is
+/// consumed: the snapshot reads them all again.
 #[test]
-fn the_records_before_an_earlier_head_are_seen_without_being_consumed() {
+fn the_last_record_before_an_earlier_head_is_seen_without_being_consumed() {
     let mut data = vec![0u8; 64];
     let tail = 64 * 5 + 40;
     let first = put(&mut data, tail, 1, 0, &[1; 16]);
@@ -271,11 +271,20 @@ fn the_records_before_an_earlier_head_are_seen_without_being_consumed() {
     let mut scratch = Vec::new();
     {
         let mut r = RingReader::from_parts(&data, head, tail, &tail_word, &mut scratch);
-        let mut seen = Vec::new();
-        r.for_each_before(earlier_head, |rec| seen.push((rec.ty, rec.bytes.len())));
-        assert_eq!(seen, [(1, 24), (2, 16)]);
-        r.for_each_before(tail, |rec| seen.push((rec.ty, 0)));
-        assert_eq!(seen.len(), 2, "nothing lies before the tail");
+        let last =
+            |r: &mut RingReader<'_>, at| r.with_last_before(at, |rec| (rec.ty, rec.bytes.len()));
+        assert_eq!(last(&mut r, earlier_head), Some((2, 16)));
+        assert_eq!(
+            last(&mut r, first),
+            Some((1, 24)),
+            "the first record wraps the end"
+        );
+        assert_eq!(last(&mut r, tail), None, "nothing lies before the tail");
+        assert_eq!(
+            last(&mut r, head + 64),
+            Some((3, 16)),
+            "no further than the snapshot"
+        );
         let mut all = Vec::new();
         while let Some(rec) = r.peek() {
             all.push(rec.ty);
@@ -284,4 +293,21 @@ fn the_records_before_an_earlier_head_are_seen_without_being_consumed() {
         assert_eq!(all, [1, 2, 3]);
     }
     assert_eq!(tail_word.load(Ordering::Relaxed), head);
+}
+
+/// A broken header past the last good record ends the look there, and the snapshot still
+/// hands on the good records (the look does not mark the ring corrupt).
+#[test]
+fn a_broken_header_ends_the_look_at_the_last_good_record() {
+    let mut data = vec![0u8; 64];
+    let first = put(&mut data, 0, 1, 0, &[1; 8]);
+    let broken = put(&mut data, first, 2, 0, &[2; 8]);
+    data[broken as usize + 6] = 4; // a size below the header's own
+    let head = broken + 16;
+    let tail_word = AtomicU64::new(0);
+    let mut scratch = Vec::new();
+    let mut r = RingReader::from_parts(&data, head, 0, &tail_word, &mut scratch);
+    assert_eq!(r.with_last_before(head, |rec| rec.ty), Some(2));
+    assert!(!r.corrupt());
+    assert_eq!(r.peek().map(|rec| rec.ty), Some(1));
 }

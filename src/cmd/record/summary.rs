@@ -168,8 +168,10 @@ fn skipped_lines(info: &EndInfo<'_>, st: &SessionStats) -> Vec<String> {
     }
     if info.drain.late > 0 {
         lines.push(format!(
-            "  {} records handed on after a newer one of another CPU (written more than {} us \
-             after their time, or held in a ring more than half full)",
+            "  {} records handed on after a newer one (of another ring, written more than {} us \
+             after their time, 2 ms when the rings were quiet; of their own, overtaken by an \
+             interrupt's; or after a round that handed on everything: a ring more than half \
+             full, or the last)",
             info.drain.late,
             crate::live::drain::IN_FLIGHT_NS / 1000
         ));
