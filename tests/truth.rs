@@ -82,9 +82,15 @@ fn a_later_phase_at_the_same_depth_never_lends_its_frames() {
         let path = file.to_str().unwrap();
         let (wrong, one, two) = check_folded(&memperf_out(&["report", "--folded", "-i", path]));
         assert!(wrong.is_empty(), "run {run}, folded: {wrong:#?}\n{err}");
-        // Exact counts: every fault of each phase is under its own function.
+        // Every fault of each phase is under its own function: a phase's fault under the
+        // other's frames would leave its own count short. The kernel's page-fault event can
+        // count a fault or two more than the pages (in about 1 run in 50 here, 4,001 events
+        // where the thread's own minor fault count, getrusage's, said 4,000), never fewer.
         let faults = (phase_faults(&out, "phase1"), phase_faults(&out, "phase2"));
-        assert_eq!((one, two), faults, "run {run}: {err}");
+        assert!(
+            one >= faults.0 && two >= faults.1 && one + two <= faults.0 + faults.1 + 2,
+            "run {run}: {one} and {two} under the phases for {faults:?}: {err}"
+        );
         // The same stacks in memperf script, one sample at a time.
         let script = memperf_out(&["script", "-i", path]);
         for s in parse_perf_script(&script) {
