@@ -32,8 +32,9 @@
 # (the allocation stacks' copy) in the same rounds; MPAGES="4096 8192" adds exact runs with
 # -m PAGES (the ring's pages per CPU) likewise; ENVS="NAME=VALUE ..." with that variable set
 # in memperf's environment (MEMPERF_BEHIND_BYTES=0: every allocation stack left out, the
-# reader's unwinding taken away), and options after commas (NAME=VALUE,-m,8192). The trunc% column is the share of
-# allocation stacks the summary says were truncated (the median over the rounds).
+# reader's unwinding taken away), and options after commas (NAME=VALUE,-m,8192). The
+# trunc% column is the share of allocation stacks the summary says were truncated (the
+# median over the rounds).
 # Needs root (probes).
 # Runs under `flock /tmp/memperf-machine.lock` when that file exists (shared machines).
 set -euo pipefail

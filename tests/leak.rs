@@ -636,13 +636,23 @@ fn last_table_totals(out: &str) -> (u64, u64) {
     (shown, not_shown)
 }
 
+/// The numbers of memperf's "traced A allocations and F frees (B frees of blocks allocated
+/// before tracing began); O outstanding" line.
+fn traced_counts(err: &str) -> [u64; 4] {
+    let line = err
+        .lines()
+        .find(|l| l.starts_with("memperf: traced "))
+        .unwrap_or_else(|| panic!("no traced line in:\n{err}"));
+    let nums: Vec<u64> = line
+        .split(|c: char| !c.is_ascii_digit())
+        .filter_map(|w| w.parse().ok())
+        .collect();
+    [nums[0], nums[1], nums[2], nums[3]]
+}
+
 /// The summary's `N outstanding at the end`.
 fn outstanding_at_the_end(err: &str) -> u64 {
-    let before = err
-        .split_once(" outstanding at the end")
-        .unwrap_or_else(|| panic!("no summary in:\n{err}"))
-        .0;
-    before.rsplit(' ').next().unwrap().parse().unwrap()
+    traced_counts(err)[3]
 }
 
 #[test]
@@ -771,20 +781,6 @@ fn the_table_and_the_summary_agree_or_say_what_the_table_leaves_out() {
     assert_eq!(shown, 0, "{out}");
     assert_eq!(not_shown, outstanding_at_the_end(&err), "{out}\n{err}");
     assert!(out.contains("younger than 60000 ms (-o)"), "{out}");
-}
-
-/// The numbers of memperf's "traced A allocations and F frees (B frees of blocks allocated
-/// before tracing began); O outstanding" line.
-fn traced_counts(err: &str) -> [u64; 4] {
-    let line = err
-        .lines()
-        .find(|l| l.starts_with("memperf: traced "))
-        .unwrap_or_else(|| panic!("no traced line in:\n{err}"));
-    let nums: Vec<u64> = line
-        .split(|c: char| !c.is_ascii_digit())
-        .filter_map(|w| w.parse().ok())
-        .collect();
-    [nums[0], nums[1], nums[2], nums[3]]
 }
 
 /// Each allocation of `fixtures/handoff.c` gets the block another thread freed a moment

@@ -256,6 +256,19 @@ impl<'a> RingReader<'a> {
         true
     }
 
+    /// The header of the record at logical offset `at`: (type, misc, size), when it is whole
+    /// and its size fits between `at` and the snapshot's head.
+    fn header_at(&self, at: usize) -> Option<(u32, u16, usize)> {
+        let mut header = [0u8; HEADER_SIZE];
+        if !self.copy_out(at, &mut header) {
+            return None;
+        }
+        let ty = u32::from_ne_bytes([header[0], header[1], header[2], header[3]]);
+        let misc = u16::from_ne_bytes([header[4], header[5]]);
+        let size = usize::from(u16::from_ne_bytes([header[6], header[7]]));
+        (size >= HEADER_SIZE && size <= self.total() - at).then_some((ty, misc, size))
+    }
+
     /// The next record without consuming it. A record that wraps around the end of the
     /// buffer is copied into the ring's scratch buffer. A malformed header (size < 8, or
     /// running past head) returns `None` and sets the corrupt flag.
@@ -265,18 +278,10 @@ impl<'a> RingReader<'a> {
         if remaining == 0 || self.corrupt {
             return None;
         }
-        let mut header = [0u8; HEADER_SIZE];
-        if !self.copy_out(self.pos, &mut header) {
+        let Some((ty, misc, size)) = self.header_at(self.pos) else {
             self.corrupt = true;
             return None;
-        }
-        let ty = u32::from_ne_bytes([header[0], header[1], header[2], header[3]]);
-        let misc = u16::from_ne_bytes([header[4], header[5]]);
-        let size = usize::from(u16::from_ne_bytes([header[6], header[7]]));
-        if size < HEADER_SIZE || size > remaining {
-            self.corrupt = true;
-            return None;
-        }
+        };
         self.peeked = Some(size);
         let (pos, split) = (self.pos, self.first.len());
         let bytes: &[u8] = if pos + size <= split {
@@ -303,12 +308,9 @@ impl<'a> RingReader<'a> {
     ) -> Option<R> {
         let mut at = self.pos;
         let mut last = None;
-        let mut header = [0u8; HEADER_SIZE];
-        while self.start.wrapping_add(at as u64) < head && self.copy_out(at, &mut header) {
-            let size = usize::from(u16::from_ne_bytes([header[6], header[7]]));
-            if size < HEADER_SIZE || at + size > self.total() {
-                break;
-            }
+        while self.start.wrapping_add(at as u64) < head
+            && let Some((_, _, size)) = self.header_at(at)
+        {
             last = Some(at);
             at += size;
         }
