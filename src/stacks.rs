@@ -90,24 +90,46 @@ pub struct StackTable {
     /// (parent, frame) of each node.
     nodes: Vec<(u32, FrameId)>,
     children: FxHashMap<(u32, FrameId), StackId>,
+    /// The path of the stack interned last, root first: (frame, its node). Stacks that come
+    /// one after another mostly share their outer frames (every allocation of an insert
+    /// loop below the same `main`), and a frame compared with the last path's costs less
+    /// than a lookup in `children` (on sqlite3's 441,000 allocation stacks of about 40
+    /// frames, the lookups were 7% of the reader's time).
+    last: Vec<(FrameId, StackId)>,
 }
 
 impl StackTable {
     /// Interns a stack given root first; None for an empty stack.
     pub fn intern(&mut self, root_first: impl IntoIterator<Item = FrameId>) -> Option<StackId> {
         let mut node = NO_PARENT;
+        let mut shared = 0;
         for frame in root_first {
-            node = match self.children.get(&(node, frame)) {
-                Some(&n) => n,
-                None => {
-                    let n = self.nodes.len() as StackId;
-                    self.nodes.push((node, frame));
-                    self.children.insert((node, frame), n);
-                    n
-                }
-            };
+            if let Some(&(f, n)) = self.last.get(shared)
+                && f == frame
+            {
+                node = n;
+                shared += 1;
+                continue;
+            }
+            // Past the part shared with the last stack: the path from here is this one's.
+            self.last.truncate(shared);
+            node = self.child(node, frame);
+            self.last.push((frame, node));
+            shared += 1;
         }
+        self.last.truncate(shared);
         (node != NO_PARENT).then_some(node)
+    }
+
+    /// The node of `frame` under `parent`, made if new.
+    fn child(&mut self, parent: u32, frame: FrameId) -> StackId {
+        if let Some(&n) = self.children.get(&(parent, frame)) {
+            return n;
+        }
+        let n = self.nodes.len() as StackId;
+        self.nodes.push((parent, frame));
+        self.children.insert((parent, frame), n);
+        n
     }
 
     /// The frames of a stack, root first, appended to `out`.
@@ -147,6 +169,37 @@ mod tests {
         t.frames(b.unwrap_or(0), &mut out);
         assert_eq!(out, vec![1, 2, 4]);
         assert_eq!(t.intern([]), None);
+    }
+
+    #[test]
+    fn a_stack_after_another_gets_the_node_its_path_has_whatever_it_shares() {
+        let mut t = StackTable::default();
+        let deep = t.intern([1, 2, 3, 4]);
+        // Shorter than the last, a prefix of it, longer again, apart from the root on.
+        let prefix = t.intern([1, 2]);
+        let again = t.intern([1, 2, 3, 4]);
+        let other_root = t.intern([9, 2, 3]);
+        let after = t.intern([1, 2, 3]);
+        assert_eq!(again, deep);
+        let mut out = Vec::new();
+        for (id, want) in [
+            (prefix, vec![1, 2]),
+            (other_root, vec![9, 2, 3]),
+            (after, vec![1, 2, 3]),
+        ] {
+            out.clear();
+            t.frames(id.unwrap_or(u32::MAX), &mut out);
+            assert_eq!(out, want);
+        }
+        // The same ids as a table that never had a last stack to compare with.
+        let mut fresh = StackTable::default();
+        fresh.intern([1, 2, 3, 4]);
+        assert_eq!(fresh.intern([1, 2]), prefix);
+        fresh.intern([9, 2, 3]);
+        assert_eq!(fresh.intern([1, 2, 3]), after);
+        assert_eq!(t.len(), 7);
+        assert_eq!(t.intern([]), None);
+        assert_eq!(t.intern([1, 2]), prefix, "after an empty stack");
     }
 
     #[test]
