@@ -265,29 +265,21 @@ impl StackSizer {
 
     /// The summary's lines: each event's sizes, and why sizing stopped.
     pub(crate) fn notes(&self, opened: &Opened, session: &Session) -> Vec<String> {
-        let mut notes = Vec::new();
         // An event that never had a stack (an allocator function the program did not call)
         // has nothing to say.
-        for a in self.autos.iter().filter(|a| a.seen > 0) {
-            let name = opened
-                .events
-                .get(a.ev)
-                .map_or("?", |e| e.spec.name.as_str());
-            let sizes: Vec<String> = a
-                .history
-                .iter()
-                .map(|&(size, from)| match from {
-                    0 => format!("{size} bytes"),
-                    n => format!("{size} from stack {n} on"),
-                })
-                .collect();
-            notes.push(format!(
-                "dwarf,auto: `{name}` copied {} ({} stacks; the deepest needed {} bytes)",
-                sizes.join(", then "),
-                a.seen,
-                a.need_max
-            ));
-        }
+        let spoke: Vec<(&str, &Auto)> = self
+            .autos
+            .iter()
+            .filter(|a| a.seen > 0)
+            .map(|a| {
+                let name = opened
+                    .events
+                    .get(a.ev)
+                    .map_or("?", |e| e.spec.name.as_str());
+                (name, a)
+            })
+            .collect();
+        let mut notes = size_notes(&spoke);
         let twins = session.stats().twins;
         if twins > 0 {
             notes.push(format!(
@@ -298,6 +290,65 @@ impl StackSizer {
         notes.extend(self.stopped.clone());
         notes
     }
+}
+
+/// One line per event sized again, and one for the events that kept the same first size
+/// (an allocation tool's malloc, calloc, realloc and mmap probes: else four lines saying
+/// the same).
+fn size_notes(spoke: &[(&str, &Auto)]) -> Vec<String> {
+    let mut lines: Vec<Vec<(&str, &Auto)>> = Vec::new();
+    for &(name, a) in spoke {
+        let kept_alike = |l: &&mut Vec<(&str, &Auto)>| {
+            let first = l[0].1;
+            a.history.len() == 1 && first.history.len() == 1 && first.size == a.size
+        };
+        match lines.iter_mut().find(kept_alike) {
+            Some(line) => line.push((name, a)),
+            None => lines.push(vec![(name, a)]),
+        }
+    }
+    lines.iter().map(|line| size_note(line)).collect()
+}
+
+/// The sizes the events of `line` had (all the same when there are several), the stacks
+/// they unwound and the deepest one's need.
+fn size_note(line: &[(&str, &Auto)]) -> String {
+    let names: Vec<&str> = line.iter().map(|&(name, _)| name).collect();
+    let sizes: Vec<String> = line[0]
+        .1
+        .history
+        .iter()
+        .map(|&(size, from)| match from {
+            0 => format!("{size} bytes"),
+            n => format!("{size} from stack {n} on"),
+        })
+        .collect();
+    format!(
+        "dwarf,auto: {} copied {} ({} stacks; the deepest needed {} bytes)",
+        event_list(&names),
+        sizes.join(", then "),
+        line.iter().map(|(_, a)| a.seen).sum::<u64>(),
+        line.iter().map(|(_, a)| a.need_max).max().unwrap_or(0)
+    )
+}
+
+/// Event names for a summary line; several of one tracepoint group go by their own names
+/// (the allocation tools' probes are all `memperf_PID:`, which says nothing four times).
+fn event_list(names: &[&str]) -> String {
+    fn group(name: &str) -> Option<&str> {
+        name.split_once(':').map(|(g, _)| g)
+    }
+    let shared = names.len() > 1
+        && group(names[0]).is_some()
+        && names.iter().all(|n| group(n) == group(names[0]));
+    names
+        .iter()
+        .map(|n| match n.split_once(':') {
+            Some((_, own)) if shared => format!("`{own}`"),
+            _ => format!("`{n}`"),
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// Whether event `i` may be opened again alone: its attr holds no pointer into memperf's
@@ -713,6 +764,57 @@ mod tests {
         samples_in(&mut opened, None);
         touch_fresh_pages(4);
         assert!(samples_in(&mut opened, None) >= 4);
+    }
+
+    /// An event that had the sizes of `history` and unwound `seen` stacks, the deepest of
+    /// which needed `need_max` bytes.
+    fn sized(history: &[(u32, u64)], seen: u64, need_max: u64) -> Auto {
+        Auto {
+            ev: 0,
+            size: history.last().unwrap().0,
+            floor: 0,
+            max: 8192,
+            window: StackDepth::default(),
+            reopens: 0,
+            history: history.to_vec(),
+            seen,
+            need_max,
+        }
+    }
+
+    #[test]
+    fn the_events_that_kept_their_size_share_one_note() {
+        let kept = [(8192, 0)];
+        let (malloc, calloc) = (sized(&kept, 420_987, 12_808), sized(&kept, 189, 22_264));
+        let realloc = sized(&[(8192, 0), (1024, 2000)], 4000, 900);
+        let (mmap, small) = (sized(&kept, 512, 800), sized(&[(4096, 0)], 5, 100));
+        let spoke = [
+            ("memperf_1:malloc", &malloc),
+            ("memperf_1:calloc", &calloc),
+            ("memperf_1:realloc", &realloc),
+            ("memperf_1:mmap", &mmap),
+            ("memperf_1:munmap", &small),
+        ];
+        assert_eq!(
+            size_notes(&spoke),
+            [
+                "dwarf,auto: `malloc`, `calloc`, `mmap` copied 8192 bytes (421688 stacks; \
+                 the deepest needed 22264 bytes)",
+                "dwarf,auto: `memperf_1:realloc` copied 8192 bytes, then 1024 from stack 2000 \
+                 on (4000 stacks; the deepest needed 900 bytes)",
+                "dwarf,auto: `memperf_1:munmap` copied 4096 bytes (5 stacks; the deepest \
+                 needed 100 bytes)",
+            ]
+        );
+        // Events of different groups keep their whole names.
+        let spoke = [("page-faults", &malloc), ("kmem:kmalloc", &mmap)];
+        assert_eq!(
+            size_notes(&spoke),
+            [
+                "dwarf,auto: `page-faults`, `kmem:kmalloc` copied 8192 bytes (421499 stacks; \
+              the deepest needed 12808 bytes)"
+            ]
+        );
     }
 
     #[test]
