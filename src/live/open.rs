@@ -314,7 +314,7 @@ fn sampled_attr_config(
         regs_user,
         stack_user,
         exclude_callchain_user,
-        exclude_callchain_kernel: !s.kernel_chain && s.call_graph != CallGraph::Fp,
+        exclude_callchain_kernel: !kernel_chain_wanted(cfg, s),
         exclude_user: ev.spec.modifiers.exclude_user,
         exclude_kernel: ev.spec.modifiers.exclude_kernel,
         exclude_hv: ev.spec.modifiers.exclude_kernel,
@@ -332,6 +332,15 @@ fn sampled_attr_config(
         read_format: FORMAT_LOST,
         max_stack: ev.spec.terms.max_stack.unwrap_or(0),
     }
+}
+
+/// Whether an event with its own sampling asks for the kernel part of its callchain: the
+/// kernel chain it samples, or a frame-pointer chain in a recording that keeps kernel
+/// frames. The allocation tools' probes in user mode ask for none (a uprobe's sample is
+/// taken at the user's registers, so the kernel would write none; asking for it drew
+/// the `kptr_restrict` note where kernel addresses are hidden).
+fn kernel_chain_wanted(cfg: &RecordConfig, s: &Sampling) -> bool {
+    s.kernel_chain || (s.call_graph == CallGraph::Fp && !cfg.user_only)
 }
 
 /// Whether the side-band event asks for CGROUP records: when the samples carry cgroup ids

@@ -40,6 +40,43 @@ fn a_probe_keeps_its_argument_registers_after_online_unwinding() {
     assert_eq!((out.sample_regs_user, out.sample_stack_user), (regs, 0));
 }
 
+/// memperf leak's entry probes with `--call-graph fp`: in user mode (the default) the attr
+/// asks for the user part of the callchain only; with kernel frames kept it asks for both,
+/// and a kernel chain of its own (the kernel tools' tracepoints) is the kernel part alone.
+#[test]
+fn a_frame_pointer_probe_asks_for_kernel_frames_only_where_they_are_kept() {
+    let specs = crate::events::parse_event_list("page-faults").unwrap();
+    let (mut events, _) = resolve_events(&specs).unwrap();
+    let sampling = |call_graph, kernel_chain| Sampling {
+        call_graph,
+        regs: 0,
+        kernel_chain,
+        raw: false,
+        period: Period::Count(1),
+    };
+    let mut cfg = RecordConfig::internal(specs, Target::Command, vec![0]);
+    let mut excludes = |cfg: &RecordConfig, s: Sampling| {
+        events[0].sampling = Some(s);
+        let a = attr_config(cfg, &events[0], false, 1);
+        assert_ne!(a.sample_type & PERF_SAMPLE_CALLCHAIN, 0);
+        (a.exclude_callchain_kernel, a.exclude_callchain_user)
+    };
+    cfg.user_only = true;
+    assert_eq!(
+        excludes(&cfg, sampling(CallGraph::Fp, false)),
+        (true, false)
+    );
+    cfg.user_only = false;
+    assert_eq!(
+        excludes(&cfg, sampling(CallGraph::Fp, false)),
+        (false, false)
+    );
+    assert_eq!(
+        excludes(&cfg, sampling(CallGraph::None, true)),
+        (false, true)
+    );
+}
+
 /// This thread's id, from /proc (no unsafe outside `sys`).
 fn own_tid() -> u32 {
     let link = std::fs::read_link("/proc/thread-self").unwrap();
