@@ -16,12 +16,12 @@
 //! event is inherited (a command, `-p`), the new one is opened on every thread the old one
 //! follows (the targets' process tree as /proc shows it, and every thread the FORK records
 //! started), read again until no new thread appears, before the old ones are disabled (if
-//! new threads still appear after four reads, the new fds are closed instead and the event
-//! keeps its size: the last threads found would have had the old fds only). What is left:
-//! a thread started in the instant between the last read and the disabling, whose
-//! parent had no new fd yet, is not sampled after it; and a ring's owner that cannot be
-//! disabled goes on writing twins once they are no longer looked for. The other replaced
-//! fds are closed (`Opened::retire`), their lost counts kept.
+//! new threads still appear after four reads, the new fds are closed instead, their lost
+//! counts kept, and the event keeps its size: the last threads found would have had the old
+//! fds only). What is left: a thread started in the instant between the last read and the
+//! disabling, whose parent had no new fd yet, is not sampled after it; and a ring's owner
+//! that cannot be disabled goes on writing twins once they are no longer looked for. The
+//! other replaced fds are closed (`Opened::retire`), their lost counts kept.
 
 use std::os::fd::{AsFd, OwnedFd};
 
@@ -453,9 +453,7 @@ fn reopen(
                 .try_for_each(|(fd, _)| ioc_enable(fd.as_fd()))
                 .context("failed to enable a new fd")
         }) {
-            for (fd, _) in &fresh.fds {
-                let _ = ioc_disable(fd.as_fd());
-            }
+            give_up(opened, fresh);
             return Err(e);
         }
         let Some(tree) = to.tree else { break };
@@ -474,9 +472,7 @@ fn reopen(
         return Ok(false);
     }
     if !settled {
-        for (fd, _) in &fresh.fds {
-            let _ = ioc_disable(fd.as_fd());
-        }
+        give_up(opened, fresh);
         bail!("threads kept starting while it was opened on them");
     }
     if let Some(hold) = overlap_for_tests() {
@@ -497,6 +493,21 @@ fn reopen(
     }
     commit(opened, fresh);
     Ok(true)
+}
+
+/// Disables and closes the fds of a re-open given up, their lost counts kept as those of
+/// the fds a re-open replaces (`Opened::retire`): each sweep's fds were enabled, writing
+/// into the rings, until the next sweep failed or found threads still starting.
+fn give_up(opened: &mut Opened, mut fresh: Fresh) {
+    for (fd, p) in &mut fresh.fds {
+        let _ = ioc_disable(fd.as_fd());
+        p.enabled = false;
+    }
+    let first = opened.placements.len();
+    commit(opened, fresh);
+    for i in first..opened.placements.len() {
+        opened.retire(i);
+    }
 }
 
 /// How long the old and new fds stay enabled together: a moment (the ioctls between), or
@@ -701,6 +712,35 @@ mod tests {
         assert!(samples_in(&mut opened, None) >= 4);
     }
 
+    /// A re-open given up after a sweep (threads kept starting): its fds sampled into the
+    /// rings meanwhile, and what they lost is kept when they are closed.
+    #[test]
+    fn a_given_up_reopens_fds_are_closed_with_their_losses_kept() {
+        use crate::sys::testutil::touch_fresh_pages;
+        // A ring smaller than one sample: the new fds' samples are lost.
+        let (big, pages) = if crate::sys::page_size() <= 4096 {
+            (8192, 2)
+        } else {
+            (MAX_STACK_BYTES, 1)
+        };
+        let Some((mut opened, _session)) = own_faults(big, pages) else {
+            return;
+        };
+        let attr = opened.events[0].attr.unwrap();
+        let rings: Vec<(u32, usize)> = opened.placements.iter().map(|p| (p.cpu, p.ring)).collect();
+        let pids = [opened.placements[0].pid];
+        let mut fresh = Fresh::default();
+        open_on(&opened, &SysOpener, (0, &attr), (&rings, &pids), &mut fresh).unwrap();
+        for (fd, _) in &fresh.fds {
+            ioc_enable(fd.as_fd()).unwrap();
+        }
+        touch_fresh_pages(16);
+        give_up(&mut opened, fresh);
+        assert!(opened.retired_lost >= 16, "{}", opened.retired_lost);
+        assert!(opened.fds.iter().all(Option::is_none));
+        assert_eq!(opened.placements.len(), 2 * rings.len());
+    }
+
     /// The syscall, until `left` opens have succeeded; then `errno`.
     struct FailAfter {
         left: std::cell::Cell<usize>,
@@ -756,8 +796,14 @@ mod tests {
             0,
             "the failure came after an open that succeeded"
         );
-        assert_eq!(opened.placements, placements);
-        assert!(opened.fds.is_empty());
+        // The new fds, never enabled, are kept as placements disabled and closed.
+        assert_eq!(opened.placements[..placements.len()], placements);
+        assert!(
+            opened.placements[placements.len()..]
+                .iter()
+                .all(|p| !p.enabled)
+        );
+        assert!(opened.fds.iter().all(Option::is_none));
         assert_eq!(opened.events[0].attr.unwrap().sample_stack_user, 8192);
         // The old fds still sample (a 16-page ring holds 7 of their 8 KiB copies: emptied
         // first, as the faults of the work above may have filled it).
