@@ -83,6 +83,9 @@ pub struct LeakSink {
     last_space: Option<u32>,
     read_mem: MemReader,
     leaf_first: Vec<FrameId>,
+    /// An allocation stack's return addresses, root first, and their frames.
+    addrs: Vec<u64>,
+    root_first: Vec<FrameId>,
     /// Each process's frames, by address.
     pub frame_memo: super::frames::FrameMemo,
     /// The allocator's own code, to recognise its mapping calls (user mode).
@@ -145,6 +148,8 @@ impl LeakSink {
             last_space: None,
             read_mem,
             leaf_first: Vec::with_capacity(128),
+            addrs: Vec::with_capacity(128),
+            root_first: Vec::with_capacity(128),
             frame_memo: super::frames::FrameMemo::default(),
             allocator: None,
             stackless: 0,
@@ -388,7 +393,7 @@ impl LeakSink {
         let Some(chain) = c.callchain() else {
             return AllocStack::Missing;
         };
-        self.leaf_first.clear();
+        self.addrs.clear();
         let mut in_user = false;
         let mut first = true;
         for ip in chain {
@@ -403,10 +408,19 @@ impl LeakSink {
                 first = false;
                 continue;
             }
-            let id = self.user_frame(maps, pid, ip, true);
-            self.leaf_first.push(id);
+            self.addrs.push(ip);
         }
-        self.intern_leaf_first()
+        self.addrs.reverse();
+        self.root_first.clear();
+        let (frames, frame_addrs) = (&mut self.frames, &mut self.frame_addrs);
+        self.frame_memo
+            .stack(pid, &self.addrs, &mut self.root_first, |addr| {
+                let key = FrameKey::user(maps, pid, addr, true);
+                intern_frame(frames, frame_addrs, key, addr)
+            });
+        self.stacks
+            .intern(self.root_first.iter().copied())
+            .map_or(AllocStack::Missing, AllocStack::Id)
     }
 
     /// The user stack of a fault, its leaf the faulting instruction.
