@@ -69,12 +69,14 @@ impl FrameMemo {
             .count();
         self.hits += shared as u64;
         self.last.truncate(shared);
-        out.extend(self.last.iter().map(|&(_, id)| id));
-        for &addr in &root_first[shared..] {
+        // Looked up leaf first, as the chain gives them: new frames get their ids in the
+        // order they always had.
+        for &addr in root_first[shared..].iter().rev() {
             let id = self.frame(pid, addr, true, || make(addr));
             self.last.push((addr, id));
-            out.push(id);
         }
+        self.last[shared..].reverse();
+        out.extend(self.last.iter().map(|&(_, id)| id));
     }
 
     /// Forgets what a side-band record changes: the addresses of the process whose
@@ -154,14 +156,14 @@ mod tests {
                 .collect();
             assert_eq!(ids, addrs);
         }
-        assert_eq!(made, [1, 2, 3, 4, 5], "each address made once");
+        assert_eq!(made, [3, 2, 1, 5, 4], "each address made once, leaf first");
         // Another process's addresses are its own.
         assert_eq!(stack(&mut memo, &mut made, 8, &[1, 2]), [1, 2]);
-        assert_eq!(made, [1, 2, 3, 4, 5, 1, 2]);
+        assert_eq!(made, [3, 2, 1, 5, 4, 2, 1]);
         // A new mapping in process 8: its addresses are made again, the shared ones too.
         memo.side_band(&mmap2(8));
         assert_eq!(stack(&mut memo, &mut made, 8, &[1, 2, 3]), [1, 2, 3]);
-        assert_eq!(made, [1, 2, 3, 4, 5, 1, 2, 1, 2, 3]);
+        assert_eq!(made, [3, 2, 1, 5, 4, 2, 1, 3, 2, 1]);
         assert!(stack(&mut memo, &mut made, 8, &[]).is_empty());
     }
 }

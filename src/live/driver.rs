@@ -408,6 +408,7 @@ impl Driver {
                 next_tick = until.tick.map(|t| Instant::now() + t);
             }
             let drained = self.stats.records - before;
+            pace.last_drained = drained;
             let round = Round {
                 drained,
                 tick,
@@ -591,6 +592,8 @@ struct Pace {
     /// are [`POLL_EVERY`] long again, until a round finds records.
     last_data: Instant,
     last_sized: Option<Instant>,
+    /// The records the last round handed on.
+    last_drained: u64,
 }
 
 impl Pace {
@@ -601,14 +604,17 @@ impl Pace {
             last_round: now,
             last_data: now,
             last_sized: None,
+            last_drained: 0,
         }
     }
 
     /// The longest wait before the next look at the rings: none, reading promptly, while a
-    /// ring still holds [`BACKLOG_SHARE`] of its size or more.
+    /// ring still holds [`BACKLOG_SHARE`] of its size or more after a round that handed
+    /// records on (one that handed on none would only find the records the drain holds
+    /// back by their time again, and the loop would spin).
     fn wait(&self, rings: &[RingBuffer]) -> Duration {
         match self.prompt {
-            Some(_) if rings.iter().any(backlogged) => Duration::ZERO,
+            Some(_) if self.last_drained > 0 && rings.iter().any(backlogged) => Duration::ZERO,
             Some(every) if self.last_data.elapsed() < IDLE_AFTER => every,
             _ => POLL_EVERY,
         }
@@ -679,5 +685,67 @@ fn wait_blocking(c: &mut RunningChild) -> Result<ExitStatusInfo> {
             return Ok(s);
         }
         std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    /// A ring of one page holding the samples of `faults` page faults of this thread.
+    fn ring_with_faults(faults: usize) -> Option<RingBuffer> {
+        use crate::events::Period;
+        use crate::sys::attr::{AttrConfig, build_attr};
+        use crate::sys::open::{FeatureState, SysOpener, open_event};
+        use perf_event_open_sys::bindings as b;
+
+        if !crate::sys::testutil::require_perf("a software page-faults event") {
+            return None;
+        }
+        let cfg = AttrConfig {
+            type_: b::PERF_TYPE_SOFTWARE,
+            config: u64::from(b::PERF_COUNT_SW_PAGE_FAULTS),
+            period: Period::Count(1),
+            sample_type: u64::from(b::PERF_SAMPLE_IP | b::PERF_SAMPLE_TID),
+            ..AttrConfig::default()
+        };
+        let mut attr = build_attr(&cfg);
+        let fd = open_event(&SysOpener, &mut attr, 0, -1, &mut FeatureState::default()).unwrap();
+        let ring = RingBuffer::new(fd, 1).unwrap();
+        crate::sys::testutil::touch_fresh_pages(faults);
+        crate::sys::ioc_disable(ring.fd()).unwrap();
+        Some(ring)
+    }
+
+    #[test]
+    fn the_reader_waits_no_longer_only_while_rounds_hand_records_on_and_a_ring_is_backlogged() {
+        // 24-byte samples: 64 of them fill more than a sixteenth of a page.
+        let Some(mut ring) = ring_with_faults(64) else {
+            return;
+        };
+        assert!(backlogged(&ring));
+        let every = Duration::from_millis(3);
+        let mut pace = Pace::new(Some(every));
+        let rings = std::slice::from_mut(&mut ring);
+        assert_eq!(
+            pace.wait(rings),
+            every,
+            "a round that handed nothing on (records held back) waits"
+        );
+        pace.last_drained = 5;
+        assert_eq!(pace.wait(rings), Duration::ZERO);
+        assert_eq!(
+            Pace::new(None).wait(rings),
+            POLL_EVERY,
+            "not reading promptly"
+        );
+        let mut reader = rings[0].reader();
+        while reader.peek().is_some() {
+            reader.consume();
+        }
+        drop(reader);
+        assert!(!backlogged(&rings[0]));
+        assert_eq!(pace.wait(rings), every, "read to the end");
     }
 }
