@@ -445,3 +445,70 @@ impl<'m> Recovery<'m> {
         }
     }
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    /// Memory whose every byte is its address's low byte, but for one page that cannot be
+    /// read.
+    struct Pattern {
+        unreadable: Option<u64>,
+    }
+
+    impl LiveMemory for Pattern {
+        fn read(&mut self, _pid: u32, addr: u64, buf: &mut [u8]) -> std::io::Result<usize> {
+            if self.unreadable == Some(addr & !(PAGE - 1)) {
+                return Err(std::io::Error::from_raw_os_error(libc::EFAULT));
+            }
+            for (i, b) in buf.iter_mut().enumerate() {
+                *b = (addr + i as u64) as u8;
+            }
+            Ok(buf.len())
+        }
+
+        fn code(&mut self, _pid: u32, _start: u64, _site: CodeSite) -> Option<[u8; 16]> {
+            None
+        }
+    }
+
+    /// The word at `addr`, read past a copy that ends at 0x10800 of a stack at 0x10000, and
+    /// whether the read failed.
+    fn word_at(addr: u64, unreadable: Option<u64>) -> (Option<u64>, bool, RoundStats) {
+        let mut memory = Pattern { unreadable };
+        let mut round = RoundReads::default();
+        round.begin_round();
+        let (word, failed) = {
+            let r = Recovery::new((1, 1), 0x10000, 0x10800, &mut memory, &mut round);
+            (r.read(addr), r.failed.get())
+        };
+        (word, failed, round.stats)
+    }
+
+    #[test]
+    fn a_word_across_two_pages_is_read_from_both() {
+        let (word, failed, stats) = word_at(0x10ffc, None);
+        let want = u64::from_le_bytes([0xfc, 0xfd, 0xfe, 0xff, 0x00, 0x01, 0x02, 0x03]);
+        assert_eq!(word, Some(want));
+        assert!(!failed);
+        assert_eq!(stats.page_reads, 2);
+        // Within one page: one read.
+        let (word, _, stats) = word_at(0x10ff8, None);
+        assert_eq!(
+            word,
+            Some(u64::from_le_bytes([
+                0xf8, 0xf9, 0xfa, 0xfb, 0xfc, 0xfd, 0xfe, 0xff
+            ]))
+        );
+        assert_eq!(stats.page_reads, 1);
+    }
+
+    #[test]
+    fn a_word_whose_second_page_cannot_be_read_is_not_read_at_all() {
+        let (word, failed, _) = word_at(0x10ffc, Some(0x11000));
+        assert_eq!((word, failed), (None, true));
+        let (word, failed, _) = word_at(0x10ffc, Some(0x10000));
+        assert_eq!((word, failed), (None, true));
+    }
+}
