@@ -646,6 +646,15 @@ mod tests {
         Some((opened, session))
     }
 
+    /// A stack copy and a ring (in pages) smaller than one sample with that copy.
+    fn copy_past_its_ring() -> (u32, usize) {
+        if crate::sys::page_size() <= 4096 {
+            (8192, 2)
+        } else {
+            (MAX_STACK_BYTES, 1)
+        }
+    }
+
     /// An event opened again for real: the fds it replaced are closed, generation after
     /// generation, with the samples they dropped still counted, and the new fds sample.
     /// The first generation owns the rings, and stays.
@@ -655,11 +664,7 @@ mod tests {
         use crate::sys::open::read_lost;
         use crate::sys::testutil::touch_fresh_pages;
         // A ring smaller than one sample of the first two generations: theirs are lost.
-        let (big, pages) = if crate::sys::page_size() <= 4096 {
-            (8192, 2)
-        } else {
-            (MAX_STACK_BYTES, 1)
-        };
+        let (big, pages) = copy_past_its_ring();
         let Some((mut opened, mut session)) = own_faults(big, pages) else {
             return;
         };
@@ -718,11 +723,7 @@ mod tests {
     fn a_given_up_reopens_fds_are_closed_with_their_losses_kept() {
         use crate::sys::testutil::touch_fresh_pages;
         // A ring smaller than one sample: the new fds' samples are lost.
-        let (big, pages) = if crate::sys::page_size() <= 4096 {
-            (8192, 2)
-        } else {
-            (MAX_STACK_BYTES, 1)
-        };
+        let (big, pages) = copy_past_its_ring();
         let Some((mut opened, _session)) = own_faults(big, pages) else {
             return;
         };
