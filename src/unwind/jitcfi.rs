@@ -218,6 +218,7 @@ impl Unwinders {
     /// Reads what `pid`'s jitdump gained since the last read; returns the framehop module
     /// changes made.
     pub(super) fn read_jit_dump(&mut self, pid: u32) -> u32 {
+        self.memo.forget(pid);
         let Some(p) = self.procs.get_mut(&pid) else {
             return 0;
         };

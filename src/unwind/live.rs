@@ -120,6 +120,9 @@ impl LiveMemory for ProcessMemory {
 #[derive(Default)]
 pub(crate) struct RoundReads {
     round: u64,
+    /// Bumped whenever the pages read are forgotten: a walk that read pages past its copy
+    /// stands for another sample's only within one epoch (`unwind::memo`).
+    epoch: u64,
     /// (pid, page address): the page's bytes, or `None` when it could not be read.
     pages: FxHashMap<(u32, u64), Option<Box<[u8]>>>,
     /// Pages read from the live process so far (not found read already).
@@ -163,6 +166,7 @@ impl RoundReads {
     }
 
     fn forget(&mut self) {
+        self.epoch += 1;
         for (_, page) in self.pages.drain() {
             if let Some(b) = page
                 && self.spare.len() < SPARE_MAX
@@ -220,6 +224,27 @@ impl RoundReads {
         let now = memory.thread_now(pid, tid);
         self.threads.insert((pid, tid), (now, self.reads));
         now
+    }
+}
+
+/// What a walk left in its [`Recovery`], kept with the walk (`unwind::memo`) so that a
+/// later sample that walks the same way gets the same state without walking.
+#[derive(Clone, Default)]
+pub(crate) struct Walked {
+    pages: Vec<u64>,
+    produced: usize,
+    first: Option<usize>,
+    failed: bool,
+    step_max: u64,
+    max_addr: u64,
+    steps: Vec<u64>,
+    copy_top: [u64; COPY_TOP],
+}
+
+impl Walked {
+    /// Whether the walk read (or tried to read) past its copy, from the live process.
+    pub(crate) fn went_live(&self) -> bool {
+        self.first.is_some()
     }
 }
 
@@ -281,6 +306,41 @@ impl<'m> Recovery<'m> {
 
     pub(crate) fn sp(&self) -> u64 {
         self.sp
+    }
+
+    /// The round's page epoch (see [`RoundReads`]'s `epoch`), after this sample began.
+    pub(crate) fn round_epoch(&self) -> u64 {
+        self.round.borrow().epoch
+    }
+
+    /// Copies what the walk left here into `into`.
+    pub(crate) fn walked(&self, into: &mut Walked) {
+        into.pages.clear();
+        into.pages.extend_from_slice(&self.pages.borrow());
+        into.produced = self.produced.get();
+        into.first = self.first.get();
+        into.failed = self.failed.get();
+        into.step_max = self.step_max.get();
+        into.max_addr = self.max_addr.get();
+        into.steps.clear();
+        into.steps.extend_from_slice(&self.steps.borrow());
+        into.copy_top = self.copy_top.get();
+    }
+
+    /// Takes the state a kept walk left (this sample's walk would have left the same).
+    pub(crate) fn restore(&self, w: &Walked) {
+        let mut pages = self.pages.borrow_mut();
+        pages.clear();
+        pages.extend_from_slice(&w.pages);
+        self.produced.set(w.produced);
+        self.first.set(w.first);
+        self.failed.set(w.failed);
+        self.step_max.set(w.step_max);
+        self.max_addr.set(w.max_addr);
+        let mut steps = self.steps.borrow_mut();
+        steps.clear();
+        steps.extend_from_slice(&w.steps);
+        self.copy_top.set(w.copy_top);
     }
 
     pub(crate) fn lo(&self) -> u64 {

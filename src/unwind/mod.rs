@@ -15,6 +15,7 @@ mod fp;
 mod jit;
 mod jitcfi;
 mod live;
+mod memo;
 mod modules;
 #[cfg(test)]
 mod mutations;
@@ -155,6 +156,8 @@ pub struct Unwinders {
     /// Load a mapping's file when a sample of its process is first unwound, not when the
     /// mapping is met.
     lazy: bool,
+    /// Walks of this drain round that later samples may stand on.
+    memo: memo::WalkMemo,
 }
 
 /// framehop keys its rule cache by address and a global `u16` "modules generation" that
@@ -181,15 +184,30 @@ impl<'a> StackCopy<'a> {
 
     /// The native-endian word at `addr`, if all 8 bytes are inside the copy.
     pub(crate) fn read(&self, addr: u64) -> Option<u64> {
+        let word = self.peek(addr)?;
+        self.used_to.set(self.used_to.get().max(addr + 8));
+        Some(word)
+    }
+
+    /// The word at `addr`, as [`Self::read`], without counting it as used.
+    pub(crate) fn peek(&self, addr: u64) -> Option<u64> {
         let off = usize::try_from(addr.checked_sub(self.sp)?).ok()?;
         let word = self.bytes.get(off..off.checked_add(8)?)?;
-        self.used_to.set(self.used_to.get().max(addr + 8));
         Some(u64::from_ne_bytes(word.try_into().ok()?))
     }
 
     /// The bytes of the copy the unwind read, from `sp` to the end of its highest word.
     fn used(&self) -> u64 {
         self.used_to.get() - self.sp
+    }
+
+    /// Counts the bytes up to `sp + used` as read (as a walk that read that much would).
+    fn set_used(&self, used: u64) {
+        self.used_to.set(self.used_to.get().max(self.sp + used));
+    }
+
+    fn len(&self) -> u64 {
+        self.bytes.len() as u64
     }
 
     fn end(&self) -> u64 {
@@ -223,6 +241,7 @@ impl Unwinders {
             last_need: None,
             last_past_copy: false,
             lazy: false,
+            memo: memo::WalkMemo::default(),
         }
     }
 
@@ -274,6 +293,11 @@ impl Unwinders {
     /// How much stack copy the last stack unwound needed (`None` in frame-pointer mode).
     pub fn last_need(&self) -> Option<StackNeed> {
         self.last_need
+    }
+
+    /// Samples whose walk a kept walk stood for (see `unwind::memo`).
+    pub fn walks_reused(&self) -> u64 {
+        self.memo.hits
     }
 
     pub fn mode(&self) -> UnwindMode {
@@ -368,11 +392,32 @@ impl Unwinders {
             }
             (Some(_), UnwindMode::FramePointer) => fp::walk(regs, copy, out),
             (Some(p), UnwindMode::Dwarf) => match self.live.as_deref_mut() {
-                None => dwarf_walk(p, &mut self.cache, regs, copy, None, out),
+                None => dwarf_walk(p, &mut self.cache, regs, copy, None, None, out).0,
                 Some(memory) => {
                     let task = (pid, self.tid.take().unwrap_or(pid));
                     let rec = Recovery::new(task, regs.sp, copy.end(), memory, &mut self.round);
-                    let outcome = dwarf_walk(p, &mut self.cache, regs, copy, Some(&rec), out);
+                    let key = memo::Key::new(pid, regs, copy);
+                    let outcome = match self.memo.replay(key, copy, &rec, out) {
+                        Some(outcome) => outcome,
+                        None => {
+                            let mut words = self.memo.words();
+                            let (outcome, plain) = dwarf_walk(
+                                p,
+                                &mut self.cache,
+                                regs,
+                                copy,
+                                Some(&rec),
+                                Some(&mut words),
+                                out,
+                            );
+                            if plain {
+                                self.memo.keep(key, words, (out, outcome), copy, &rec);
+                            } else {
+                                self.memo.discard(words);
+                            }
+                            outcome
+                        }
+                    };
                     let checks = settle::Checks {
                         p,
                         cache: &mut self.cache,
@@ -427,21 +472,29 @@ impl Unwinders {
     }
 }
 
+/// framehop's walk of one stack. `words`, when given, gets every word read from the copy
+/// (address, value). Also returns whether the walk ended without an error framehop's own
+/// steps did not explain (so no stub step was tried), the kind [`memo::WalkMemo`] may keep.
 fn dwarf_walk(
     p: &Process,
     cache: &mut CacheNative<MayAllocateDuringUnwind>,
     regs: UserRegs,
     stack: &StackCopy<'_>,
     live: Option<&Recovery<'_>>,
+    mut words: Option<&mut Vec<(u64, u64)>>,
     out: &mut Vec<u64>,
-) -> UnwindOutcome {
+) -> (UnwindOutcome, bool) {
     let end = stack.end();
     let mut read_stack = |addr: u64| match (stack.read(addr), live) {
-        (Some(w), Some(l)) => {
-            l.note_copy_read(addr);
+        (Some(w), l) => {
+            if let Some(l) = l {
+                l.note_copy_read(addr);
+            }
+            if let Some(words) = words.as_deref_mut() {
+                words.push((addr, w));
+            }
             Ok(w)
         }
-        (Some(w), None) => Ok(w),
         (None, Some(l)) if addr >= end => l.read(addr).ok_or(()),
         (None, _) => Err(()),
     };
@@ -453,21 +506,22 @@ fn dwarf_walk(
         match frames.next() {
             Ok(Some(f)) => {
                 if out.len() >= MAX_FRAMES {
-                    return UnwindOutcome::Truncated(TruncReason::MaxDepth);
+                    return (UnwindOutcome::Truncated(TruncReason::MaxDepth), true);
                 }
                 out.push(f.address());
                 if let Some(l) = live {
                     l.frame_done(out.len());
                 }
             }
-            Ok(None) => return UnwindOutcome::Complete,
-            Err(_) if in_entry_function(p, out) => return UnwindOutcome::Complete,
+            Ok(None) => return (UnwindOutcome::Complete, true),
+            Err(_) if in_entry_function(p, out) => return (UnwindOutcome::Complete, true),
             Err(e) => {
+                // The stub step reads the copy apart from `words`: such a walk is not kept.
                 let walk = jit::Walk { p, cache, stack };
                 if let Some(outcome) = jit::walk_past_stubs(walk, regs, out) {
-                    return outcome;
+                    return (outcome, false);
                 }
-                return UnwindOutcome::Truncated(classify(p, out, stack, e));
+                return (UnwindOutcome::Truncated(classify(p, out, stack, e)), false);
             }
         }
     }

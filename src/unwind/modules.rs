@@ -25,6 +25,7 @@ impl Unwinders {
             self.stats.non_exec_ignored += 1;
             return;
         }
+        self.memo.forget(ev.pid);
         let avma = ev.start..ev.start.saturating_add(ev.len);
         let path: Arc<Path> = Arc::from(Path::new(OsStr::from_bytes(ev.path)));
         let mut module = ProcModule {
@@ -122,6 +123,7 @@ impl Unwinders {
             }
             _ => return,
         };
+        self.memo.forget(pid);
         let mut changes = 0;
         for (i, pend) in pending {
             let Some(mut module) = self.procs.get(&pid).and_then(|p| p.modules.get(i)).cloned()
@@ -226,11 +228,13 @@ impl Unwinders {
 
     /// The process replaced its image (COMM with the exec flag): forget its modules.
     pub fn handle_exec(&mut self, pid: u32) {
+        self.memo.forget(pid);
         self.procs.insert(pid, Process::default());
     }
 
     /// A new process (not a thread) starts with a copy of its parent's modules.
     pub fn handle_fork(&mut self, child_pid: u32, parent_pid: u32) {
+        self.memo.forget(child_pid);
         if let Some(parent) = self.procs.get(&parent_pid) {
             let mut child = parent.clone();
             child.jit.forget_source();
@@ -239,6 +243,7 @@ impl Unwinders {
     }
 
     pub fn handle_exit(&mut self, pid: u32) {
+        self.memo.forget(pid);
         self.procs.remove(&pid);
     }
 

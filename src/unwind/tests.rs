@@ -814,3 +814,5 @@ fn a_threads_state_is_read_again_after_a_later_page() {
     let s = r.stats;
     assert_eq!((s.thread_reads, s.thread_hits), (2, 1), "{s:?}");
 }
+
+mod memo;
