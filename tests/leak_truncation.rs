@@ -226,3 +226,45 @@ fn a_copy_that_ends_in_mains_frame_is_finished() {
         .sum();
     assert_eq!(under_main, 3000, "{err}\n{folded}");
 }
+
+/// `--call-graph fp`: the kernel walks frame pointers, and through code built without them
+/// it reads whatever the register holds as a frame. `fixtures/fakefp.c` calls malloc 200
+/// times with rbp at a made-up frame whose return address lies in no mapping (the walk used
+/// to hand it on, `[unknown]` in the outputs: a caller that never was), and 300 times from
+/// code built with frame pointers. Exactly the 200 are cut there, counted and said, and no
+/// stack keeps a frame outside the program's code.
+#[test]
+fn a_frame_pointer_walk_is_cut_at_a_frame_outside_the_programs_code() {
+    if !require_perf("frame-pointer stacks through a made-up frame") {
+        return;
+    }
+    let prog = fixture("fakefp", Variant::Fp);
+    let _turn = recording_turn();
+    let o = run_memperf(&[
+        "leak",
+        "--call-graph",
+        "fp",
+        "--folded",
+        "--",
+        prog.to_str().unwrap(),
+        "200",
+        "300",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let err = joined(&stderr(&o));
+    let folded = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(!folded.contains("[unknown]"), "{folded}");
+    let cut: u64 = err
+        .split_once(" allocation stacks walked by frame pointers were cut")
+        .and_then(|(before, _)| before.split_whitespace().rev().nth(2)?.parse().ok())
+        .unwrap_or_else(|| panic!("no frame-pointer cut count in\n{err}"));
+    assert_eq!(cut, 200, "{err}");
+    // The real calls keep their callers.
+    let real: u64 = folded
+        .lines()
+        .filter_map(|l| l.rsplit_once(' '))
+        .filter(|(stack, _)| stack.ends_with(";main"))
+        .map(|(_, bytes)| bytes.parse::<u64>().unwrap() / 80)
+        .sum();
+    assert_eq!(real, 300, "{err}\n{folded}");
+}

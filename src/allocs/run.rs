@@ -233,6 +233,9 @@ pub(crate) fn summary(sink: &LeakSink, lost: u64, corrupt_bytes: u64) {
     if let Some(line) = sink.stack_counts.sentence() {
         crate::output::wrap::eprint(&line);
     }
+    if let Some(line) = sink.stack_counts.fp_sentence() {
+        crate::output::wrap::eprint(&line);
+    }
     if let Some(line) = loss_line(lost, corrupt_bytes, sink.malformed) {
         eprintln!("{line}");
     }

@@ -92,6 +92,13 @@ pub struct LeakSink {
     allocator: Option<AllocatorCode>,
     /// Allocation stacks copied but with no frame past the allocator's (not unwound).
     pub stackless: u64,
+    /// Allocation stacks the kernel walked by frame pointers (`--call-graph fp`), and those
+    /// cut at a frame outside the process's code (see [`in_code`]).
+    pub fp_stacks: u64,
+    pub fp_cut: u64,
+    /// Of the last user stack taken: whether the kernel walked it by frame pointers, and
+    /// whether it was cut.
+    fp_walk: Option<bool>,
     /// The allocation stacks unwound and truncated, once the run has ended
     /// (`allocs::unwinds`).
     pub stack_counts: super::unwinds::StackCounts,
@@ -153,6 +160,9 @@ impl LeakSink {
             frame_memo: super::frames::FrameMemo::default(),
             allocator: None,
             stackless: 0,
+            fp_stacks: 0,
+            fp_cut: 0,
+            fp_walk: None,
             stack_counts: super::unwinds::StackCounts::default(),
         }
     }
@@ -220,8 +230,13 @@ impl LeakSink {
                 } else {
                     AllocStack::Unsampled
                 };
-                if stack == AllocStack::Missing && !matches!(func, Func::Free | Func::Munmap) {
+                let allocates = !matches!(func, Func::Free | Func::Munmap);
+                if stack == AllocStack::Missing && allocates {
                     self.stackless += 1;
+                }
+                if let (true, Some(cut)) = (allocates, self.fp_walk.take()) {
+                    self.fp_stacks += 1;
+                    self.fp_cut += u64::from(cut);
                 }
                 let reg = |r: u32| s.regs_user.as_ref().and_then(|regs| regs.get(r));
                 let args = Args {
@@ -393,23 +408,31 @@ impl LeakSink {
         let Some(chain) = c.callchain() else {
             return AllocStack::Missing;
         };
+        // The kernel's frame-pointer walk, not memperf's unwind: its frames are checked.
+        let by_fp = c.unwound.is_none();
         self.addrs.clear();
         let mut in_user = false;
         let mut first = true;
+        let mut cut = false;
         for ip in chain {
             if ip >= PERF_CONTEXT_MAX {
                 in_user = ip == PERF_CONTEXT_USER;
                 continue;
             }
-            if !in_user {
+            if !in_user || cut {
                 continue;
             }
             if first {
                 first = false;
                 continue;
             }
+            if by_fp && !in_code(maps, pid, ip) {
+                cut = true;
+                continue;
+            }
             self.addrs.push(ip);
         }
+        self.fp_walk = (by_fp && !first).then_some(cut);
         self.addrs.reverse();
         self.root_first.clear();
         let (frames, frame_addrs) = (&mut self.frames, &mut self.frame_addrs);
@@ -492,6 +515,18 @@ impl LeakSink {
 
     fn intern_frame(&mut self, key: FrameKey, addr: u64) -> FrameId {
         intern_frame(&mut self.frames, &mut self.frame_addrs, key, addr)
+    }
+}
+
+/// Whether `addr`, a return address of the kernel's frame-pointer walk of process `pid`,
+/// lies in the process's code. Through code built without frame pointers the walk follows a
+/// register that holds anything, and reads values that are no return address; one outside
+/// every executable mapping cannot have been a frame, and nothing read after it can be
+/// trusted. A process whose mappings are not held gives no evidence either way.
+fn in_code(maps: &ProcessMaps, pid: u32, addr: u64) -> bool {
+    match maps.mapping_at(pid, addr.wrapping_sub(1)) {
+        Some(m) => m.attrs.prot == 0 || m.attrs.prot & libc::PROT_EXEC as u32 != 0,
+        None => !maps.holds(pid),
     }
 }
 

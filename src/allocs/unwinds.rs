@@ -23,6 +23,10 @@ pub struct StackCounts {
     pub none: u64,
     /// Of those, the ones left out while the reader was behind (`session::shed`).
     pub shed: u64,
+    /// Stacks the kernel walked by frame pointers (`--call-graph fp`), and those cut at a
+    /// frame outside the program's code (`sink::in_code`).
+    pub fp: u64,
+    pub fp_cut: u64,
 }
 
 /// Whether an entry probe's stack is an allocation's.
@@ -36,6 +40,8 @@ impl StackCounts {
     pub fn of(sink: &LeakSink, per_event: &[Unwinds]) -> StackCounts {
         let mut c = StackCounts {
             none: sink.stackless,
+            fp: sink.fp_stacks,
+            fp_cut: sink.fp_cut,
             ..StackCounts::default()
         };
         for (e, u) in sink.events().iter().zip(per_event) {
@@ -70,6 +76,29 @@ impl StackCounts {
         s
     }
 
+    /// `3 of 530 allocation stacks walked by frame pointers were cut ...`, when any was.
+    fn fp_clause(&self) -> Option<String> {
+        (self.fp_cut > 0).then(|| {
+            format!(
+                "{} of {} allocation stacks walked by frame pointers were cut at a frame \
+                 outside the program's code",
+                self.fp_cut, self.fp
+            )
+        })
+    }
+
+    /// The summary's sentence of the stacks the kernel walked by frame pointers, when any
+    /// was cut.
+    pub fn fp_sentence(&self) -> Option<String> {
+        self.fp_clause().map(|c| {
+            format!(
+                "memperf: {c}: the kernel's walk went through code built without frame \
+                 pointers and read values that are no return addresses, so the frames from \
+                 there on were left out (--call-graph dwarf unwinds such code)"
+            )
+        })
+    }
+
     /// The summary's sentence, when any stack was unwound.
     pub fn sentence(&self) -> Option<String> {
         if self.truncated == 0 {
@@ -91,13 +120,20 @@ impl StackCounts {
 
     /// The line of a report made while tracing goes on: nothing when every stack is whole.
     pub fn report_line(&self) -> Option<String> {
-        (self.truncated > 0).then(|| format!("Stacks: {}", self.clause()))
+        let parts: Vec<String> = [
+            (self.truncated > 0).then(|| self.clause()),
+            self.fp_clause(),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        (!parts.is_empty()).then(|| format!("Stacks: {}", parts.join("; ")))
     }
 
     /// Puts the counts where every output's header finds them (`output::header`).
     pub fn add_to(&self, st: &mut ReadStats) {
-        st.unwound = self.unwound;
-        st.truncated = self.truncated;
+        st.unwound = self.unwound + self.fp;
+        st.truncated = self.truncated + self.fp_cut;
         st.unwound_none = self.none;
     }
 }
@@ -128,12 +164,40 @@ mod tests {
             truncated: 200,
             none: 3,
             shed: 0,
+            fp: 0,
+            fp_cut: 0,
         };
         assert_eq!(
             c.clause(),
             "200 of 530 allocation stacks truncated (37.7%), 3 of them not unwound at all"
         );
         assert!(StackCounts::default().sentence().is_none());
+        assert!(StackCounts::default().fp_sentence().is_none());
         assert!(StackCounts::default().report_line().is_none());
+    }
+
+    /// Frame-pointer stacks cut are said in the summary, the interval reports and the
+    /// outputs' headers (as truncated stacks of that many).
+    #[test]
+    fn frame_pointer_stacks_cut_are_said_everywhere() {
+        let c = StackCounts {
+            fp: 501,
+            fp_cut: 200,
+            ..StackCounts::default()
+        };
+        assert!(c.sentence().is_none());
+        assert!(c.fp_sentence().is_some_and(|s| s.starts_with(
+            "memperf: 200 of 501 allocation stacks walked by frame pointers were cut"
+        )));
+        assert_eq!(
+            c.report_line().as_deref(),
+            Some(
+                "Stacks: 200 of 501 allocation stacks walked by frame pointers were cut at a \
+                 frame outside the program's code"
+            )
+        );
+        let mut st = ReadStats::default();
+        c.add_to(&mut st);
+        assert_eq!((st.unwound, st.truncated), (501, 200));
     }
 }
