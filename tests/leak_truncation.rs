@@ -259,12 +259,44 @@ fn a_frame_pointer_walk_is_cut_at_a_frame_outside_the_programs_code() {
         .and_then(|(before, _)| before.split_whitespace().rev().nth(2)?.parse().ok())
         .unwrap_or_else(|| panic!("no frame-pointer cut count in\n{err}"));
     assert_eq!(cut, 200, "{err}");
-    // The real calls keep their callers.
+    // The real calls keep their callers (`real_alloc` too, where the kernel adds the
+    // caller of a probed function's first instruction).
     let real: u64 = folded
         .lines()
         .filter_map(|l| l.rsplit_once(' '))
-        .filter(|(stack, _)| stack.ends_with(";main"))
+        .filter(|(stack, _)| stack.ends_with(";main") || stack.ends_with(";main;real_alloc"))
         .map(|(_, bytes)| bytes.parse::<u64>().unwrap() / 80)
         .sum();
     assert_eq!(real, 300, "{err}\n{folded}");
+
+    // Kept with -w and read back, the same 200 are cut; a recording whose stacks memperf
+    // unwound while recording (DWARF, the default) is no frame-pointer walk.
+    let dir = scratch();
+    let said = "200 of 500 allocation stacks walked by frame pointers were cut";
+    for (call_graph, cut) in [("fp", true), ("dwarf", false)] {
+        let data = dir.path().join(format!("{call_graph}.data"));
+        let data = data.to_str().unwrap();
+        let prog = prog.to_str().unwrap();
+        let o = run_memperf(&[
+            "heap",
+            "--call-graph",
+            call_graph,
+            "-w",
+            data,
+            "--",
+            prog,
+            "200",
+            "300",
+        ]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let o = run_memperf(&["heap", "-i", data]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let all = joined(&format!(
+            "{}{}",
+            String::from_utf8_lossy(&o.stdout),
+            stderr(&o)
+        ));
+        assert_eq!(all.contains(said), cut, "{call_graph}: {all}");
+        assert_eq!(all.contains("walked by frame pointers"), cut, "{all}");
+    }
 }

@@ -89,6 +89,10 @@ pub struct ReadStats {
     /// Of `truncated`, stacks with no frame unwound past the sampled function's (the
     /// allocation tools' `[no stack]`).
     pub unwound_none: u64,
+    /// User stacks the kernel walked by frame pointers, and those cut at a frame outside
+    /// the program's code (the allocation tools', `allocs::unwinds`).
+    pub fp_walked: u64,
+    pub fp_cut: u64,
     /// User stacks memperf unwound while recording and truncated (its feature section).
     pub recorded_unwound: u64,
     pub recorded_truncated: u64,

@@ -168,9 +168,13 @@ pub(crate) fn leak_events(opened: &open::Opened, planned: &[Planned]) -> Result<
             .attr
             .ok_or_else(|| anyhow!("event `{}` was never opened", ev.spec.name))?;
         let stack = attr.sample_type & (PERF_SAMPLE_STACK_USER | PERF_SAMPLE_CALLCHAIN) != 0;
+        let by_fp = attr.sample_type & PERF_SAMPLE_STACK_USER == 0
+            && attr.sample_type & PERF_SAMPLE_CALLCHAIN != 0
+            && attr.exclude_callchain_user() == 0;
         levents.push(LeakEvent {
             role: p.role.clone(),
             stack,
+            by_fp,
         });
     }
     Ok(levents)

@@ -52,6 +52,9 @@ pub struct LeakEvent {
     pub role: Role,
     /// Whether its samples carry a stack (else the allocation's stack is not sampled).
     pub stack: bool,
+    /// Whether their user stacks are the kernel's frame-pointer walk (`--call-graph fp`), not
+    /// memperf's unwind (now, or while the replayed file was recorded).
+    pub by_fp: bool,
 }
 
 /// Reads a word of another process (posix_memalign's out-pointer).
@@ -409,7 +412,8 @@ impl LeakSink {
             return AllocStack::Missing;
         };
         // The kernel's frame-pointer walk, not memperf's unwind: its frames are checked.
-        let by_fp = c.unwound.is_none();
+        let by_fp = c.unwound.is_none() && self.events.get(c.ev).is_some_and(|e| e.by_fp);
+        self.fp_walk = None;
         self.addrs.clear();
         let mut in_user = false;
         let mut first = true;
@@ -525,7 +529,10 @@ impl LeakSink {
 /// trusted. A process whose mappings are not held gives no evidence either way.
 fn in_code(maps: &ProcessMaps, pid: u32, addr: u64) -> bool {
     match maps.mapping_at(pid, addr.wrapping_sub(1)) {
-        Some(m) => m.attrs.prot == 0 || m.attrs.prot & libc::PROT_EXEC as u32 != 0,
+        // Protection and flags both 0: a record that did not say (MMAP, not MMAP2).
+        Some(m) => {
+            (m.attrs.prot == 0 && m.attrs.flags == 0) || m.attrs.prot & libc::PROT_EXEC as u32 != 0
+        }
         None => !maps.holds(pid),
     }
 }

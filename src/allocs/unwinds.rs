@@ -53,7 +53,8 @@ impl StackCounts {
         }
         // A sample without registers is counted truncated, never unwound.
         c.unwound = c.unwound.max(c.truncated);
-        c.none = c.none.min(c.truncated);
+        // A frame-pointer stack cut at its first frame has no frame left either.
+        c.none = c.none.min(c.truncated + c.fp_cut);
         c.shed = c.shed.min(c.none);
         c
     }
@@ -77,7 +78,7 @@ impl StackCounts {
     }
 
     /// `3 of 530 allocation stacks walked by frame pointers were cut ...`, when any was.
-    fn fp_clause(&self) -> Option<String> {
+    pub fn fp_clause(&self) -> Option<String> {
         (self.fp_cut > 0).then(|| {
             format!(
                 "{} of {} allocation stacks walked by frame pointers were cut at a frame \
@@ -132,9 +133,11 @@ impl StackCounts {
 
     /// Puts the counts where every output's header finds them (`output::header`).
     pub fn add_to(&self, st: &mut ReadStats) {
-        st.unwound = self.unwound + self.fp;
-        st.truncated = self.truncated + self.fp_cut;
+        st.unwound = self.unwound;
+        st.truncated = self.truncated;
         st.unwound_none = self.none;
+        st.fp_walked = self.fp;
+        st.fp_cut = self.fp_cut;
     }
 }
 
@@ -198,6 +201,15 @@ mod tests {
         );
         let mut st = ReadStats::default();
         c.add_to(&mut st);
-        assert_eq!((st.unwound, st.truncated), (501, 200));
+        assert_eq!((st.unwound, st.truncated), (0, 0));
+        assert_eq!((st.fp_walked, st.fp_cut), (501, 200));
+        assert!(
+            crate::output::header::losses(&st).contains(
+                "; 200 of 501 user stacks walked by frame pointers were cut at a frame \
+                 outside the program's code"
+            ),
+            "{}",
+            crate::output::header::losses(&st)
+        );
     }
 }

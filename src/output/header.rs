@@ -95,6 +95,7 @@ pub fn losses(st: &ReadStats) -> String {
             s.push_str(&format!(", {} of them not unwound at all", st.unwound_none));
         }
     }
+    s.push_str(&fp_part(st));
     if st.foreign_skipped > 0 {
         s.push_str(&format!(
             "; {} samples skipped: they carried the sample id of another perf session's event \
@@ -128,13 +129,26 @@ pub fn losses(st: &ReadStats) -> String {
 pub fn truncated_part(st: &ReadStats) -> String {
     let t = truncation(st);
     if t.unwound == 0 {
-        return String::new();
+        return fp_part(st);
     }
     let mut s = format!("; {} of {} user stacks truncated", t.truncated, t.unwound);
     if st.unwound_none > 0 {
         s.push_str(&format!(", {} of them not unwound at all", st.unwound_none));
     }
+    s.push_str(&fp_part(st));
     s
+}
+
+/// `; 2 of 50 user stacks walked by frame pointers were cut ...`, when any was.
+fn fp_part(st: &ReadStats) -> String {
+    if st.fp_cut == 0 {
+        return String::new();
+    }
+    format!(
+        "; {} of {} user stacks walked by frame pointers were cut at a frame outside the \
+         program's code",
+        st.fp_cut, st.fp_walked
+    )
 }
 
 /// Folded stacks and `memperf script` have no header: what was lost or truncated goes to
@@ -150,7 +164,7 @@ pub fn note_losses(st: &ReadStats) {
 pub fn lost_any(st: &ReadStats) -> bool {
     let lost =
         st.lost + st.lost_samples + st.throttled + st.malformed + st.late + st.foreign_skipped;
-    lost > 0 || truncation(st).truncated > 0 || st.unfinished_at.is_some()
+    lost > 0 || truncation(st).truncated > 0 || st.fp_cut > 0 || st.unfinished_at.is_some()
 }
 
 /// Where the records ended early, for every output but the text report (its header says

@@ -247,6 +247,9 @@ pub(super) fn write_text(
     if s.stacks.unwound > 0 {
         wrap::write_hanging(w, &format!("  stacks     {}", s.stacks.clause()), LABEL)?;
     }
+    if let Some(fp) = s.stacks.fp_clause() {
+        wrap::write_hanging(w, &format!("  stacks     {fp}"), LABEL)?;
+    }
     let tables: [(&str, HeapMetric); 4] = [
         ("PEAK CONSUMERS (live bytes at the peak)", HeapMetric::Peak),
         ("MOST TEMPORARY ALLOCATIONS", HeapMetric::Temporary),
