@@ -99,9 +99,6 @@ pub struct LeakSink {
     /// cut at a frame outside the process's code (see [`in_code`]).
     pub fp_stacks: u64,
     pub fp_cut: u64,
-    /// Of the last user stack taken: whether the kernel walked it by frame pointers, and
-    /// whether it was cut.
-    fp_walk: Option<bool>,
     /// The allocation stacks unwound and truncated, once the run has ended
     /// (`allocs::unwinds`).
     pub stack_counts: super::unwinds::StackCounts,
@@ -165,7 +162,6 @@ impl LeakSink {
             stackless: 0,
             fp_stacks: 0,
             fp_cut: 0,
-            fp_walk: None,
             stack_counts: super::unwinds::StackCounts::default(),
         }
     }
@@ -228,16 +224,16 @@ impl LeakSink {
         }
         match event.role.clone() {
             Role::Entry(func) => {
-                let stack = if with_stack {
+                let (stack, fp_cut) = if with_stack {
                     self.user_stack(maps, pid, c)
                 } else {
-                    AllocStack::Unsampled
+                    (AllocStack::Unsampled, None)
                 };
                 let allocates = !matches!(func, Func::Free | Func::Munmap);
                 if stack == AllocStack::Missing && allocates {
                     self.stackless += 1;
                 }
-                if let (true, Some(cut)) = (allocates, self.fp_walk.take()) {
+                if let (true, Some(cut)) = (allocates, fp_cut) {
                     self.fp_stacks += 1;
                     self.fp_cut += u64::from(cut);
                 }
@@ -406,14 +402,19 @@ impl LeakSink {
     }
 
     /// The user part of the sample's callchain, without the probed function itself (the
-    /// leaf is the probe site: memleak lists the caller first).
-    fn user_stack(&mut self, maps: &ProcessMaps, pid: u32, c: &SampleCtx<'_>) -> AllocStack {
+    /// leaf is the probe site: memleak lists the caller first); and, when the kernel walked
+    /// it by frame pointers, whether it was cut (see [`in_code`]).
+    fn user_stack(
+        &mut self,
+        maps: &ProcessMaps,
+        pid: u32,
+        c: &SampleCtx<'_>,
+    ) -> (AllocStack, Option<bool>) {
         let Some(chain) = c.callchain() else {
-            return AllocStack::Missing;
+            return (AllocStack::Missing, None);
         };
         // The kernel's frame-pointer walk, not memperf's unwind: its frames are checked.
         let by_fp = c.unwound.is_none() && self.events.get(c.ev).is_some_and(|e| e.by_fp);
-        self.fp_walk = None;
         self.addrs.clear();
         let mut in_user = false;
         let mut first = true;
@@ -436,7 +437,7 @@ impl LeakSink {
             }
             self.addrs.push(ip);
         }
-        self.fp_walk = (by_fp && !first).then_some(cut);
+        let fp_cut = (by_fp && !first).then_some(cut);
         self.addrs.reverse();
         self.root_first.clear();
         let (frames, frame_addrs) = (&mut self.frames, &mut self.frame_addrs);
@@ -445,9 +446,11 @@ impl LeakSink {
                 let key = FrameKey::user(maps, pid, addr, true);
                 intern_frame(frames, frame_addrs, key, addr)
             });
-        self.stacks
+        let stack = self
+            .stacks
             .intern(self.root_first.iter().copied())
-            .map_or(AllocStack::Missing, AllocStack::Id)
+            .map_or(AllocStack::Missing, AllocStack::Id);
+        (stack, fp_cut)
     }
 
     /// The user stack of a fault, its leaf the faulting instruction.
