@@ -99,16 +99,7 @@ fn a_new_round_or_a_mapping_of_the_process_forgets_its_walks() {
     u.begin_round();
     assert_eq!(sample(&mut u, pid, regs, &dump.stack), whole);
     assert_eq!(u.walks_reused(), 2);
-    let anon = |pid| MappingEvent {
-        pid,
-        start: 0x7000_0000_0000,
-        len: 0x1000,
-        pgoff: 0,
-        exec: true,
-        path: b"//anon",
-        dev_ino: None,
-        build_id: None,
-    };
+    let anon = |pid| exec_event(pid, 0x7000_0000_0000, b"//anon");
     u.handle_mmap(&anon(pid + 1));
     assert_eq!(sample(&mut u, pid, regs, &dump.stack), whole);
     assert_eq!(u.walks_reused(), 3);
