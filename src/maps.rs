@@ -396,6 +396,23 @@ impl ProcessMaps {
         })
     }
 
+    /// Whether `ret`, a return address of the kernel's frame-pointer walk of process `pid`,
+    /// lies in the process's code (the call before it: `ret - 1`). Through code built
+    /// without frame pointers the walk follows a register that holds anything, and reads
+    /// values that are no return address; one outside every executable mapping cannot have
+    /// been a frame, and nothing read after it can be trusted. A mapping whose protection
+    /// and flags are both 0 came from a record that did not say (MMAP, not MMAP2); a process
+    /// whose mappings are not held gives no evidence either way.
+    pub fn in_code(&self, pid: u32, ret: u64) -> bool {
+        match self.mapping_at(pid, ret.wrapping_sub(1)) {
+            Some(m) => {
+                (m.attrs.prot == 0 && m.attrs.flags == 0)
+                    || m.attrs.prot & libc::PROT_EXEC as u32 != 0
+            }
+            None => !self.holds(pid),
+        }
+    }
+
     /// The module and file offset of `addr` in `pid`.
     pub fn lookup(&self, pid: u32, addr: u64) -> Option<(u32, u64)> {
         let maps = self.by_pid.get(&pid)?;

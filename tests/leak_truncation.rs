@@ -300,3 +300,145 @@ fn a_frame_pointer_walk_is_cut_at_a_frame_outside_the_programs_code() {
         assert_eq!(all.contains("walked by frame pointers"), cut, "{all}");
     }
 }
+
+/// The same cut where the kernel's frame-pointer walk is kept in a recording: `record
+/// --call-graph fp` on a probe of malloc, read back by `report` (folded, text, pprof) and
+/// `script`. Exactly the fixture's 200 made-up frames are cut and said; the 300 real calls
+/// keep `main`; a DWARF recording of the same says nothing of frame pointers.
+#[test]
+fn reports_of_a_frame_pointer_recording_cut_it_at_a_frame_outside_the_programs_code() {
+    if !require_perf("frame-pointer stacks through a made-up frame, recorded") {
+        return;
+    }
+    let prog = fixture("fakefp", Variant::Fp);
+    let dir = scratch();
+    let said = "200 of 500 user stacks walked by frame pointers were cut at a frame outside \
+                the program's code";
+    for (call_graph, fp) in [("fp", true), ("dwarf", false)] {
+        let data = dir.path().join(format!("{call_graph}.data"));
+        let data = data.to_str().unwrap();
+        let o = {
+            let _turn = recording_turn();
+            run_memperf(&[
+                "record",
+                "--call-graph",
+                call_graph,
+                "-e",
+                "u:libc:malloc",
+                "-o",
+                data,
+                "--",
+                prog.to_str().unwrap(),
+                "200",
+                "300",
+            ])
+        };
+        assert!(o.status.success(), "{}", stderr(&o));
+
+        let o = run_memperf(&["report", "-i", data, "--folded"]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let (folded, err) = (String::from_utf8_lossy(&o.stdout).into_owned(), stderr(&o));
+        assert!(!folded.contains("[unknown]"), "{call_graph}: {folded}");
+        assert_eq!(err.contains(said), fp, "{call_graph}: {err}");
+        assert_eq!(err.contains("frame pointers"), fp, "{call_graph}: {err}");
+        let count = |pred: &dyn Fn(&str) -> bool| -> u64 {
+            folded
+                .lines()
+                .filter_map(|l| l.rsplit_once(' '))
+                .filter(|(stack, _)| pred(stack))
+                .map(|(_, n)| n.parse::<u64>().unwrap())
+                .sum()
+        };
+        assert_eq!(
+            count(&|s| s.contains(";main;")),
+            300,
+            "{call_graph}: {folded}"
+        );
+        if fp {
+            // Cut at the made-up frame: the probed function is left, and its caller where
+            // the kernel adds the return address at a probed function's first instruction.
+            let cut = |s: &str| {
+                let frames: Vec<&str> = s.split(';').skip(1).collect();
+                frames == ["malloc"] || frames == ["through_fake", "malloc"]
+            };
+            assert_eq!(count(&cut), 200, "{folded}");
+        }
+
+        let o = run_memperf(&["report", "-i", data]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let text = String::from_utf8_lossy(&o.stdout).into_owned();
+        // The header's lines wrap under a `#`.
+        let flat: Vec<&str> = text.split_whitespace().filter(|w| *w != "#").collect();
+        assert_eq!(
+            flat.join(" ").contains(
+                "user stacks walked by frame pointers: 500, cut at a frame outside the \
+                 program's code: 200"
+            ),
+            fp,
+            "{call_graph}: {text}"
+        );
+        assert!(!text.contains("[unknown]"), "{call_graph}: {text}");
+
+        let o = run_memperf(&["script", "-i", data]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let script = String::from_utf8_lossy(&o.stdout);
+        assert!(!script.contains("[unknown]"), "{call_graph}: {script}");
+        assert!(!script.contains("dead0000beef"), "{call_graph}: {script}");
+        assert_eq!(
+            stderr(&o).contains(said),
+            fp,
+            "{call_graph}: {}",
+            stderr(&o)
+        );
+
+        let pb = dir.path().join(format!("{call_graph}.pb.gz"));
+        let o = run_memperf(&["report", "-i", data, "--pprof", pb.to_str().unwrap()]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let pb = std::fs::read(&pb).unwrap();
+        let mut raw = Vec::new();
+        std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(&pb[..]), &mut raw).unwrap();
+        let comment = String::from_utf8_lossy(&raw);
+        assert_eq!(comment.contains(said), fp, "{call_graph}");
+    }
+}
+
+/// rss's fault stacks (`--touchers`) are cut by the same rule: `fixtures/fakefp.c` writes
+/// to 64 fresh pages of a malloc'd block with rbp at its made-up frame. Every one of the 64
+/// is counted under `touch_fake` with no frame after it, and the summary counts the cut
+/// fault stacks (at least those 64: other faults' walks may go through code without frame
+/// pointers too).
+#[test]
+fn rss_cuts_a_fault_stacks_frame_pointer_walk_at_a_frame_outside_the_programs_code() {
+    if !require_perf("fault stacks through a made-up frame") {
+        return;
+    }
+    let prog = fixture("fakefp", Variant::Fp);
+    let _turn = recording_turn();
+    let o = run_memperf(&[
+        "rss",
+        "--touchers",
+        "--call-graph",
+        "fp",
+        "--",
+        prog.to_str().unwrap(),
+        "0",
+        "0",
+        "64",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let (out, err) = (String::from_utf8_lossy(&o.stdout).into_owned(), stderr(&o));
+    assert!(out.contains("touched 64\n"), "{out}");
+    let block: Vec<&str> = out
+        .lines()
+        .skip_while(|l| !l.contains("touched 64 pages from:"))
+        .skip(1)
+        .take_while(|l| l.starts_with("\t\t\t"))
+        .map(str::trim)
+        .collect();
+    assert_eq!(block, ["touch_fake"], "{out}");
+    let cut: u64 = err
+        .split_once(" fault stacks walked by frame pointers were cut")
+        .and_then(|(before, _)| before.split_whitespace().rev().nth(2)?.parse().ok())
+        .unwrap_or_else(|| panic!("no fault-stack cut count in\n{err}"));
+    assert!(cut >= 64, "{err}");
+}

@@ -31,17 +31,37 @@ pub struct StackBook {
     /// Names JIT frames by the load in effect at the sample's time, where a jitdump placed
     /// several functions at one address (`report` of a recording whose clock allows it).
     pub jit: Option<JitTimes>,
+    /// Per event, whether the user frames of its recorded callchains are the kernel's
+    /// frame-pointer walk (a file's: `PerfDataFile::walked_by_fp`); empty: every recorded
+    /// chain's are (live, where memperf's own unwinds arrive as built chains).
+    pub fp_events: Vec<bool>,
+    /// Stacks of the kernel's frame-pointer walk, and those cut at a return address outside
+    /// the process's code ([`ProcessMaps::in_code`]): the frames after it never were.
+    pub fp_walked: u64,
+    pub fp_cut: u64,
     /// The time of the sample being walked.
     time: Option<u64>,
     leaf_first: Vec<FrameId>,
     /// Where the user frames begin in `leaf_first`.
     user_start: Option<usize>,
-    /// pid → (address, is return address) → frame, valid until a mapping of that process
-    /// changes: a system-wide recording's processes map something every few dozen samples,
-    /// and each forgot every process's frames.
-    memo: FxHashMap<u32, FxHashMap<(u64, bool), FrameId>>,
+    /// pid → (address, [`Role`]) → frame, valid until a mapping of that process changes:
+    /// a system-wide recording's processes map something every few dozen samples, and each
+    /// forgot every process's frames.
+    memo: FxHashMap<u32, FxHashMap<(u64, Role), FrameId>>,
     /// The memo of the process whose sample is being walked, taken out of `memo`.
-    pid_memo: FxHashMap<(u64, bool), FrameId>,
+    pid_memo: FxHashMap<(u64, Role), FrameId>,
+}
+
+/// What a user address of a callchain is, for the memo: a frame-pointer walk's return
+/// address is remembered apart, once it was found in the process's code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Role {
+    /// The sample's own address.
+    Leaf,
+    /// A return address (named by its call).
+    Return,
+    /// A return address of the kernel's frame-pointer walk, found in code.
+    CheckedReturn,
 }
 
 /// The process whose addresses a side-band record may give another meaning: one that maps
@@ -68,6 +88,9 @@ impl StackBook {
             kernel_frames: false,
             mark_recovered: false,
             jit: None,
+            fp_events: Vec::new(),
+            fp_walked: 0,
+            fp_cut: 0,
             time: None,
             leaf_first: Vec::with_capacity(128),
             user_start: None,
@@ -115,8 +138,12 @@ impl StackBook {
         self.pid_memo = self.memo.remove(&pid).unwrap_or_default();
         // Each kind of chain walked by its own copy of the loop: no branch per address.
         match c.callchain() {
-            Some(Chain::Recorded(chain)) => self.walk_chain(chain, maps, pid),
-            Some(Chain::Built(chain)) => self.walk_chain(chain.copied(), maps, pid),
+            Some(Chain::Recorded(chain)) => {
+                let by_fp =
+                    (self.fp_events.get(c.ev).copied()).unwrap_or(self.fp_events.is_empty());
+                self.walk_chain(chain, maps, pid, by_fp);
+            }
+            Some(Chain::Built(chain)) => self.walk_chain(chain.copied(), maps, pid, false),
             None => {}
         }
         if self.leaf_first.is_empty()
@@ -126,7 +153,7 @@ impl StackBook {
             if cpumode == b::PERF_RECORD_MISC_KERNEL {
                 self.kernel_frame(ip, false);
             } else if cpumode == b::PERF_RECORD_MISC_USER {
-                self.user_frame(maps, pid, ip, false);
+                self.user_frame(maps, pid, ip, Role::Leaf);
             }
         }
         if !self.pid_memo.is_empty() {
@@ -144,9 +171,18 @@ impl StackBook {
     }
 
     /// Interns a callchain's frames, leaf first, by the context each marker switches to.
-    fn walk_chain(&mut self, chain: impl Iterator<Item = u64>, maps: &ProcessMaps, pid: u32) {
+    /// `by_fp`: its user frames are the kernel's frame-pointer walk, cut at the first return
+    /// address outside the process's code.
+    fn walk_chain(
+        &mut self,
+        chain: impl Iterator<Item = u64>,
+        maps: &ProcessMaps,
+        pid: u32,
+        by_fp: bool,
+    ) {
         let mut context = None;
         let mut first_in_context = true;
+        let (mut walked, mut cut) = (false, false);
         for addr in chain {
             if addr >= PERF_CONTEXT_MAX {
                 context = Some(addr);
@@ -157,7 +193,18 @@ impl StackBook {
             first_in_context = false;
             match context {
                 Some(PERF_CONTEXT_KERNEL) => self.kernel_frame(addr, ret),
-                Some(PERF_CONTEXT_USER) => self.user_frame(maps, pid, addr, ret),
+                Some(PERF_CONTEXT_USER) if by_fp => {
+                    walked = self.space != StackSpace::Kernel;
+                    if !ret {
+                        self.user_frame(maps, pid, addr, Role::Leaf);
+                    } else if !cut {
+                        cut = !self.fp_frame(maps, pid, addr);
+                    }
+                }
+                Some(PERF_CONTEXT_USER) => {
+                    let role = if ret { Role::Return } else { Role::Leaf };
+                    self.user_frame(maps, pid, addr, role);
+                }
                 Some(
                     PERF_CONTEXT_HV
                     | PERF_CONTEXT_GUEST
@@ -169,11 +216,27 @@ impl StackBook {
                     if addr >= 0xffff_8000_0000_0000 {
                         self.kernel_frame(addr, ret);
                     } else {
-                        self.user_frame(maps, pid, addr, ret);
+                        let role = if ret { Role::Return } else { Role::Leaf };
+                        self.user_frame(maps, pid, addr, role);
                     }
                 }
             }
         }
+        self.fp_walked += u64::from(walked);
+        self.fp_cut += u64::from(cut);
+    }
+
+    /// A return address of the kernel's frame-pointer walk, interned when it lies in the
+    /// process's code; false (nothing interned) when it does not.
+    fn fp_frame(&mut self, maps: &ProcessMaps, pid: u32, addr: u64) -> bool {
+        if self.space != StackSpace::Kernel
+            && !self.pid_memo.contains_key(&(addr, Role::CheckedReturn))
+            && !maps.in_code(pid, addr)
+        {
+            return false;
+        }
+        self.user_frame(maps, pid, addr, Role::CheckedReturn);
+        true
     }
 
     fn kernel_frame(&mut self, addr: u64, ret: bool) {
@@ -187,18 +250,18 @@ impl StackBook {
         self.leaf_first.push(id);
     }
 
-    fn user_frame(&mut self, maps: &ProcessMaps, pid: u32, addr: u64, ret: bool) {
+    fn user_frame(&mut self, maps: &ProcessMaps, pid: u32, addr: u64, role: Role) {
         if self.space == StackSpace::Kernel {
             return;
         }
         if self.user_start.is_none() {
             self.user_start = Some(self.leaf_first.len());
         }
-        if let Some(&id) = self.pid_memo.get(&(addr, ret)) {
+        if let Some(&id) = self.pid_memo.get(&(addr, role)) {
             self.leaf_first.push(id);
             return;
         }
-        let mut key = FrameKey::user(maps, pid, addr, ret);
+        let mut key = FrameKey::user(maps, pid, addr, role != Role::Leaf);
         if let (FrameKey::Jit { load, .. }, Some(jit), Some(t)) =
             (&mut key, self.jit.as_mut(), self.time)
         {
@@ -207,7 +270,7 @@ impl StackBook {
         let id = self.frames.intern(&key);
         // A frame named by the sample's time is looked up again for the next sample.
         if !matches!(key, FrameKey::Jit { load: Some(_), .. }) {
-            self.pid_memo.insert((addr, ret), id);
+            self.pid_memo.insert((addr, role), id);
         }
         self.leaf_first.push(id);
     }

@@ -109,6 +109,7 @@ impl<'c> Windowed<'c> {
         let mut agg = std::mem::replace(&mut self.a.agg, fresh);
         agg.stats.brk_shrunk = std::mem::take(&mut self.a.brk.shrunk);
         agg.stats.brk_unknown_base = std::mem::take(&mut self.a.brk.unknown_base);
+        (agg.stats.fp_walked, agg.stats.fp_cut) = (agg.book.fp_walked, agg.book.fp_cut);
         agg
     }
 

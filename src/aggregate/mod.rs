@@ -90,7 +90,7 @@ pub struct ReadStats {
     /// allocation tools' `[no stack]`).
     pub unwound_none: u64,
     /// User stacks the kernel walked by frame pointers, and those cut at a frame outside
-    /// the program's code (the allocation tools', `allocs::unwinds`).
+    /// the program's code (`StackBook`'s; the allocation tools', `allocs::unwinds`).
     pub fp_walked: u64,
     pub fp_cut: u64,
     /// User stacks memperf unwound while recording and truncated (its feature section).
@@ -263,6 +263,9 @@ pub fn read<'c>(
         columns: Vec::new(),
     };
     a.agg.book.jit = ToMonotonic::of(file).map(JitTimes::new);
+    a.agg.book.fp_events = (0..file.events.len())
+        .map(|ev| file.walked_by_fp(ev))
+        .collect();
     a.agg.sized = a
         .weighers
         .iter()
@@ -309,6 +312,7 @@ pub fn read<'c>(
             crate::unwind::TruncCounts::from_named(|n| m.get(&format!("truncated.{n}")));
     }
     st.event_unwinds = event_unwinds(file, &ss.unwinds, st.samples.len());
+    (st.fp_walked, st.fp_cut) = (agg.book.fp_walked, agg.book.fp_cut);
     agg.maps = session.take_maps().unwrap_or_default();
     Ok(agg)
 }

@@ -117,17 +117,6 @@ pub(crate) struct ReplayStats {
     pub without_stack: u64,
 }
 
-/// The user stacks of event `ev` memperf unwound while recording `file` (its feature section;
-/// the total where it did not count them per event).
-fn unwound_while_recording(file: &PerfDataFile, ev: usize) -> u64 {
-    let Some(m) = &file.features.memperf_stats else {
-        return 0;
-    };
-    m.get(&format!("unwound.event.{ev}"))
-        .or_else(|| m.get("unwound"))
-        .unwrap_or(0)
-}
-
 fn no_process(_: u32, _: u64) -> std::io::Result<u64> {
     Err(std::io::Error::other("a replayed process cannot be read"))
 }
@@ -140,8 +129,7 @@ impl Allocations {
         for (i, (name, ev)) in names.iter().zip(&file.events).enumerate() {
             let role = role_of(name, ev, faults);
             let stack = ev.attr.sample_type & crate::abi::PERF_SAMPLE_CALLCHAIN != 0;
-            // A callchain memperf unwound while recording is no frame-pointer walk.
-            let by_fp = stack && unwound_while_recording(file, i) == 0;
+            let by_fp = file.walked_by_fp(i);
             events.push(LeakEvent { role, stack, by_fp });
         }
         let is_call: Vec<bool> = events

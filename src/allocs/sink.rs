@@ -96,9 +96,12 @@ pub struct LeakSink {
     /// Allocation stacks copied but with no frame past the allocator's (not unwound).
     pub stackless: u64,
     /// Allocation stacks the kernel walked by frame pointers (`--call-graph fp`), and those
-    /// cut at a frame outside the process's code (see [`in_code`]).
+    /// cut at a frame outside the process's code (see [`ProcessMaps::in_code`]).
     pub fp_stacks: u64,
     pub fp_cut: u64,
+    /// The same of the fault stacks (rss's touchers).
+    pub fault_fp_stacks: u64,
+    pub fault_fp_cut: u64,
     /// The allocation stacks unwound and truncated, once the run has ended
     /// (`allocs::unwinds`).
     pub stack_counts: super::unwinds::StackCounts,
@@ -162,6 +165,8 @@ impl LeakSink {
             stackless: 0,
             fp_stacks: 0,
             fp_cut: 0,
+            fault_fp_stacks: 0,
+            fault_fp_cut: 0,
             stack_counts: super::unwinds::StackCounts::default(),
         }
     }
@@ -403,7 +408,7 @@ impl LeakSink {
 
     /// The user part of the sample's callchain, without the probed function itself (the
     /// leaf is the probe site: memleak lists the caller first); and, when the kernel walked
-    /// it by frame pointers, whether it was cut (see [`in_code`]).
+    /// it by frame pointers, whether it was cut (see [`ProcessMaps::in_code`]).
     fn user_stack(
         &mut self,
         maps: &ProcessMaps,
@@ -431,7 +436,7 @@ impl LeakSink {
                 first = false;
                 continue;
             }
-            if by_fp && !in_code(maps, pid, ip) {
+            if by_fp && !maps.in_code(pid, ip) {
                 cut = true;
                 continue;
             }
@@ -453,23 +458,36 @@ impl LeakSink {
         (stack, fp_cut)
     }
 
-    /// The user stack of a fault, its leaf the faulting instruction.
+    /// The user stack of a fault, its leaf the faulting instruction; a frame-pointer walk
+    /// is cut as an allocation's is (see [`ProcessMaps::in_code`]) and counted.
     fn toucher_stack(&mut self, maps: &ProcessMaps, pid: u32, c: &SampleCtx<'_>) -> AllocStack {
         let Some(chain) = c.callchain() else {
             return AllocStack::Missing;
         };
+        let by_fp = c.unwound.is_none() && self.events.get(c.ev).is_some_and(|e| e.by_fp);
         self.leaf_first.clear();
         let mut in_user = false;
         let mut first = true;
+        let mut cut = false;
         for ip in chain {
             if ip >= PERF_CONTEXT_MAX {
                 in_user = ip == PERF_CONTEXT_USER;
                 continue;
             }
-            if in_user {
-                let id = self.user_frame(maps, pid, ip, !std::mem::take(&mut first));
-                self.leaf_first.push(id);
+            if !in_user || cut {
+                continue;
             }
+            let ret = !std::mem::take(&mut first);
+            if ret && by_fp && !maps.in_code(pid, ip) {
+                cut = true;
+                continue;
+            }
+            let id = self.user_frame(maps, pid, ip, ret);
+            self.leaf_first.push(id);
+        }
+        if by_fp && !first {
+            self.fault_fp_stacks += 1;
+            self.fault_fp_cut += u64::from(cut);
         }
         self.intern_leaf_first()
     }
@@ -522,21 +540,6 @@ impl LeakSink {
 
     fn intern_frame(&mut self, key: FrameKey, addr: u64) -> FrameId {
         intern_frame(&mut self.frames, &mut self.frame_addrs, key, addr)
-    }
-}
-
-/// Whether `addr`, a return address of the kernel's frame-pointer walk of process `pid`,
-/// lies in the process's code. Through code built without frame pointers the walk follows a
-/// register that holds anything, and reads values that are no return address; one outside
-/// every executable mapping cannot have been a frame, and nothing read after it can be
-/// trusted. A process whose mappings are not held gives no evidence either way.
-fn in_code(maps: &ProcessMaps, pid: u32, addr: u64) -> bool {
-    match maps.mapping_at(pid, addr.wrapping_sub(1)) {
-        // Protection and flags both 0: a record that did not say (MMAP, not MMAP2).
-        Some(m) => {
-            (m.attrs.prot == 0 && m.attrs.flags == 0) || m.attrs.prot & libc::PROT_EXEC as u32 != 0
-        }
-        None => !maps.holds(pid),
     }
 }
 

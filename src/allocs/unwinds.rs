@@ -24,9 +24,12 @@ pub struct StackCounts {
     /// Of those, the ones left out while the reader was behind (`session::shed`).
     pub shed: u64,
     /// Stacks the kernel walked by frame pointers (`--call-graph fp`), and those cut at a
-    /// frame outside the program's code (`sink::in_code`).
+    /// frame outside the program's code (`ProcessMaps::in_code`).
     pub fp: u64,
     pub fp_cut: u64,
+    /// The same of the fault stacks (rss's touchers).
+    pub fault_fp: u64,
+    pub fault_fp_cut: u64,
 }
 
 /// Whether an entry probe's stack is an allocation's.
@@ -42,6 +45,8 @@ impl StackCounts {
             none: sink.stackless,
             fp: sink.fp_stacks,
             fp_cut: sink.fp_cut,
+            fault_fp: sink.fault_fp_stacks,
+            fault_fp_cut: sink.fault_fp_cut,
             ..StackCounts::default()
         };
         for (e, u) in sink.events().iter().zip(per_event) {
@@ -77,13 +82,21 @@ impl StackCounts {
         s
     }
 
-    /// `3 of 530 allocation stacks walked by frame pointers were cut ...`, when any was.
+    /// `3 of 530 allocation stacks walked by frame pointers were cut ...` (and of the
+    /// fault stacks), when any was.
     pub fn fp_clause(&self) -> Option<String> {
-        (self.fp_cut > 0).then(|| {
+        let parts: Vec<String> = [
+            (self.fp_cut, self.fp, "allocation"),
+            (self.fault_fp_cut, self.fault_fp, "fault"),
+        ]
+        .into_iter()
+        .filter(|&(cut, _, _)| cut > 0)
+        .map(|(cut, of, what)| format!("{cut} of {of} {what} stacks"))
+        .collect();
+        (!parts.is_empty()).then(|| {
             format!(
-                "{} of {} allocation stacks walked by frame pointers were cut at a frame \
-                 outside the program's code",
-                self.fp_cut, self.fp
+                "{} walked by frame pointers were cut at a frame outside the program's code",
+                parts.join(" and ")
             )
         })
     }
@@ -136,8 +149,8 @@ impl StackCounts {
         st.unwound = self.unwound;
         st.truncated = self.truncated;
         st.unwound_none = self.none;
-        st.fp_walked = self.fp;
-        st.fp_cut = self.fp_cut;
+        st.fp_walked = self.fp + self.fault_fp;
+        st.fp_cut = self.fp_cut + self.fault_fp_cut;
     }
 }
 
@@ -169,6 +182,8 @@ mod tests {
             shed: 0,
             fp: 0,
             fp_cut: 0,
+            fault_fp: 0,
+            fault_fp_cut: 0,
         };
         assert_eq!(
             c.clause(),
@@ -211,5 +226,20 @@ mod tests {
             "{}",
             crate::output::header::losses(&st)
         );
+        // rss's fault stacks are said beside the allocations', and counted in the header.
+        let c = StackCounts {
+            fault_fp: 40,
+            fault_fp_cut: 7,
+            ..c
+        };
+        assert_eq!(
+            c.fp_clause().as_deref(),
+            Some(
+                "200 of 501 allocation stacks and 7 of 40 fault stacks walked by frame \
+                 pointers were cut at a frame outside the program's code"
+            )
+        );
+        c.add_to(&mut st);
+        assert_eq!((st.fp_walked, st.fp_cut), (541, 207));
     }
 }

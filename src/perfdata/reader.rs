@@ -277,6 +277,36 @@ impl PerfDataFile {
             .collect()
     }
 
+    /// Whether the user frames in event `ev`'s callchains are the kernel's frame-pointer
+    /// walk: the event recorded callchains, and memperf did not unwind its stacks while
+    /// recording (an online unwind writes its DWARF frames into the callchain and takes
+    /// the stack copy out of the attr). A file that counts its unwinds per event lists
+    /// them up to its last event with any (a missing one had none) and the stacks it left
+    /// truncated or shed; where it counted them for all events together (older files), any
+    /// unwind says no for every event.
+    pub fn walked_by_fp(&self, ev: usize) -> bool {
+        let Some(e) = self.events.get(ev) else {
+            return false;
+        };
+        if e.attr.sample_type & crate::abi::PERF_SAMPLE_CALLCHAIN == 0 {
+            return false;
+        }
+        let Some(m) = &self.features.memperf_stats else {
+            return true;
+        };
+        let per_event = m
+            .counts
+            .iter()
+            .any(|(k, _)| k.starts_with("unwound.event."));
+        if !per_event {
+            return m.get("unwound").unwrap_or(0) == 0;
+        }
+        // A stack the recorder left truncated or shed was its to unwind too.
+        ["unwound", "truncated", "shed"]
+            .iter()
+            .all(|c| m.get(&format!("{c}.event.{ev}")).unwrap_or(0) == 0)
+    }
+
     /// Opens a file; regular files are memory-mapped, anything else is read.
     pub fn open(path: &Path) -> Result<PerfDataFile, PerfDataError> {
         let io_err = |cause| PerfDataError::Io {

@@ -229,6 +229,10 @@ pub struct Seen {
     pub lost: u64,
     pub unwound: u64,
     pub truncated: u64,
+    /// User stacks the kernel walked by frame pointers, and those cut at a frame outside
+    /// the program's code (`StackBook`'s).
+    pub fp_walked: u64,
+    pub fp_cut: u64,
 }
 
 /// Feeds the session's records to the tool: maps the source's events to the tool's, cuts
@@ -493,6 +497,8 @@ fn live<T: Tool>(
         lost: done.lost,
         unwound: st.unwound,
         truncated: st.truncated,
+        fp_walked: drive.cx.book.fp_walked,
+        fp_cut: drive.cx.book.fp_cut,
     };
     drive
         .tool
@@ -620,7 +626,8 @@ pub fn print_seen(name: &str, seen: &Seen) {
     eprintln!("{}", seen_line(name, seen));
 }
 
-/// `memperf NAME: N events, lost L[, T of U user stacks truncated]`.
+/// `memperf NAME: N events, lost L[, T of U user stacks truncated][, C of W user stacks
+/// walked by frame pointers were cut ...]`.
 pub fn seen_line(name: &str, seen: &Seen) -> String {
     let mut line = format!(
         "memperf {name}: {} events, lost {}",
@@ -630,6 +637,13 @@ pub fn seen_line(name: &str, seen: &Seen) -> String {
         line.push_str(&format!(
             ", {} of {} user stacks truncated",
             seen.truncated, seen.unwound
+        ));
+    }
+    if seen.fp_cut > 0 {
+        line.push_str(&format!(
+            ", {} of {} user stacks walked by frame pointers were cut at a frame outside \
+             the program's code",
+            seen.fp_cut, seen.fp_walked
         ));
     }
     line

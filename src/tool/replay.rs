@@ -65,6 +65,7 @@ pub(super) fn replay<T: Tool>(
     }
     let mut cx = Cx::new(out, formats, cfg.stacks);
     cx.present = present;
+    cx.book.fp_events = fp_events(&file, &map, wants.len());
     cx.replay = true;
     cx.clock = file.features.clock_data;
     banner(&mut cx)?;
@@ -93,6 +94,8 @@ pub(super) fn replay<T: Tool>(
         lost: crate::session::lost_once(st.lost, st.lost_samples),
         unwound: st.unwound + recorded.and_then(|s| s.get("unwound")).unwrap_or(0),
         truncated: st.truncated + recorded.and_then(|s| s.get("truncated")).unwrap_or(0),
+        fp_walked: drive.cx.book.fp_walked,
+        fp_cut: drive.cx.book.fp_cut,
     };
     drive.tool.finish(&mut drive.cx, session.procs(), &seen)?;
     drive.cx.out.flush()?;
@@ -105,6 +108,18 @@ struct Mapped {
     map: Vec<Option<usize>>,
     formats: Vec<Option<EventFormat>>,
     present: Vec<bool>,
+}
+
+/// Per tool event, whether the user frames of its recorded callchains are the kernel's
+/// frame-pointer walk (any of the file's events it maps, `PerfDataFile::walked_by_fp`).
+fn fp_events(file: &PerfDataFile, map: &[Option<usize>], wants: usize) -> Vec<bool> {
+    let mut fp = vec![false; wants];
+    for (ev, want) in map.iter().enumerate() {
+        if let Some(w) = want.and_then(|w| fp.get_mut(w)) {
+            *w |= file.walked_by_fp(ev);
+        }
+    }
+    fp
 }
 
 /// Finds the tool's `wants` among `file`'s events by name. A want the file lacks is an
