@@ -230,11 +230,13 @@ fn a_copy_that_ends_in_mains_frame_is_finished() {
 /// `--call-graph fp`: the kernel walks frame pointers, and through code built without them
 /// it reads whatever the register holds as a frame. `fixtures/fakefp.c` calls malloc 200
 /// times with rbp at a made-up frame whose return address lies in no mapping (the walk used
-/// to hand it on, `[unknown]` in the outputs: a caller that never was), and 300 times from
-/// code built with frame pointers. Exactly the 200 are cut there, counted and said, and no
-/// stack keeps a frame outside the program's code.
+/// to hand it on, `[unknown]` in the outputs: a caller that never was), 100 times with one
+/// whose return address is in code that no call ends at (the function it points into was
+/// printed), and 300 times from code built with frame pointers. Exactly the 300 made-up
+/// ones are cut, counted and said (the 200 alone where `-w` keeps them), and no stack keeps
+/// a frame that was never on the stack.
 #[test]
-fn a_frame_pointer_walk_is_cut_at_a_frame_outside_the_programs_code() {
+fn a_frame_pointer_walk_is_cut_where_it_read_no_return_address() {
     if !require_perf("frame-pointer stacks through a made-up frame") {
         return;
     }
@@ -249,16 +251,27 @@ fn a_frame_pointer_walk_is_cut_at_a_frame_outside_the_programs_code() {
         prog.to_str().unwrap(),
         "200",
         "300",
+        "0",
+        "100",
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
     let err = joined(&stderr(&o));
     let folded = String::from_utf8_lossy(&o.stdout).into_owned();
     assert!(!folded.contains("[unknown]"), "{folded}");
+    // The decoy's return address is in code (named as whatever function holds it) but
+    // after no call: cut too, with the 200 outside the code. A cut stack keeps no frame,
+    // or `through_frame` where the kernel adds the caller of a probed function's first
+    // instruction.
+    let cut_or_real = |l: &str| {
+        let stack = l.rsplit_once(' ').map_or(l, |(s, _)| s);
+        stack == "fakefp-fp" || stack == "fakefp-fp;through_frame" || stack.contains(";main")
+    };
+    assert!(folded.lines().all(cut_or_real), "{folded}");
     let cut: u64 = err
         .split_once(" allocation stacks walked by frame pointers were cut")
         .and_then(|(before, _)| before.split_whitespace().rev().nth(2)?.parse().ok())
         .unwrap_or_else(|| panic!("no frame-pointer cut count in\n{err}"));
-    assert_eq!(cut, 200, "{err}");
+    assert_eq!(cut, 300, "{err}");
     // The real calls keep their callers (`real_alloc` too, where the kernel adds the
     // caller of a probed function's first instruction).
     let real: u64 = folded
@@ -303,17 +316,18 @@ fn a_frame_pointer_walk_is_cut_at_a_frame_outside_the_programs_code() {
 
 /// The same cut where the kernel's frame-pointer walk is kept in a recording: `record
 /// --call-graph fp` on a probe of malloc, read back by `report` (folded, text, pprof) and
-/// `script`. Exactly the fixture's 200 made-up frames are cut and said; the 300 real calls
-/// keep `main`; a DWARF recording of the same says nothing of frame pointers.
+/// `script`. Exactly the fixture's 300 made-up frames are cut and said (200 outside the
+/// code, 100 decoys in code after no call); the 300 real calls keep `main`; a DWARF
+/// recording of the same says nothing of frame pointers.
 #[test]
-fn reports_of_a_frame_pointer_recording_cut_it_at_a_frame_outside_the_programs_code() {
+fn reports_of_a_frame_pointer_recording_cut_it_where_the_walk_read_no_return_address() {
     if !require_perf("frame-pointer stacks through a made-up frame, recorded") {
         return;
     }
     let prog = fixture("fakefp", Variant::Fp);
     let dir = scratch();
-    let said = "200 of 500 user stacks walked by frame pointers were cut at a frame outside \
-                the program's code";
+    let said = "300 of 600 user stacks walked by frame pointers were cut where the walk read \
+                no return address";
     for (call_graph, fp) in [("fp", true), ("dwarf", false)] {
         let data = dir.path().join(format!("{call_graph}.data"));
         let data = data.to_str().unwrap();
@@ -331,6 +345,8 @@ fn reports_of_a_frame_pointer_recording_cut_it_at_a_frame_outside_the_programs_c
                 prog.to_str().unwrap(),
                 "200",
                 "300",
+                "0",
+                "100",
             ])
         };
         assert!(o.status.success(), "{}", stderr(&o));
@@ -339,6 +355,9 @@ fn reports_of_a_frame_pointer_recording_cut_it_at_a_frame_outside_the_programs_c
         assert!(o.status.success(), "{}", stderr(&o));
         let (folded, err) = (String::from_utf8_lossy(&o.stdout).into_owned(), stderr(&o));
         assert!(!folded.contains("[unknown]"), "{call_graph}: {folded}");
+        // The decoy's address, named as the function that holds it.
+        assert!(!folded.contains("decoy_target"), "{call_graph}: {folded}");
+        assert!(!folded.contains("frame_dummy"), "{call_graph}: {folded}");
         assert_eq!(err.contains(said), fp, "{call_graph}: {err}");
         assert_eq!(err.contains("frame pointers"), fp, "{call_graph}: {err}");
         let count = |pred: &dyn Fn(&str) -> bool| -> u64 {
@@ -355,13 +374,14 @@ fn reports_of_a_frame_pointer_recording_cut_it_at_a_frame_outside_the_programs_c
             "{call_graph}: {folded}"
         );
         if fp {
-            // Cut at the made-up frame: the probed function is left, and its caller where
-            // the kernel adds the return address at a probed function's first instruction.
+            // Cut at the made-up frames (the 200 outside the code, the 100 decoys in code
+            // after no call): the probed function is left, and its caller where the kernel
+            // adds the return address at a probed function's first instruction.
             let cut = |s: &str| {
                 let frames: Vec<&str> = s.split(';').skip(1).collect();
-                frames == ["malloc"] || frames == ["through_fake", "malloc"]
+                frames == ["malloc"] || frames == ["through_frame", "malloc"]
             };
-            assert_eq!(count(&cut), 200, "{folded}");
+            assert_eq!(count(&cut), 300, "{folded}");
         }
 
         let o = run_memperf(&["report", "-i", data]);
@@ -371,8 +391,8 @@ fn reports_of_a_frame_pointer_recording_cut_it_at_a_frame_outside_the_programs_c
         let flat: Vec<&str> = text.split_whitespace().filter(|w| *w != "#").collect();
         assert_eq!(
             flat.join(" ").contains(
-                "user stacks walked by frame pointers: 500, cut at a frame outside the \
-                 program's code: 200"
+                "user stacks walked by frame pointers: 600, cut where the walk read no return \
+                 address: 300"
             ),
             fp,
             "{call_graph}: {text}"

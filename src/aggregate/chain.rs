@@ -4,8 +4,8 @@
 use perf_event_open_sys::bindings as b;
 use rustc_hash::FxHashMap;
 
-use super::FrameKey;
 use super::jit::JitTimes;
+use super::{FpCheck, FrameKey};
 use crate::abi::{
     PERF_CONTEXT_GUEST, PERF_CONTEXT_GUEST_KERNEL, PERF_CONTEXT_GUEST_USER, PERF_CONTEXT_HV,
     PERF_CONTEXT_KERNEL, PERF_CONTEXT_MAX, PERF_CONTEXT_USER,
@@ -35,10 +35,12 @@ pub struct StackBook {
     /// frame-pointer walk (a file's: `PerfDataFile::walked_by_fp`); empty: every recorded
     /// chain's are (live, where memperf's own unwinds arrive as built chains).
     pub fp_events: Vec<bool>,
-    /// Stacks of the kernel's frame-pointer walk, and those cut at a return address outside
-    /// the process's code ([`ProcessMaps::in_code`]): the frames after it never were.
+    /// Stacks of the kernel's frame-pointer walk, and those cut at a return address that
+    /// cannot have been one (outside the process's code, or after no call: [`FpCheck`]):
+    /// the frames after it never were.
     pub fp_walked: u64,
     pub fp_cut: u64,
+    fp_check: FpCheck,
     /// The time of the sample being walked.
     time: Option<u64>,
     leaf_first: Vec<FrameId>,
@@ -91,6 +93,7 @@ impl StackBook {
             fp_events: Vec::new(),
             fp_walked: 0,
             fp_cut: 0,
+            fp_check: FpCheck::default(),
             time: None,
             leaf_first: Vec::with_capacity(128),
             user_start: None,
@@ -226,12 +229,12 @@ impl StackBook {
         self.fp_cut += u64::from(cut);
     }
 
-    /// A return address of the kernel's frame-pointer walk, interned when it lies in the
-    /// process's code; false (nothing interned) when it does not.
+    /// A return address of the kernel's frame-pointer walk, interned when it can have been
+    /// one ([`FpCheck::may_return_to`]); false (nothing interned) when it cannot.
     fn fp_frame(&mut self, maps: &ProcessMaps, pid: u32, addr: u64) -> bool {
         if self.space != StackSpace::Kernel
             && !self.pid_memo.contains_key(&(addr, Role::CheckedReturn))
-            && !maps.in_code(pid, addr)
+            && !self.fp_check.may_return_to(maps, pid, addr)
         {
             return false;
         }

@@ -4,6 +4,7 @@
 
 mod by;
 mod chain;
+mod fpcheck;
 pub mod inuse;
 mod jit;
 pub mod live;
@@ -24,6 +25,7 @@ use crate::stacks::{CodeAddr, FrameTable, StackId};
 
 pub use by::{ByRow, NO_MAPPING, no_mapping_note};
 pub use chain::{StackBook, remaps};
+pub use fpcheck::FpCheck;
 pub use jit::{JitTimes, ToMonotonic};
 use weigh::{BrkTracker, Target};
 pub use weigh::{Weigher, weighers};
@@ -89,8 +91,8 @@ pub struct ReadStats {
     /// Of `truncated`, stacks with no frame unwound past the sampled function's (the
     /// allocation tools' `[no stack]`).
     pub unwound_none: u64,
-    /// User stacks the kernel walked by frame pointers, and those cut at a frame outside
-    /// the program's code (`StackBook`'s; the allocation tools', `allocs::unwinds`).
+    /// User stacks the kernel walked by frame pointers, and those cut at a value that
+    /// is no return address (`StackBook`'s; the allocation tools', `allocs::unwinds`).
     pub fp_walked: u64,
     pub fp_cut: u64,
     /// User stacks memperf unwound while recording and truncated (its feature section).

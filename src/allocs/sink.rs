@@ -96,12 +96,14 @@ pub struct LeakSink {
     /// Allocation stacks copied but with no frame past the allocator's (not unwound).
     pub stackless: u64,
     /// Allocation stacks the kernel walked by frame pointers (`--call-graph fp`), and those
-    /// cut at a frame outside the process's code (see [`ProcessMaps::in_code`]).
+    /// cut at a frame outside the process's code (see [`crate::aggregate::FpCheck`]).
     pub fp_stacks: u64,
     pub fp_cut: u64,
     /// The same of the fault stacks (rss's touchers).
     pub fault_fp_stacks: u64,
     pub fault_fp_cut: u64,
+    /// Reads the calls before those stacks' return addresses.
+    fp_check: crate::aggregate::FpCheck,
     /// The allocation stacks unwound and truncated, once the run has ended
     /// (`allocs::unwinds`).
     pub stack_counts: super::unwinds::StackCounts,
@@ -167,6 +169,7 @@ impl LeakSink {
             fp_cut: 0,
             fault_fp_stacks: 0,
             fault_fp_cut: 0,
+            fp_check: Default::default(),
             stack_counts: super::unwinds::StackCounts::default(),
         }
     }
@@ -408,7 +411,7 @@ impl LeakSink {
 
     /// The user part of the sample's callchain, without the probed function itself (the
     /// leaf is the probe site: memleak lists the caller first); and, when the kernel walked
-    /// it by frame pointers, whether it was cut (see [`ProcessMaps::in_code`]).
+    /// it by frame pointers, whether it was cut (see [`crate::aggregate::FpCheck`]).
     fn user_stack(
         &mut self,
         maps: &ProcessMaps,
@@ -436,7 +439,7 @@ impl LeakSink {
                 first = false;
                 continue;
             }
-            if by_fp && !maps.in_code(pid, ip) {
+            if by_fp && !self.fp_check.may_return_to(maps, pid, ip) {
                 cut = true;
                 continue;
             }
@@ -459,7 +462,7 @@ impl LeakSink {
     }
 
     /// The user stack of a fault, its leaf the faulting instruction; a frame-pointer walk
-    /// is cut as an allocation's is (see [`ProcessMaps::in_code`]) and counted.
+    /// is cut as an allocation's is (see [`crate::aggregate::FpCheck`]) and counted.
     fn toucher_stack(&mut self, maps: &ProcessMaps, pid: u32, c: &SampleCtx<'_>) -> AllocStack {
         let Some(chain) = c.callchain() else {
             return AllocStack::Missing;
@@ -478,7 +481,7 @@ impl LeakSink {
                 continue;
             }
             let ret = !std::mem::take(&mut first);
-            if ret && by_fp && !maps.in_code(pid, ip) {
+            if ret && by_fp && !self.fp_check.may_return_to(maps, pid, ip) {
                 cut = true;
                 continue;
             }

@@ -24,7 +24,7 @@ pub struct StackCounts {
     /// Of those, the ones left out while the reader was behind (`session::shed`).
     pub shed: u64,
     /// Stacks the kernel walked by frame pointers (`--call-graph fp`), and those cut at a
-    /// frame outside the program's code (`ProcessMaps::in_code`).
+    /// value that is no return address (`aggregate::FpCheck`).
     pub fp: u64,
     pub fp_cut: u64,
     /// The same of the fault stacks (rss's touchers).
@@ -95,7 +95,8 @@ impl StackCounts {
         .collect();
         (!parts.is_empty()).then(|| {
             format!(
-                "{} walked by frame pointers were cut at a frame outside the program's code",
+                "{} walked by frame pointers were cut where the walk read no return \
+                 address",
                 parts.join(" and ")
             )
         })
@@ -210,8 +211,8 @@ mod tests {
         assert_eq!(
             c.report_line().as_deref(),
             Some(
-                "Stacks: 200 of 501 allocation stacks walked by frame pointers were cut at a \
-                 frame outside the program's code"
+                "Stacks: 200 of 501 allocation stacks walked by frame pointers were cut where \
+                 the walk read no return address"
             )
         );
         let mut st = ReadStats::default();
@@ -220,8 +221,8 @@ mod tests {
         assert_eq!((st.fp_walked, st.fp_cut), (501, 200));
         assert!(
             crate::output::header::losses(&st).contains(
-                "; 200 of 501 user stacks walked by frame pointers were cut at a frame \
-                 outside the program's code"
+                "; 200 of 501 user stacks walked by frame pointers were cut where the walk \
+                 read no return address"
             ),
             "{}",
             crate::output::header::losses(&st)
@@ -236,7 +237,7 @@ mod tests {
             c.fp_clause().as_deref(),
             Some(
                 "200 of 501 allocation stacks and 7 of 40 fault stacks walked by frame \
-                 pointers were cut at a frame outside the program's code"
+                 pointers were cut where the walk read no return address"
             )
         );
         c.add_to(&mut st);

@@ -145,8 +145,8 @@ fn fp_part(st: &ReadStats) -> String {
         return String::new();
     }
     format!(
-        "; {} of {} user stacks walked by frame pointers were cut at a frame outside the \
-         program's code",
+        "; {} of {} user stacks walked by frame pointers were cut where the walk read no \
+         return address",
         st.fp_cut, st.fp_walked
     )
 }

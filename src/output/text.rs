@@ -103,9 +103,9 @@ fn unwind_lines(st: &ReadStats) -> Vec<String> {
     }
     if st.fp_cut > 0 {
         h.push(format!(
-            "user stacks walked by frame pointers: {}, cut at a frame outside the program's \
-             code: {} (the walk went through code built without frame pointers; the frames \
-             from there on are left out)",
+            "user stacks walked by frame pointers: {}, cut where the walk read no return \
+             address: {} (the walk went through code built without frame pointers; the \
+             frames from there on are left out)",
             st.fp_walked, st.fp_cut
         ));
     }

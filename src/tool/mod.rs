@@ -229,8 +229,8 @@ pub struct Seen {
     pub lost: u64,
     pub unwound: u64,
     pub truncated: u64,
-    /// User stacks the kernel walked by frame pointers, and those cut at a frame outside
-    /// the program's code (`StackBook`'s).
+    /// User stacks the kernel walked by frame pointers, and those cut at a value that
+    /// is no return address (`StackBook`'s).
     pub fp_walked: u64,
     pub fp_cut: u64,
 }
@@ -641,8 +641,8 @@ pub fn seen_line(name: &str, seen: &Seen) -> String {
     }
     if seen.fp_cut > 0 {
         line.push_str(&format!(
-            ", {} of {} user stacks walked by frame pointers were cut at a frame outside \
-             the program's code",
+            ", {} of {} user stacks walked by frame pointers were cut where the walk read \
+             no return address",
             seen.fp_cut, seen.fp_walked
         ));
     }

@@ -6,7 +6,7 @@
 //! the frames found so far and says why it stopped; unreadable binaries are counted in
 //! [`UnwindStats`].
 
-mod confirm;
+pub(crate) mod confirm;
 mod elf;
 mod entry;
 #[cfg(test)]
