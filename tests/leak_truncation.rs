@@ -233,8 +233,11 @@ fn a_copy_that_ends_in_mains_frame_is_finished() {
 /// to hand it on, `[unknown]` in the outputs: a caller that never was), 100 times with one
 /// whose return address is in code that no call ends at (the function it points into was
 /// printed), and 300 times from code built with frame pointers. Exactly the 300 made-up
-/// ones are cut, counted and said (the 200 alone where `-w` keeps them), and no stack keeps
-/// a frame that was never on the stack.
+/// ones are cut, counted and said, live and from a `-w` recording, and no stack keeps a
+/// frame that was never on the stack. From malloc's entry the walk starts at the caller's
+/// frame pointer, which names the caller's caller: the caller comes from the return
+/// probe's address, so every stack keeps its allocating function (`through_frame`,
+/// `real_alloc`).
 #[test]
 fn a_frame_pointer_walk_is_cut_where_it_read_no_return_address() {
     if !require_perf("frame-pointer stacks through a made-up frame") {
@@ -259,33 +262,33 @@ fn a_frame_pointer_walk_is_cut_where_it_read_no_return_address() {
     let folded = String::from_utf8_lossy(&o.stdout).into_owned();
     assert!(!folded.contains("[unknown]"), "{folded}");
     // The decoy's return address is in code (named as whatever function holds it) but
-    // after no call: cut too, with the 200 outside the code. A cut stack keeps no frame,
-    // or `through_frame` where the kernel adds the caller of a probed function's first
-    // instruction.
-    let cut_or_real = |l: &str| {
-        let stack = l.rsplit_once(' ').map_or(l, |(s, _)| s);
-        stack == "fakefp-fp" || stack == "fakefp-fp;through_frame" || stack.contains(";main")
+    // after no call: cut too, with the 200 outside the code. A cut stack keeps its caller.
+    let bytes_under = |want: &dyn Fn(&str) -> bool| -> u64 {
+        folded
+            .lines()
+            .filter_map(|l| l.rsplit_once(' '))
+            .filter(|(stack, _)| want(stack))
+            .map(|(_, bytes)| bytes.parse::<u64>().unwrap())
+            .sum()
     };
-    assert!(folded.lines().all(cut_or_real), "{folded}");
+    let cut_stacks = bytes_under(&|s| s == "fakefp-fp;through_frame");
+    let real_stacks = bytes_under(&|s| s.ends_with(";main;real_alloc"));
+    assert_eq!(
+        (cut_stacks, real_stacks),
+        (200 * 48 + 100 * 64, 300 * 80),
+        "{folded}"
+    );
+    assert_eq!(bytes_under(&|_| true), cut_stacks + real_stacks, "{folded}");
     let cut: u64 = err
         .split_once(" allocation stacks walked by frame pointers were cut")
         .and_then(|(before, _)| before.split_whitespace().rev().nth(2)?.parse().ok())
         .unwrap_or_else(|| panic!("no frame-pointer cut count in\n{err}"));
     assert_eq!(cut, 300, "{err}");
-    // The real calls keep their callers (`real_alloc` too, where the kernel adds the
-    // caller of a probed function's first instruction).
-    let real: u64 = folded
-        .lines()
-        .filter_map(|l| l.rsplit_once(' '))
-        .filter(|(stack, _)| stack.ends_with(";main") || stack.ends_with(";main;real_alloc"))
-        .map(|(_, bytes)| bytes.parse::<u64>().unwrap() / 80)
-        .sum();
-    assert_eq!(real, 300, "{err}\n{folded}");
 
-    // Kept with -w and read back, the same 200 are cut; a recording whose stacks memperf
+    // Kept with -w and read back, the same 300 are cut; a recording whose stacks memperf
     // unwound while recording (DWARF, the default) is no frame-pointer walk.
     let dir = scratch();
-    let said = "200 of 500 allocation stacks walked by frame pointers were cut";
+    let said = "300 of 600 allocation stacks walked by frame pointers were cut";
     for (call_graph, cut) in [("fp", true), ("dwarf", false)] {
         let data = dir.path().join(format!("{call_graph}.data"));
         let data = data.to_str().unwrap();
@@ -300,6 +303,8 @@ fn a_frame_pointer_walk_is_cut_where_it_read_no_return_address() {
             prog,
             "200",
             "300",
+            "0",
+            "100",
         ]);
         assert!(o.status.success(), "{}", stderr(&o));
         let o = run_memperf(&["heap", "-i", data]);
@@ -311,6 +316,8 @@ fn a_frame_pointer_walk_is_cut_where_it_read_no_return_address() {
         ));
         assert_eq!(all.contains(said), cut, "{call_graph}: {all}");
         assert_eq!(all.contains("walked by frame pointers"), cut, "{all}");
+        // Read back, the stacks keep the caller the return probes named.
+        assert!(all.contains("real_alloc"), "{call_graph}: {all}");
     }
 }
 
@@ -423,12 +430,12 @@ fn reports_of_a_frame_pointer_recording_cut_it_where_the_walk_read_no_return_add
 }
 
 /// rss's fault stacks (`--touchers`) are cut by the same rule: `fixtures/fakefp.c` writes
-/// to 64 fresh pages of a malloc'd block with rbp at its made-up frame. Every one of the 64
-/// is counted under `touch_fake` with no frame after it, and the summary counts the cut
-/// fault stacks (at least those 64: other faults' walks may go through code without frame
-/// pointers too).
+/// to 64 fresh pages of a malloc'd block with rbp at its made-up frame (its return address
+/// in no mapping). Every one of the 64 is counted under `touch_fake` with no frame after
+/// it, and the summary counts the cut fault stacks (at least those 64: other faults' walks
+/// may go through code without frame pointers too).
 #[test]
-fn rss_cuts_a_fault_stacks_frame_pointer_walk_at_a_frame_outside_the_programs_code() {
+fn rss_cuts_a_fault_stacks_frame_pointer_walk_where_it_read_no_return_address() {
     if !require_perf("fault stacks through a made-up frame") {
         return;
     }

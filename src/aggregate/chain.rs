@@ -114,6 +114,7 @@ impl StackBook {
         if let Some(pid) = remaps(rec) {
             self.mappings_changed(pid);
         }
+        self.fp_check.side_band(rec);
     }
 
     /// Forgets what addresses meant in process `pid`.
@@ -174,8 +175,8 @@ impl StackBook {
     }
 
     /// Interns a callchain's frames, leaf first, by the context each marker switches to.
-    /// `by_fp`: its user frames are the kernel's frame-pointer walk, cut at the first return
-    /// address outside the process's code.
+    /// `by_fp`: its user frames are the kernel's frame-pointer walk, cut at the first value
+    /// that cannot have been a return address ([`FpCheck`]).
     fn walk_chain(
         &mut self,
         chain: impl Iterator<Item = u64>,
@@ -232,10 +233,7 @@ impl StackBook {
     /// A return address of the kernel's frame-pointer walk, interned when it can have been
     /// one ([`FpCheck::may_return_to`]); false (nothing interned) when it cannot.
     fn fp_frame(&mut self, maps: &ProcessMaps, pid: u32, addr: u64) -> bool {
-        if self.space != StackSpace::Kernel
-            && !self.pid_memo.contains_key(&(addr, Role::CheckedReturn))
-            && !self.fp_check.may_return_to(maps, pid, addr)
-        {
+        if self.space != StackSpace::Kernel && !self.fp_check.may_return_to(maps, pid, addr) {
             return false;
         }
         self.user_frame(maps, pid, addr, Role::CheckedReturn);

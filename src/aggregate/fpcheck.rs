@@ -13,41 +13,57 @@ use std::os::unix::fs::FileExt;
 
 use rustc_hash::FxHashMap;
 
+use crate::mapped::DevIno;
 use crate::maps::{ModuleInfo, ModuleKind, ProcessMaps};
+use crate::records::Record;
 use crate::unwind::confirm::CallSite;
 
-/// The bytes before a return address that are read for the call ending at it.
-const CALL_BYTES: u64 = 16;
+/// The bytes read on each side of a return address: the call that ends at it before, and
+/// what a return address that no call pushed starts with after.
+const SIDE: u64 = 16;
+/// Files held open at once; past it, all are closed and opened again as met.
+const MAX_OPEN: usize = 64;
 
-/// The files of the modules whose code was read, opened once each, and what each call
-/// site read said.
+/// What each return address of each process was found to be, and the files of the modules
+/// whose code was read.
 #[derive(Default)]
 pub struct FpCheck {
-    /// Each module (path and build-id: the maps' module ids are reused) → its index here.
-    ids: FxHashMap<ModuleInfo, u32>,
-    /// Each module's file, or `None` when it cannot be read or is not the file the process
-    /// mapped (another build-id).
-    files: Vec<Option<File>>,
-    /// (module, file offset of the return address) → whether a call ends there; `None`
-    /// when the bytes could not be read.
-    verdicts: FxHashMap<(u32, u64), Option<bool>>,
+    /// pid → return address → whether it can have been one; forgotten with the process's
+    /// mappings ([`FpCheck::side_band`]).
+    memo: FxHashMap<u32, FxHashMap<u64, bool>>,
+    /// Each module's file by (path and build-id, device and inode: another file at the same
+    /// path, a container's or an upgrade's, is another key), or `None` when it cannot be
+    /// read or is not the file the process mapped.
+    files: FxHashMap<(ModuleInfo, DevIno), Option<File>>,
 }
 
 impl FpCheck {
     /// Whether `ret`, a return address of the kernel's frame-pointer walk of process `pid`,
     /// can have been one: in the process's code, and, where that code can be read, just
-    /// after a call instruction.
+    /// after a call instruction (or at one of the return addresses no call pushes: a signal
+    /// handler's return to `rt_sigreturn`, Go's goroutine start).
     pub fn may_return_to(&mut self, maps: &ProcessMaps, pid: u32, ret: u64) -> bool {
-        if !maps.in_code(pid, ret) {
-            return false;
+        if let Some(&known) = self.memo.get(&pid).and_then(|m| m.get(&ret)) {
+            return known;
         }
-        self.call_ends_at(maps, pid, ret).unwrap_or(true)
+        let can = maps.in_code(pid, ret) && self.pushed_by_a_call(maps, pid, ret).unwrap_or(true);
+        self.memo.entry(pid).or_default().insert(ret, can);
+        can
     }
 
-    /// Whether a call instruction ends at `ret`, read from the file mapped there (the 16
-    /// bytes before it in the one mapping); `None` when they cannot be read.
-    fn call_ends_at(&mut self, maps: &ProcessMaps, pid: u32, ret: u64) -> Option<bool> {
-        let start = ret.checked_sub(CALL_BYTES)?;
+    /// Forgets what the return addresses of the process whose mappings `rec` changes were
+    /// found to be (the rule of [`super::remaps`]).
+    pub fn side_band(&mut self, rec: &Record<'_>) {
+        if let Some(pid) = super::remaps(rec) {
+            self.memo.remove(&pid);
+        }
+    }
+
+    /// Whether the code around `ret` says a call pushed it, read from the file mapped
+    /// there; `None` when the 16 bytes before it cannot be read (not all in one mapping of
+    /// a file that is still the one mapped).
+    fn pushed_by_a_call(&mut self, maps: &ProcessMaps, pid: u32, ret: u64) -> Option<bool> {
+        let start = ret.checked_sub(SIDE)?;
         let (id, _, end) = maps.mapping_of(pid, start)?;
         if ret > end {
             return None;
@@ -56,34 +72,81 @@ impl FpCheck {
         if at.module.kind() != ModuleKind::File {
             return None;
         }
-        let module = match self.ids.get(at.module) {
-            Some(&m) => m,
-            None => {
-                let m = self.files.len() as u32;
-                self.files.push(open_module(at.module, maps.module_pid(id)));
-                self.ids.insert(at.module.clone(), m);
-                m
-            }
-        };
-        let files = &self.files;
-        *self.verdicts.entry((module, at.pgoff)).or_insert_with(|| {
-            let file = files[module as usize].as_ref()?;
-            let mut code = [0u8; 16];
-            file.read_exact_at(&mut code, at.pgoff).ok()?;
-            Some(CallSite::decode(&code, ret).is_call())
-        })
+        let a = at.attrs;
+        let key = (at.module.clone(), (a.maj, a.min, a.ino));
+        if !self.files.contains_key(&key) && self.files.len() >= MAX_OPEN {
+            self.files.clear();
+        }
+        let file = self
+            .files
+            .entry(key)
+            .or_insert_with(|| open_module(at.module, (a.maj, a.min, a.ino), maps.module_pid(id)))
+            .as_ref()?;
+        // The bytes after it, where the mapping has them.
+        let len = if ret + SIDE <= end { 2 * SIDE } else { SIDE } as usize;
+        let mut code = [0u8; 2 * SIDE as usize];
+        file.read_exact_at(&mut code[..len], at.pgoff).ok()?;
+        let (before, after) = code.split_at(SIDE as usize);
+        let before: &[u8; 16] = before.try_into().ok()?;
+        let after = (len == code.len()).then_some(after);
+        Some(
+            CallSite::decode(before, ret).is_call()
+                || after.is_some_and(|a| no_call_returns_to(before, a)),
+        )
     }
 }
 
-/// The file of `module` as process `pid` mapped it (under its root while it lives), when
-/// it is a regular file and carries the build-id recorded for it.
-fn open_module(module: &ModuleInfo, pid: u32) -> Option<File> {
+/// Whether the code at a return address is one that no call pushes but which is a frame's
+/// return address all the same: `rt_sigreturn` (`mov $15, %rax` or `%eax`; `syscall`: glibc's
+/// and musl's `__restore_rt`, where a signal handler returns), and Go's `goexit` (a NOP,
+/// then the call at the address it pushes as every goroutine's first return address).
+fn no_call_returns_to(before: &[u8; 16], after: &[u8]) -> bool {
+    const SIGRETURN_RAX: [u8; 9] = [0x48, 0xc7, 0xc0, 0x0f, 0, 0, 0, 0x0f, 0x05];
+    const SIGRETURN_EAX: [u8; 7] = [0xb8, 0x0f, 0, 0, 0, 0x0f, 0x05];
+    after.starts_with(&SIGRETURN_RAX)
+        || after.starts_with(&SIGRETURN_EAX)
+        || (before[15] == 0x90 && after.first() == Some(&0xe8))
+}
+
+/// The file of `module` as process `pid` mapped it (under its root while it lives), when it
+/// is a regular file, the same device and inode the mapping named (when it named them), and
+/// carries the build-id recorded for it.
+fn open_module(module: &ModuleInfo, file_id: DevIno, pid: u32) -> Option<File> {
     let (path, _) = crate::mapped::resolve_recorded(&module.path, Some(pid));
-    if let Some(want) = &module.build_id {
+    if let Some(want) = module.build_id.as_ref().filter(|b| !b.is_empty()) {
         let have = crate::buildid::file_build_id(&path).ok().flatten()?;
         if !have.starts_with(want) && !want.starts_with(&have) {
             return None;
         }
     }
-    crate::mapped::open_regular(&path, None).ok()
+    crate::mapped::open_regular(&path, Some(file_id)).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::no_call_returns_to;
+
+    #[test]
+    fn return_addresses_no_call_pushed_are_known() {
+        let nops = [0x90u8; 16];
+        let mut before = [0xccu8; 16];
+        // glibc's __restore_rt, musl's.
+        let glibc = [0x48, 0xc7, 0xc0, 0x0f, 0, 0, 0, 0x0f, 0x05, 0x0f];
+        assert!(no_call_returns_to(&before, &glibc));
+        assert!(no_call_returns_to(
+            &before,
+            &[0xb8, 0x0f, 0, 0, 0, 0x0f, 0x05]
+        ));
+        // Another syscall, another register: not.
+        assert!(!no_call_returns_to(
+            &before,
+            &[0x48, 0xc7, 0xc0, 0x0e, 0, 0, 0, 0x0f, 0x05]
+        ));
+        // Go's goexit+1: a NOP before, a call at it.
+        assert!(no_call_returns_to(&nops, &[0xe8, 1, 2, 3, 4]));
+        before[15] = 0xc3;
+        assert!(!no_call_returns_to(&before, &[0xe8, 1, 2, 3, 4]));
+        // Code after 16 nops (the fixture's decoy): not.
+        assert!(!no_call_returns_to(&nops, &[0xc3]));
+    }
 }

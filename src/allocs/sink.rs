@@ -96,7 +96,7 @@ pub struct LeakSink {
     /// Allocation stacks copied but with no frame past the allocator's (not unwound).
     pub stackless: u64,
     /// Allocation stacks the kernel walked by frame pointers (`--call-graph fp`), and those
-    /// cut at a frame outside the process's code (see [`crate::aggregate::FpCheck`]).
+    /// cut at a value that cannot have been a return address ([`crate::aggregate::FpCheck`]).
     pub fp_stacks: u64,
     pub fp_cut: u64,
     /// The same of the fault stacks (rss's touchers).
@@ -201,6 +201,7 @@ impl LeakSink {
 
     fn handle_side_band(&mut self, rec: &Record<'_>) {
         self.frame_memo.side_band(rec);
+        self.fp_check.side_band(rec);
         match *rec {
             // Nothing allocated before the exec is the new program's.
             Record::Comm {
@@ -232,7 +233,7 @@ impl LeakSink {
         }
         match event.role.clone() {
             Role::Entry(func) => {
-                let (stack, fp_cut) = if with_stack {
+                let (stack, fp_walk) = if with_stack {
                     self.user_stack(maps, pid, c)
                 } else {
                     (AllocStack::Unsampled, None)
@@ -241,9 +242,9 @@ impl LeakSink {
                 if stack == AllocStack::Missing && allocates {
                     self.stackless += 1;
                 }
-                if let (true, Some(cut)) = (allocates, fp_cut) {
+                if let (true, Some(walk)) = (allocates, fp_walk) {
                     self.fp_stacks += 1;
-                    self.fp_cut += u64::from(cut);
+                    self.fp_cut += u64::from(walk.cut);
                 }
                 let reg = |r: u32| s.regs_user.as_ref().and_then(|regs| regs.get(r));
                 let args = Args {
@@ -264,6 +265,7 @@ impl LeakSink {
                     stack,
                     sp: reg(b::PERF_REG_X86_SP).unwrap_or(0),
                     in_allocator,
+                    fp_first: fp_walk.map(|w| w.first_return),
                 });
             }
             Role::Return(func) => {
@@ -275,6 +277,7 @@ impl LeakSink {
                 if func == Func::PosixMemalign {
                     ret = self.memalign_result(pid, tid, ret, s);
                 }
+                self.add_fp_caller(maps, pid, tid, func, s.ip);
                 let out = self.table.leave(tid, pid, func, ret);
                 if let (Some(w), super::table::Returned::Alloc { size, addr }) =
                     (self.trace.as_mut(), out)
@@ -351,6 +354,36 @@ impl LeakSink {
         }
     }
 
+    /// At the return of `func` on `tid` (the return probe's address `ret`, the caller's
+    /// return address): a frame-pointer stack of the call that did not name the caller
+    /// gets it (see [`LeakSink::with_caller`]).
+    fn add_fp_caller(
+        &mut self,
+        maps: &ProcessMaps,
+        pid: u32,
+        tid: u32,
+        func: Func,
+        ret: Option<u64>,
+    ) {
+        let Some(ret) = ret.filter(|&r| r != 0) else {
+            return;
+        };
+        let Some((&mut stack, first)) = self.table.pending_fp_walk(tid, func) else {
+            return;
+        };
+        if first == ret {
+            return;
+        }
+        let amended = self.with_caller(maps, pid, stack, ret);
+        if stack == AllocStack::Missing && amended != AllocStack::Missing {
+            // Counted at the entry as an allocation stack with no frame.
+            self.stackless = self.stackless.saturating_sub(1);
+        }
+        if let Some((stack, _)) = self.table.pending_fp_walk(tid, func) {
+            *stack = amended;
+        }
+    }
+
     /// posix_memalign returns 0 and stores the block through its first argument: read it
     /// from the stack copied at the return when it points there (a local variable, as it
     /// was at the return), else from the process now.
@@ -411,13 +444,13 @@ impl LeakSink {
 
     /// The user part of the sample's callchain, without the probed function itself (the
     /// leaf is the probe site: memleak lists the caller first); and, when the kernel walked
-    /// it by frame pointers, whether it was cut (see [`crate::aggregate::FpCheck`]).
+    /// it by frame pointers, what the walk gave (see [`FpWalk`]).
     fn user_stack(
         &mut self,
         maps: &ProcessMaps,
         pid: u32,
         c: &SampleCtx<'_>,
-    ) -> (AllocStack, Option<bool>) {
+    ) -> (AllocStack, Option<FpWalk>) {
         let Some(chain) = c.callchain() else {
             return (AllocStack::Missing, None);
         };
@@ -427,6 +460,7 @@ impl LeakSink {
         let mut in_user = false;
         let mut first = true;
         let mut cut = false;
+        let mut first_return = 0;
         for ip in chain {
             if ip >= PERF_CONTEXT_MAX {
                 in_user = ip == PERF_CONTEXT_USER;
@@ -439,13 +473,16 @@ impl LeakSink {
                 first = false;
                 continue;
             }
+            if first_return == 0 {
+                first_return = ip;
+            }
             if by_fp && !self.fp_check.may_return_to(maps, pid, ip) {
                 cut = true;
                 continue;
             }
             self.addrs.push(ip);
         }
-        let fp_cut = (by_fp && !first).then_some(cut);
+        let fp_walk = (by_fp && !first).then_some(FpWalk { cut, first_return });
         self.addrs.reverse();
         self.root_first.clear();
         let (frames, frame_addrs) = (&mut self.frames, &mut self.frame_addrs);
@@ -458,7 +495,32 @@ impl LeakSink {
             .stacks
             .intern(self.root_first.iter().copied())
             .map_or(AllocStack::Missing, AllocStack::Id);
-        (stack, fp_cut)
+        (stack, fp_walk)
+    }
+
+    /// `stack` with the caller the return probe names (`ret`, its sample's address: the
+    /// return address the call pushed) as its leaf: from a function's entry the kernel's
+    /// frame-pointer walk starts at the caller's frame pointer, which names the caller's
+    /// caller, so the caller itself was missing (unless the kernel added it: then it is
+    /// the walk's first return address, and nothing changes).
+    fn with_caller(
+        &mut self,
+        maps: &ProcessMaps,
+        pid: u32,
+        stack: AllocStack,
+        ret: u64,
+    ) -> AllocStack {
+        self.root_first.clear();
+        match stack {
+            AllocStack::Id(id) => self.stacks.frames(id, &mut self.root_first),
+            AllocStack::Missing => {}
+            AllocStack::Unsampled => return stack,
+        }
+        let caller = self.user_frame(maps, pid, ret, true);
+        self.root_first.push(caller);
+        self.stacks
+            .intern(self.root_first.iter().copied())
+            .map_or(AllocStack::Missing, AllocStack::Id)
     }
 
     /// The user stack of a fault, its leaf the faulting instruction; a frame-pointer walk
@@ -544,6 +606,15 @@ impl LeakSink {
     fn intern_frame(&mut self, key: FrameKey, addr: u64) -> FrameId {
         intern_frame(&mut self.frames, &mut self.frame_addrs, key, addr)
     }
+}
+
+/// What the kernel's frame-pointer walk of an allocation stack gave.
+#[derive(Debug, Clone, Copy)]
+struct FpWalk {
+    /// Cut at a value that is no return address.
+    cut: bool,
+    /// The first return address it read (0: none), to tell whether it named the caller.
+    first_return: u64,
 }
 
 /// Interns a frame, noting the address it was first seen at.

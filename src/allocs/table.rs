@@ -66,6 +66,10 @@ pub struct Entry {
     pub sp: u64,
     /// Whether the call's stack shows it made from inside an allocator function.
     pub in_allocator: bool,
+    /// For a stack the kernel walked by frame pointers: the first return address its walk
+    /// gave (0 when none). From the function's entry the walk may skip the caller, which
+    /// the return probe names ([`Table::pending_fp_walk`]).
+    pub fp_first: Option<u64>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -78,6 +82,8 @@ struct Pending {
     sp: u64,
     /// Made by the allocator while serving another call.
     internal: bool,
+    /// See [`Entry::fp_first`].
+    fp_first: Option<u64>,
 }
 
 /// Counters printed with every report.
@@ -178,6 +184,7 @@ impl Table {
             stack,
             sp,
             in_allocator,
+            fp_first,
         } = e;
         let calls = self.pending.entry(tid).or_default();
         if let Some(top) = calls.last_mut()
@@ -188,6 +195,7 @@ impl Table {
             // The twin sample of the same hit (regs-only and stack events on one probe).
             if !top.stack.is_known() {
                 top.stack = stack;
+                top.fp_first = fp_first;
             }
             return;
         }
@@ -205,6 +213,7 @@ impl Table {
             stack,
             sp,
             internal,
+            fp_first,
         });
         if func == Func::Free {
             // free has no return probe: it completes at entry, unless the allocator calls it.
@@ -247,6 +256,19 @@ impl Table {
             return Returned::Ignored;
         }
         self.complete(space, call, ret)
+    }
+
+    /// The stack of the call `func` of `tid` that [`Table::leave`] would complete, with the
+    /// first return address of its frame-pointer walk, when the kernel walked it so.
+    pub fn pending_fp_walk(&mut self, tid: u32, func: Func) -> Option<(&mut AllocStack, u64)> {
+        let call = self
+            .pending
+            .get_mut(&tid)?
+            .iter_mut()
+            .rev()
+            .find(|c| c.func == func)?;
+        let first = call.fp_first?;
+        Some((&mut call.stack, first))
     }
 
     /// posix_memalign's result is written through its first argument: the caller reads it.
@@ -531,6 +553,7 @@ mod tests {
             stack,
             sp,
             in_allocator: false,
+            fp_first: None,
         }
     }
 
@@ -646,6 +669,29 @@ mod tests {
         t.leave(7, 1, Func::Malloc, 0xa0);
         assert_eq!(t.iter().next().unwrap().2.stack, AllocStack::Id(42));
         assert_eq!(t.stats.unmatched_returns, 0);
+    }
+
+    /// A frame-pointer stack's first return address is kept with its call (the twin's,
+    /// whose stack the call takes), and the stack can be amended before the return
+    /// completes it.
+    #[test]
+    fn a_frame_pointer_stack_is_amended_before_its_return() {
+        let mut t = Table::new(1, None, None);
+        t.enter(Entry {
+            stack: AllocStack::Unsampled,
+            ..e(Func::Malloc, args(32, 0, 0), 1, 0, 0x1000)
+        });
+        assert!(t.pending_fp_walk(7, Func::Malloc).is_none());
+        t.enter(Entry {
+            fp_first: Some(0x4010),
+            ..e(Func::Malloc, args(32, 0, 0), 1, 42, 0x1000)
+        });
+        let (stack, first) = t.pending_fp_walk(7, Func::Malloc).unwrap();
+        assert_eq!((*stack, first), (AllocStack::Id(42), 0x4010));
+        *stack = AllocStack::Id(43);
+        assert!(t.pending_fp_walk(7, Func::Calloc).is_none());
+        t.leave(7, 1, Func::Malloc, 0xa0);
+        assert_eq!(t.iter().next().unwrap().2.stack, AllocStack::Id(43));
     }
 
     #[test]

@@ -227,6 +227,7 @@ mod tests {
             stack: AllocStack::Missing,
             sp: 0,
             in_allocator: false,
+            fp_first: None,
         });
         t.leave(1, pid, Func::Mmap, start);
         let mut h = HeapTracker::new(1);
