@@ -9,7 +9,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use memperf::perfdata::{ATTR_SIZE_VER7, EventDesc, Features, PerfDataWriter};
+use memperf::perfdata::{ATTR_SIZE_VER7, EventDesc, Features, MemperfStats, PerfDataWriter};
 use memperf::records::{
     Mmap2Fields, ParseInfo, Sample, SampleId, encode_comm, encode_finished_round, encode_mmap2,
     encode_sample,
@@ -800,8 +800,20 @@ fn write_alloc_file(dir: &Path, img: &Image, steps: &[Step]) -> PathBuf {
         .collect();
     let mut w = PerfDataWriter::create(&path, events).unwrap();
     w.write_record(&buf).unwrap();
+    // As memperf writes its DWARF stacks, unwound while recording (not the kernel's
+    // frame-pointer walk, whose values would be checked against the code).
+    let mallocs = steps
+        .iter()
+        .filter(|s| matches!(s, Step::Malloc { .. }))
+        .count() as u64;
     let features = Features {
         sample_time: Some((10_000_000, t)),
+        memperf_stats: Some(MemperfStats {
+            counts: vec![
+                ("unwound".into(), mallocs),
+                ("unwound.event.1".into(), mallocs),
+            ],
+        }),
         ..Features::from_system(vec!["memperf".into(), "mem".into(), "record".into()])
     };
     w.finish(&features).unwrap();

@@ -28,8 +28,9 @@ const MAX_OPEN: usize = 64;
 /// whose code was read.
 #[derive(Default)]
 pub struct FpCheck {
-    /// pid → return address → whether it can have been one; forgotten with the process's
-    /// mappings ([`FpCheck::side_band`]).
+    /// pid → return address in the process's code → whether a call pushed it; forgotten
+    /// with the process's mappings ([`FpCheck::side_band`]). Values outside the code are
+    /// not kept (garbage, unbounded; `ProcessMaps::in_code` answers them as fast).
     memo: FxHashMap<u32, FxHashMap<u64, bool>>,
     /// Each module's file by (path and build-id, device and inode: another file at the same
     /// path, a container's or an upgrade's, is another key), or `None` when it cannot be
@@ -46,7 +47,10 @@ impl FpCheck {
         if let Some(&known) = self.memo.get(&pid).and_then(|m| m.get(&ret)) {
             return known;
         }
-        let can = maps.in_code(pid, ret) && self.pushed_by_a_call(maps, pid, ret).unwrap_or(true);
+        if !maps.in_code(pid, ret) {
+            return false;
+        }
+        let can = self.pushed_by_a_call(maps, pid, ret).unwrap_or(true);
         self.memo.entry(pid).or_default().insert(ret, can);
         can
     }
@@ -64,7 +68,7 @@ impl FpCheck {
     /// a file that is still the one mapped).
     fn pushed_by_a_call(&mut self, maps: &ProcessMaps, pid: u32, ret: u64) -> Option<bool> {
         let start = ret.checked_sub(SIDE)?;
-        let (id, _, end) = maps.mapping_of(pid, start)?;
+        let (_, _, end) = maps.mapping_of(pid, start)?;
         if ret > end {
             return None;
         }
@@ -74,21 +78,27 @@ impl FpCheck {
         }
         let a = at.attrs;
         let key = (at.module.clone(), (a.maj, a.min, a.ino));
-        if !self.files.contains_key(&key) && self.files.len() >= MAX_OPEN {
-            self.files.clear();
+        if !self.files.contains_key(&key)
+            && self.files.len() >= MAX_OPEN
+            && let Some(old) = self.files.keys().next().cloned()
+        {
+            self.files.remove(&old);
         }
         let file = self
             .files
             .entry(key)
-            .or_insert_with(|| open_module(at.module, (a.maj, a.min, a.ino), maps.module_pid(id)))
+            .or_insert_with(|| open_module(at.module, a.ino, pid))
             .as_ref()?;
-        // The bytes after it, where the mapping has them.
-        let len = if ret + SIDE <= end { 2 * SIDE } else { SIDE } as usize;
+        // The bytes after it, where the mapping and the file have them.
+        let want = if ret + SIDE <= end { 2 * SIDE } else { SIDE } as usize;
         let mut code = [0u8; 2 * SIDE as usize];
-        file.read_exact_at(&mut code[..len], at.pgoff).ok()?;
+        let got = read_up_to(file, &mut code[..want], at.pgoff);
+        if got < SIDE as usize {
+            return None;
+        }
         let (before, after) = code.split_at(SIDE as usize);
         let before: &[u8; 16] = before.try_into().ok()?;
-        let after = (len == code.len()).then_some(after);
+        let after = (got == code.len()).then_some(after);
         Some(
             CallSite::decode(before, ret).is_call()
                 || after.is_some_and(|a| no_call_returns_to(before, a)),
@@ -100,6 +110,9 @@ impl FpCheck {
 /// return address all the same: `rt_sigreturn` (`mov $15, %rax` or `%eax`; `syscall`: glibc's
 /// and musl's `__restore_rt`, where a signal handler returns), and Go's `goexit` (a NOP,
 /// then the call at the address it pushes as every goroutine's first return address).
+/// Either lets a rare misread value through (a function whose padding ends in a NOP and
+/// which starts with a call; a restorer's address read from memory): never a true frame
+/// cut.
 fn no_call_returns_to(before: &[u8; 16], after: &[u8]) -> bool {
     const SIGRETURN_RAX: [u8; 9] = [0x48, 0xc7, 0xc0, 0x0f, 0, 0, 0, 0x0f, 0x05];
     const SIGRETURN_EAX: [u8; 7] = [0xb8, 0x0f, 0, 0, 0, 0x0f, 0x05];
@@ -108,10 +121,24 @@ fn no_call_returns_to(before: &[u8; 16], after: &[u8]) -> bool {
         || (before[15] == 0x90 && after.first() == Some(&0xe8))
 }
 
-/// The file of `module` as process `pid` mapped it (under its root while it lives), when it
-/// is a regular file, the same device and inode the mapping named (when it named them), and
-/// carries the build-id recorded for it.
-fn open_module(module: &ModuleInfo, file_id: DevIno, pid: u32) -> Option<File> {
+/// Reads into `buf` from `at` until it is full or the file ends: how many bytes it read.
+fn read_up_to(file: &File, buf: &mut [u8], at: u64) -> usize {
+    let mut got = 0;
+    while got < buf.len() {
+        match file.read_at(&mut buf[got..], at + got as u64) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => got += n,
+        }
+    }
+    got
+}
+
+/// The file of `module` as process `pid` (the sample's) mapped it, under its root while it
+/// lives: a regular file with the inode the mapping named (when it named one; not the
+/// device, which btrfs subvolumes and overlayfs report otherwise to `stat`) and the
+/// build-id recorded for it (when one was).
+fn open_module(module: &ModuleInfo, ino: u64, pid: u32) -> Option<File> {
+    use std::os::unix::fs::MetadataExt;
     let (path, _) = crate::mapped::resolve_recorded(&module.path, Some(pid));
     if let Some(want) = module.build_id.as_ref().filter(|b| !b.is_empty()) {
         let have = crate::buildid::file_build_id(&path).ok().flatten()?;
@@ -119,7 +146,8 @@ fn open_module(module: &ModuleInfo, file_id: DevIno, pid: u32) -> Option<File> {
             return None;
         }
     }
-    crate::mapped::open_regular(&path, Some(file_id)).ok()
+    let file = crate::mapped::open_regular(&path, None).ok()?;
+    (ino == 0 || file.metadata().ok()?.ino() == ino).then_some(file)
 }
 
 #[cfg(test)]

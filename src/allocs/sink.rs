@@ -365,7 +365,9 @@ impl LeakSink {
         func: Func,
         ret: Option<u64>,
     ) {
-        let Some(ret) = ret.filter(|&r| r != 0) else {
+        // The address is the kernel's, never a value the walk read: but a recording made
+        // elsewhere may say anything.
+        let Some(ret) = ret.filter(|&r| r != 0 && maps.in_code(pid, r)) else {
             return;
         };
         let Some((&mut stack, first)) = self.table.pending_fp_walk(tid, func) else {

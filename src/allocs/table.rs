@@ -22,13 +22,6 @@ pub enum AllocStack {
     Missing,
 }
 
-impl AllocStack {
-    /// Whether a twin sample of the same call may still give the stack.
-    fn is_known(self) -> bool {
-        matches!(self, AllocStack::Id(_))
-    }
-}
-
 /// Arguments of a call, from the entry probe's registers (DI, SI, DX).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Args {
@@ -192,8 +185,9 @@ impl Table {
             && top.sp == sp
             && sp != 0
         {
-            // The twin sample of the same hit (regs-only and stack events on one probe).
-            if !top.stack.is_known() {
+            // The twin sample of the same hit (regs-only and stack events on one probe): the
+            // call takes the stack twin's stack, whichever came first.
+            if top.stack == AllocStack::Unsampled {
                 top.stack = stack;
                 top.fp_first = fp_first;
             }
@@ -692,6 +686,24 @@ mod tests {
         assert!(t.pending_fp_walk(7, Func::Calloc).is_none());
         t.leave(7, 1, Func::Malloc, 0xa0);
         assert_eq!(t.iter().next().unwrap().2.stack, AllocStack::Id(43));
+    }
+
+    /// The stack twin's stack is kept whichever twin comes first, even when it has no
+    /// frame (a frame-pointer walk cut at its first value, whose caller the return adds).
+    #[test]
+    fn a_stack_twin_without_frames_is_not_replaced_by_the_registers_twin() {
+        let mut t = Table::new(1, None, None);
+        t.enter(Entry {
+            stack: AllocStack::Missing,
+            fp_first: Some(0x4010),
+            ..e(Func::Malloc, args(32, 0, 0), 1, 0, 0x1000)
+        });
+        t.enter(Entry {
+            stack: AllocStack::Unsampled,
+            ..e(Func::Malloc, args(32, 0, 0), 1, 0, 0x1000)
+        });
+        let (stack, first) = t.pending_fp_walk(7, Func::Malloc).unwrap();
+        assert_eq!((*stack, first), (AllocStack::Missing, 0x4010));
     }
 
     #[test]
