@@ -118,10 +118,10 @@ fn stacks_past_the_copy_are_finished_from_the_live_process() {
             .iter()
             .filter(|(_, f)| f.iter().any(|x| x == "main"))
             .count();
-        assert_eq!(
-            (total, with_main),
-            (PAGES, 0),
-            "{mode}: {text}\n{}",
+        // touch_pages's own stack page, as above (a run on CI had it here: 301).
+        assert!(
+            (total == PAGES || total == PAGES + 1) && with_main == 0,
+            "{mode}: {total} faults, {with_main} under main: {text}\n{}",
             stderr(&o)
         );
     }
