@@ -73,6 +73,8 @@ pub struct MappedAt<'a> {
     pub module: &'a ModuleInfo,
     /// The file offset of the address.
     pub pgoff: u64,
+    /// Where the mapping ends.
+    pub end: u64,
     pub attrs: MapAttrs,
 }
 
@@ -383,8 +385,8 @@ impl ProcessMaps {
         Some((m.module, m.start))
     }
 
-    /// The mapping of `pid` that holds `addr`: its module, the file offset of `addr` and
-    /// what else its record said.
+    /// The mapping of `pid` that holds `addr`: its module, the file offset of `addr`, its
+    /// end and what else its record said.
     pub fn mapping_at(&self, pid: u32, addr: u64) -> Option<MappedAt<'_>> {
         let maps = self.by_pid.get(&pid)?;
         let i = maps.partition_point(|m| m.start <= addr);
@@ -392,6 +394,7 @@ impl ProcessMaps {
         (addr < m.end).then(|| MappedAt {
             module: self.module(m.module),
             pgoff: (addr - m.start).saturating_add(m.pgoff),
+            end: m.end,
             attrs: self.attrs[m.attrs as usize],
         })
     }

@@ -227,6 +227,24 @@ fn a_copy_that_ends_in_mains_frame_is_finished() {
     assert_eq!(under_main, 3000, "{err}\n{folded}");
 }
 
+/// Runs memperf with `args`, then `--` and `fixtures/fakefp.c` with `fixture_args` (fake,
+/// real, touched pages, decoys).
+fn on_fakefp(args: &[&str], fixture_args: &[&str]) -> std::process::Output {
+    let prog = fixture("fakefp", Variant::Fp);
+    let mut all = args.to_vec();
+    all.push("--");
+    all.push(prog.to_str().unwrap());
+    all.extend_from_slice(fixture_args);
+    run_memperf(&all)
+}
+
+/// N of `N of M <what> stacks walked by frame pointers were cut`, as the summary says it.
+fn fp_cut_count(err: &str, what: &str) -> u64 {
+    err.split_once(&format!(" {what} stacks walked by frame pointers were cut"))
+        .and_then(|(before, _)| before.split_whitespace().rev().nth(2)?.parse().ok())
+        .unwrap_or_else(|| panic!("no count of {what} stacks cut in\n{err}"))
+}
+
 /// `--call-graph fp`: the kernel walks frame pointers, and through code built without them
 /// it reads whatever the register holds as a frame. `fixtures/fakefp.c` calls malloc 200
 /// times with rbp at a made-up frame whose return address lies in no mapping (the walk used
@@ -243,20 +261,11 @@ fn a_frame_pointer_walk_is_cut_where_it_read_no_return_address() {
     if !require_perf("frame-pointer stacks through a made-up frame") {
         return;
     }
-    let prog = fixture("fakefp", Variant::Fp);
     let _turn = recording_turn();
-    let o = run_memperf(&[
-        "leak",
-        "--call-graph",
-        "fp",
-        "--folded",
-        "--",
-        prog.to_str().unwrap(),
-        "200",
-        "300",
-        "0",
-        "100",
-    ]);
+    let o = on_fakefp(
+        &["leak", "--call-graph", "fp", "--folded"],
+        &["200", "300", "0", "100"],
+    );
     assert!(o.status.success(), "{}", stderr(&o));
     let err = joined(&stderr(&o));
     let folded = String::from_utf8_lossy(&o.stdout).into_owned();
@@ -279,11 +288,7 @@ fn a_frame_pointer_walk_is_cut_where_it_read_no_return_address() {
         "{folded}"
     );
     assert_eq!(bytes_under(&|_| true), cut_stacks + real_stacks, "{folded}");
-    let cut: u64 = err
-        .split_once(" allocation stacks walked by frame pointers were cut")
-        .and_then(|(before, _)| before.split_whitespace().rev().nth(2)?.parse().ok())
-        .unwrap_or_else(|| panic!("no frame-pointer cut count in\n{err}"));
-    assert_eq!(cut, 300, "{err}");
+    assert_eq!(fp_cut_count(&err, "allocation"), 300, "{err}");
 
     // Kept with -w and read back, the same 300 are cut; a recording whose stacks memperf
     // unwound while recording (DWARF, the default) is no frame-pointer walk.
@@ -292,20 +297,10 @@ fn a_frame_pointer_walk_is_cut_where_it_read_no_return_address() {
     for (call_graph, cut) in [("fp", true), ("dwarf", false)] {
         let data = dir.path().join(format!("{call_graph}.data"));
         let data = data.to_str().unwrap();
-        let prog = prog.to_str().unwrap();
-        let o = run_memperf(&[
-            "heap",
-            "--call-graph",
-            call_graph,
-            "-w",
-            data,
-            "--",
-            prog,
-            "200",
-            "300",
-            "0",
-            "100",
-        ]);
+        let o = on_fakefp(
+            &["heap", "--call-graph", call_graph, "-w", data],
+            &["200", "300", "0", "100"],
+        );
         assert!(o.status.success(), "{}", stderr(&o));
         let o = run_memperf(&["heap", "-i", data]);
         assert!(o.status.success(), "{}", stderr(&o));
@@ -331,7 +326,6 @@ fn reports_of_a_frame_pointer_recording_cut_it_where_the_walk_read_no_return_add
     if !require_perf("frame-pointer stacks through a made-up frame, recorded") {
         return;
     }
-    let prog = fixture("fakefp", Variant::Fp);
     let dir = scratch();
     let said = "300 of 600 user stacks walked by frame pointers were cut where the walk read \
                 no return address";
@@ -340,21 +334,18 @@ fn reports_of_a_frame_pointer_recording_cut_it_where_the_walk_read_no_return_add
         let data = data.to_str().unwrap();
         let o = {
             let _turn = recording_turn();
-            run_memperf(&[
-                "record",
-                "--call-graph",
-                call_graph,
-                "-e",
-                "u:libc:malloc",
-                "-o",
-                data,
-                "--",
-                prog.to_str().unwrap(),
-                "200",
-                "300",
-                "0",
-                "100",
-            ])
+            on_fakefp(
+                &[
+                    "record",
+                    "--call-graph",
+                    call_graph,
+                    "-e",
+                    "u:libc:malloc",
+                    "-o",
+                    data,
+                ],
+                &["200", "300", "0", "100"],
+            )
         };
         assert!(o.status.success(), "{}", stderr(&o));
 
@@ -439,19 +430,11 @@ fn rss_cuts_a_fault_stacks_frame_pointer_walk_where_it_read_no_return_address() 
     if !require_perf("fault stacks through a made-up frame") {
         return;
     }
-    let prog = fixture("fakefp", Variant::Fp);
     let _turn = recording_turn();
-    let o = run_memperf(&[
-        "rss",
-        "--touchers",
-        "--call-graph",
-        "fp",
-        "--",
-        prog.to_str().unwrap(),
-        "0",
-        "0",
-        "64",
-    ]);
+    let o = on_fakefp(
+        &["rss", "--touchers", "--call-graph", "fp"],
+        &["0", "0", "64"],
+    );
     assert!(o.status.success(), "{}", stderr(&o));
     let (out, err) = (String::from_utf8_lossy(&o.stdout).into_owned(), stderr(&o));
     assert!(out.contains("touched 64\n"), "{out}");
@@ -463,9 +446,5 @@ fn rss_cuts_a_fault_stacks_frame_pointer_walk_where_it_read_no_return_address() 
         .map(str::trim)
         .collect();
     assert_eq!(block, ["touch_fake"], "{out}");
-    let cut: u64 = err
-        .split_once(" fault stacks walked by frame pointers were cut")
-        .and_then(|(before, _)| before.split_whitespace().rev().nth(2)?.parse().ok())
-        .unwrap_or_else(|| panic!("no fault-stack cut count in\n{err}"));
-    assert!(cut >= 64, "{err}");
+    assert!(fp_cut_count(&err, "fault") >= 64, "{err}");
 }

@@ -46,24 +46,12 @@ pub struct StackBook {
     leaf_first: Vec<FrameId>,
     /// Where the user frames begin in `leaf_first`.
     user_start: Option<usize>,
-    /// pid → (address, [`Role`]) → frame, valid until a mapping of that process changes:
-    /// a system-wide recording's processes map something every few dozen samples, and each
-    /// forgot every process's frames.
-    memo: FxHashMap<u32, FxHashMap<(u64, Role), FrameId>>,
+    /// pid → (address, is return address) → frame, valid until a mapping of that process
+    /// changes: a system-wide recording's processes map something every few dozen samples,
+    /// and each forgot every process's frames.
+    memo: FxHashMap<u32, FxHashMap<(u64, bool), FrameId>>,
     /// The memo of the process whose sample is being walked, taken out of `memo`.
-    pid_memo: FxHashMap<(u64, Role), FrameId>,
-}
-
-/// What a user address of a callchain is, for the memo: a frame-pointer walk's return
-/// address is remembered apart, once it was found in the process's code.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-enum Role {
-    /// The sample's own address.
-    Leaf,
-    /// A return address (named by its call).
-    Return,
-    /// A return address of the kernel's frame-pointer walk, found in code.
-    CheckedReturn,
+    pid_memo: FxHashMap<(u64, bool), FrameId>,
 }
 
 /// The process whose addresses a side-band record may give another meaning: one that maps
@@ -157,7 +145,7 @@ impl StackBook {
             if cpumode == b::PERF_RECORD_MISC_KERNEL {
                 self.kernel_frame(ip, false);
             } else if cpumode == b::PERF_RECORD_MISC_USER {
-                self.user_frame(maps, pid, ip, Role::Leaf);
+                self.user_frame(maps, pid, ip, false);
             }
         }
         if !self.pid_memo.is_empty() {
@@ -199,16 +187,12 @@ impl StackBook {
                 Some(PERF_CONTEXT_KERNEL) => self.kernel_frame(addr, ret),
                 Some(PERF_CONTEXT_USER) if by_fp => {
                     walked = self.space != StackSpace::Kernel;
-                    if !ret {
-                        self.user_frame(maps, pid, addr, Role::Leaf);
-                    } else if !cut {
-                        cut = !self.fp_frame(maps, pid, addr);
+                    cut = cut || (walked && ret && !self.fp_check.may_return_to(maps, pid, addr));
+                    if !cut {
+                        self.user_frame(maps, pid, addr, ret);
                     }
                 }
-                Some(PERF_CONTEXT_USER) => {
-                    let role = if ret { Role::Return } else { Role::Leaf };
-                    self.user_frame(maps, pid, addr, role);
-                }
+                Some(PERF_CONTEXT_USER) => self.user_frame(maps, pid, addr, ret),
                 Some(
                     PERF_CONTEXT_HV
                     | PERF_CONTEXT_GUEST
@@ -220,24 +204,13 @@ impl StackBook {
                     if addr >= 0xffff_8000_0000_0000 {
                         self.kernel_frame(addr, ret);
                     } else {
-                        let role = if ret { Role::Return } else { Role::Leaf };
-                        self.user_frame(maps, pid, addr, role);
+                        self.user_frame(maps, pid, addr, ret);
                     }
                 }
             }
         }
         self.fp_walked += u64::from(walked);
         self.fp_cut += u64::from(cut);
-    }
-
-    /// A return address of the kernel's frame-pointer walk, interned when it can have been
-    /// one ([`FpCheck::may_return_to`]); false (nothing interned) when it cannot.
-    fn fp_frame(&mut self, maps: &ProcessMaps, pid: u32, addr: u64) -> bool {
-        if self.space != StackSpace::Kernel && !self.fp_check.may_return_to(maps, pid, addr) {
-            return false;
-        }
-        self.user_frame(maps, pid, addr, Role::CheckedReturn);
-        true
     }
 
     fn kernel_frame(&mut self, addr: u64, ret: bool) {
@@ -251,18 +224,18 @@ impl StackBook {
         self.leaf_first.push(id);
     }
 
-    fn user_frame(&mut self, maps: &ProcessMaps, pid: u32, addr: u64, role: Role) {
+    fn user_frame(&mut self, maps: &ProcessMaps, pid: u32, addr: u64, ret: bool) {
         if self.space == StackSpace::Kernel {
             return;
         }
         if self.user_start.is_none() {
             self.user_start = Some(self.leaf_first.len());
         }
-        if let Some(&id) = self.pid_memo.get(&(addr, role)) {
+        if let Some(&id) = self.pid_memo.get(&(addr, ret)) {
             self.leaf_first.push(id);
             return;
         }
-        let mut key = FrameKey::user(maps, pid, addr, role != Role::Leaf);
+        let mut key = FrameKey::user(maps, pid, addr, ret);
         if let (FrameKey::Jit { load, .. }, Some(jit), Some(t)) =
             (&mut key, self.jit.as_mut(), self.time)
         {
@@ -271,7 +244,7 @@ impl StackBook {
         let id = self.frames.intern(&key);
         // A frame named by the sample's time is looked up again for the next sample.
         if !matches!(key, FrameKey::Jit { load: Some(_), .. }) {
-            self.pid_memo.insert((addr, role), id);
+            self.pid_memo.insert((addr, ret), id);
         }
         self.leaf_first.push(id);
     }

@@ -21,7 +21,8 @@ use crate::unwind::confirm::CallSite;
 /// The bytes read on each side of a return address: the call that ends at it before, and
 /// what a return address that no call pushed starts with after.
 const SIDE: u64 = 16;
-/// Files held open at once; past it, all are closed and opened again as met.
+/// Files held open at once; past it, one is closed for each new one (and opened again
+/// when met again).
 const MAX_OPEN: usize = 64;
 
 /// What each return address of each process was found to be, and the files of the modules
@@ -68,12 +69,9 @@ impl FpCheck {
     /// a file that is still the one mapped).
     fn pushed_by_a_call(&mut self, maps: &ProcessMaps, pid: u32, ret: u64) -> Option<bool> {
         let start = ret.checked_sub(SIDE)?;
-        let (_, _, end) = maps.mapping_of(pid, start)?;
-        if ret > end {
-            return None;
-        }
         let at = maps.mapping_at(pid, start)?;
-        if at.module.kind() != ModuleKind::File {
+        let end = at.end;
+        if ret > end || at.module.kind() != ModuleKind::File {
             return None;
         }
         let a = at.attrs;

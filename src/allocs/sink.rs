@@ -444,6 +444,12 @@ impl LeakSink {
         false
     }
 
+    /// Whether the sample's user frames are the kernel's frame-pointer walk, not memperf's
+    /// unwind: its frames are checked.
+    fn walked_by_fp(&self, c: &SampleCtx<'_>) -> bool {
+        c.unwound.is_none() && self.events.get(c.ev).is_some_and(|e| e.by_fp)
+    }
+
     /// The user part of the sample's callchain, without the probed function itself (the
     /// leaf is the probe site: memleak lists the caller first); and, when the kernel walked
     /// it by frame pointers, what the walk gave (see [`FpWalk`]).
@@ -456,8 +462,7 @@ impl LeakSink {
         let Some(chain) = c.callchain() else {
             return (AllocStack::Missing, None);
         };
-        // The kernel's frame-pointer walk, not memperf's unwind: its frames are checked.
-        let by_fp = c.unwound.is_none() && self.events.get(c.ev).is_some_and(|e| e.by_fp);
+        let by_fp = self.walked_by_fp(c);
         self.addrs.clear();
         let mut in_user = false;
         let mut first = true;
@@ -531,7 +536,7 @@ impl LeakSink {
         let Some(chain) = c.callchain() else {
             return AllocStack::Missing;
         };
-        let by_fp = c.unwound.is_none() && self.events.get(c.ev).is_some_and(|e| e.by_fp);
+        let by_fp = self.walked_by_fp(c);
         self.leaf_first.clear();
         let mut in_user = false;
         let mut first = true;

@@ -141,14 +141,18 @@ pub fn truncated_part(st: &ReadStats) -> String {
 
 /// `; 2 of 50 user stacks walked by frame pointers were cut ...`, when any was.
 fn fp_part(st: &ReadStats) -> String {
-    if st.fp_cut == 0 {
-        return String::new();
-    }
-    format!(
-        "; {} of {} user stacks walked by frame pointers were cut where the walk read no \
-         return address",
-        st.fp_cut, st.fp_walked
-    )
+    fp_clause(st.fp_cut, st.fp_walked).map_or_else(String::new, |c| format!("; {c}"))
+}
+
+/// `2 of 50 user stacks walked by frame pointers were cut where the walk read no return
+/// address`, when any was (`cut` of `walked`): the headers' and the tools' closing line's.
+pub fn fp_clause(cut: u64, walked: u64) -> Option<String> {
+    (cut > 0).then(|| {
+        format!(
+            "{cut} of {walked} user stacks walked by frame pointers were cut where the walk \
+             read no return address"
+        )
+    })
 }
 
 /// Folded stacks and `memperf script` have no header: what was lost or truncated goes to

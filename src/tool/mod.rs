@@ -639,12 +639,8 @@ pub fn seen_line(name: &str, seen: &Seen) -> String {
             seen.truncated, seen.unwound
         ));
     }
-    if seen.fp_cut > 0 {
-        line.push_str(&format!(
-            ", {} of {} user stacks walked by frame pointers were cut where the walk read \
-             no return address",
-            seen.fp_cut, seen.fp_walked
-        ));
+    if let Some(c) = crate::output::header::fp_clause(seen.fp_cut, seen.fp_walked) {
+        line.push_str(&format!(", {c}"));
     }
     line
 }
