@@ -316,6 +316,34 @@ fn a_frame_pointer_walk_is_cut_where_it_read_no_return_address() {
     }
 }
 
+/// The allocator's own mmaps are left out of the outstanding (glibc's arenas, its large
+/// blocks), told apart by a caller in the allocator's code. `fixtures/fakefp.c`'s `map 3`
+/// maps 3 pages, kept, with rbp at a made-up frame whose return address lies one byte into
+/// malloc, after no call: the walk read as a caller used to file the program's mapping as
+/// the allocator's ("1 mmap/munmap/mremap calls made by the allocator itself were left out")
+/// and leave it out of the table. The walk is cut there, and the mapping is the program's.
+#[test]
+fn a_frame_pointer_walk_into_the_allocators_code_leaves_the_programs_mapping_its_own() {
+    if !require_perf("frame-pointer stacks of an mmap through a made-up frame") {
+        return;
+    }
+    let _turn = recording_turn();
+    let o = on_fakefp(
+        &["leak", "--call-graph", "fp", "--folded"],
+        &["0", "0", "0", "0", "3"],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let err = joined(&stderr(&o));
+    let folded = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert_eq!(
+        folded.trim(),
+        format!("fakefp-fp;map_through_frame {}", 3 * 4096),
+        "{folded}\n{err}"
+    );
+    assert!(!err.contains("made by the allocator itself"), "{err}");
+    assert_eq!(fp_cut_count(&err, "allocation"), 1, "{err}");
+}
+
 /// The same cut where the kernel's frame-pointer walk is kept in a recording: `record
 /// --call-graph fp` on a probe of malloc, read back by `report` (folded, text, pprof) and
 /// `script`. Exactly the fixture's 300 made-up frames are cut and said (200 outside the

@@ -335,10 +335,10 @@ fn event_unwinds(
     };
     let mut split = 0;
     for (ev, p) in per.iter_mut().enumerate() {
-        let unwound = m.get(&format!("unwound.event.{ev}")).unwrap_or(0);
-        p.unwound += unwound;
-        p.truncated += m.get(&format!("truncated.event.{ev}")).unwrap_or(0);
-        split += unwound;
+        let recorded = m.event_unwinds(ev);
+        p.unwound += recorded.unwound;
+        p.truncated += recorded.truncated;
+        split += recorded.unwound;
     }
     (split == m.get("unwound").unwrap_or(0)).then_some(per)
 }

@@ -415,8 +415,11 @@ impl LeakSink {
     }
 
     /// Whether a user frame of the sample (past the probed function) lies in one of the
-    /// allocator's own functions.
+    /// allocator's own functions. A frame-pointer walk is read only as far as the
+    /// frames it read hold return addresses ([`crate::aggregate::FpCheck`]): a value it read
+    /// past a function without a frame pointer may point anywhere, the allocator included.
     fn called_by_allocator(&mut self, maps: &ProcessMaps, pid: u32, c: &SampleCtx<'_>) -> bool {
+        let by_fp = self.walked_by_fp(c);
         let (Some(code), Some(chain)) = (self.allocator.as_mut(), c.callchain()) else {
             return false;
         };
@@ -432,6 +435,9 @@ impl LeakSink {
             }
             if std::mem::take(&mut first) {
                 continue;
+            }
+            if by_fp && !self.fp_check.may_return_to(maps, pid, ip) {
+                return false;
             }
             // A return address: the call is the instruction before it.
             let Some((module, offset)) = maps.lookup(pid, ip.saturating_sub(1)) else {

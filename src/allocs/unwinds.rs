@@ -93,13 +93,8 @@ impl StackCounts {
         .filter(|&(cut, _, _)| cut > 0)
         .map(|(cut, of, what)| format!("{cut} of {of} {what} stacks"))
         .collect();
-        (!parts.is_empty()).then(|| {
-            format!(
-                "{} walked by frame pointers were cut where the walk read no return \
-                 address",
-                parts.join(" and ")
-            )
-        })
+        (!parts.is_empty())
+            .then(|| format!("{} {}", parts.join(" and "), crate::output::header::FP_CUT))
     }
 
     /// The summary's sentence of the stacks the kernel walked by frame pointers, when any
@@ -161,13 +156,7 @@ pub(crate) fn recorded(file: &crate::perfdata::PerfDataFile, events: usize) -> V
     let Some(m) = &file.features.memperf_stats else {
         return Vec::new();
     };
-    (0..events)
-        .map(|ev| Unwinds {
-            unwound: m.get(&format!("unwound.event.{ev}")).unwrap_or(0),
-            truncated: m.get(&format!("truncated.event.{ev}")).unwrap_or(0),
-            shed: m.get(&format!("shed.event.{ev}")).unwrap_or(0),
-        })
-        .collect()
+    (0..events).map(|ev| m.event_unwinds(ev).into()).collect()
 }
 
 #[cfg(test)]

@@ -147,13 +147,11 @@ fn fp_part(st: &ReadStats) -> String {
 /// `2 of 50 user stacks walked by frame pointers were cut where the walk read no return
 /// address`, when any was (`cut` of `walked`): the headers' and the tools' closing line's.
 pub fn fp_clause(cut: u64, walked: u64) -> Option<String> {
-    (cut > 0).then(|| {
-        format!(
-            "{cut} of {walked} user stacks walked by frame pointers were cut where the walk \
-             read no return address"
-        )
-    })
+    (cut > 0).then(|| format!("{cut} of {walked} user stacks {FP_CUT}"))
 }
+
+/// What a frame-pointer cut is, after the stacks it names (`N of M ... stacks`).
+pub const FP_CUT: &str = "walked by frame pointers were cut where the walk read no return address";
 
 /// Folded stacks and `memperf script` have no header: what was lost or truncated goes to
 /// standard error instead, in one line, when there is any.

@@ -90,9 +90,53 @@ const CLOCK_SYNC: [[&str; 2]; 2] = [
     ["clock_sync.end.sample", "clock_sync.end.monotonic"],
 ];
 
+/// One event's user stacks as the recorder counted them while recording: unwound, left
+/// truncated, and (of those) shed while it was behind.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct EventUnwinds {
+    pub unwound: u64,
+    pub truncated: u64,
+    pub shed: u64,
+}
+
+/// The names of [`EventUnwinds`]' counts in [`MemperfStats`], each followed by
+/// `.event.N`.
+const EVENT_UNWINDS: [&str; 3] = ["unwound", "truncated", "shed"];
+
 impl MemperfStats {
     pub fn get(&self, name: &str) -> Option<u64> {
         self.counts.iter().find(|(n, _)| n == name).map(|&(_, v)| v)
+    }
+
+    /// Keeps event `ev`'s unwinds (a shed count only when there is one).
+    pub fn push_event_unwinds(&mut self, ev: usize, u: EventUnwinds) {
+        for (name, n) in EVENT_UNWINDS
+            .into_iter()
+            .zip([u.unwound, u.truncated, u.shed])
+        {
+            if n > 0 || name != "shed" {
+                self.counts.push((format!("{name}.event.{ev}"), n));
+            }
+        }
+    }
+
+    /// Whether the recorder counted its unwinds per event (those before it counted them
+    /// for all events together, in `unwound` and `truncated`).
+    pub fn has_event_unwinds(&self) -> bool {
+        self.counts
+            .iter()
+            .any(|(n, _)| n.starts_with("unwound.event."))
+    }
+
+    /// Event `ev`'s unwinds, each 0 where the recording has no count.
+    pub fn event_unwinds(&self, ev: usize) -> EventUnwinds {
+        let [unwound, truncated, shed] =
+            EVENT_UNWINDS.map(|name| self.get(&format!("{name}.event.{ev}")).unwrap_or(0));
+        EventUnwinds {
+            unwound,
+            truncated,
+            shed,
+        }
     }
 
     /// Keeps the sample clock and CLOCK_MONOTONIC read together at the run's start and end

@@ -15,7 +15,9 @@ mod tests;
 pub(crate) mod tracing_data;
 mod writer;
 
-pub use features::{BuildIdEntry, ClockData, Features, MemperfStats, ReadFeatures, RecoveredMark};
+pub use features::{
+    BuildIdEntry, ClockData, EventUnwinds, Features, MemperfStats, ReadFeatures, RecoveredMark,
+};
 pub use marks::MarkLog;
 pub use reader::{PerfDataFile, RawFileRecord, RecordIter, StreamError};
 pub use tracing_data::{TracepointFormat, tracing_data};

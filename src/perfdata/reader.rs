@@ -294,17 +294,11 @@ impl PerfDataFile {
         let Some(m) = &self.features.memperf_stats else {
             return true;
         };
-        let per_event = m
-            .counts
-            .iter()
-            .any(|(k, _)| k.starts_with("unwound.event."));
-        if !per_event {
+        if !m.has_event_unwinds() {
             return m.get("unwound").unwrap_or(0) == 0;
         }
         // A stack the recorder left truncated or shed was its to unwind too.
-        ["unwound", "truncated", "shed"]
-            .iter()
-            .all(|c| m.get(&format!("{c}.event.{ev}")).unwrap_or(0) == 0)
+        m.event_unwinds(ev) == crate::perfdata::EventUnwinds::default()
     }
 
     /// Opens a file; regular files are memory-mapped, anything else is read.

@@ -12,6 +12,26 @@ pub struct Unwinds {
     pub shed: u64,
 }
 
+impl From<crate::perfdata::EventUnwinds> for Unwinds {
+    fn from(u: crate::perfdata::EventUnwinds) -> Unwinds {
+        Unwinds {
+            unwound: u.unwound,
+            truncated: u.truncated,
+            shed: u.shed,
+        }
+    }
+}
+
+impl From<Unwinds> for crate::perfdata::EventUnwinds {
+    fn from(u: Unwinds) -> Self {
+        Self {
+            unwound: u.unwound,
+            truncated: u.truncated,
+            shed: u.shed,
+        }
+    }
+}
+
 impl SessionStats {
     /// One user stack of event `ev` unwound.
     pub(super) fn count_unwound(&mut self, ev: usize) {

@@ -168,6 +168,11 @@ fn read_hit_build_ids(
 /// were truncated, by reason, and how soon those past their copy were read.
 fn memperf_stats(session: &Session) -> MemperfStats {
     let st = session.stats();
+    let mut stats = MemperfStats { counts: Vec::new() };
+    // Per event, so that an output of one event counts its own.
+    for (ev, u) in st.unwinds.iter().enumerate() {
+        stats.push_event_unwinds(ev, (*u).into());
+    }
     let mut counts = vec![
         ("unwound".to_string(), st.unwound),
         ("truncated".to_string(), st.truncated),
@@ -178,14 +183,6 @@ fn memperf_stats(session: &Session) -> MemperfStats {
             st.foreign_ids - st.foreign_attributed,
         ),
     ];
-    // Per event, so that an output of one event counts its own.
-    for (ev, u) in st.unwinds.iter().enumerate() {
-        counts.push((format!("unwound.event.{ev}"), u.unwound));
-        counts.push((format!("truncated.event.{ev}"), u.truncated));
-        if u.shed > 0 {
-            counts.push((format!("shed.event.{ev}"), u.shed));
-        }
-    }
     if let Some(u) = session.unwinders() {
         let s = u.stats();
         for (name, n) in s.truncated.named() {
@@ -218,7 +215,8 @@ fn memperf_stats(session: &Session) -> MemperfStats {
             ("read_delay_max_ns".to_string(), d.max_ns),
         ]);
     }
-    MemperfStats { counts }
+    stats.counts.extend(counts);
+    stats
 }
 
 /// How long copying a deleted binary into the build-id cache may take at the end.
