@@ -9,8 +9,11 @@
 mod common;
 
 use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Read, Write};
 use std::path::Path;
-use std::process::Command;
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
 
 use common::*;
 
@@ -411,4 +414,83 @@ fn interval_reports_follow_the_programs_own_state() {
     assert!(o.status.success(), "memperf heap: {}", stderr(&o));
     assert_eq!(out.matches("] Heap so far:").count(), 2, "{out}");
     assert!(!out.contains("Heap at the end"), "{out}");
+}
+
+/// The seconds of `at X s` (or `in X s`) in a summary line.
+fn seconds_after(line: &str, word: &str) -> f64 {
+    line.split_once(&format!(" {word} "))
+        .and_then(|(_, rest)| rest.split_whitespace().next()?.parse().ok())
+        .unwrap_or_else(|| panic!("no `{word} X s` in {line}"))
+}
+
+/// Attached with `-p` to a process that allocated 2,000,000 B before and then waits: its
+/// times count from the attach (they counted from the first call seen, or from the boot
+/// when there was none), and the pages of the blocks it never saw allocated are not called
+/// free memory the allocator keeps (they are live: `fixtures/heapattach.c` keeps them).
+#[test]
+fn attached_with_p_times_count_from_the_attach_and_unseen_blocks_are_not_called_free() {
+    if !require_perf("heap -p") {
+        return;
+    }
+    let _turn = recording_turn();
+    let mut target = Command::new(fixture("heapattach", Variant::Fp))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut ready = String::new();
+    BufReader::new(target.stdout.take().unwrap())
+        .read_line(&mut ready)
+        .unwrap();
+    assert_eq!(ready, "ready\n");
+    let mut heap = memperf()
+        .args(["heap", "-m", "1024", "-p", &target.id().to_string()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (tx, rx) = mpsc::channel();
+    let err = heap.stderr.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut all = String::new();
+        for line in BufReader::new(err).lines() {
+            let Ok(line) = line else { break };
+            all.push_str(&line);
+            all.push('\n');
+            if line.starts_with("Tracing the heap of pid") {
+                let _ = tx.send(());
+            }
+        }
+        all
+    });
+    if rx.recv_timeout(Duration::from_secs(60)).is_err() {
+        let _ = target.kill();
+        panic!("memperf never attached:\n{}", reader.join().unwrap());
+    }
+    target.stdin.take().unwrap().write_all(b"go\n").unwrap();
+    assert!(target.wait().unwrap().success());
+    let mut out = String::new();
+    heap.stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut out)
+        .unwrap();
+    let status = heap.wait().unwrap();
+    let err = reader.join().unwrap();
+    assert!(status.success(), "{err}");
+    // The spike came a second after `go`, which came after the attach.
+    let peak = summary_line(&out, "peak");
+    assert!(peak.contains("(1000000 B)"), "{out}");
+    let peak_at = seconds_after(&peak, "at");
+    let run = seconds_after(&summary_line(&out, "HEAP:"), "in");
+    assert!(
+        (1.0..30.0).contains(&peak_at) && peak_at <= run && run < 30.0,
+        "peak at {peak_at} s of {run} s:\n{out}"
+    );
+    let retained = summary_line(&out, "retained");
+    assert!(
+        retained.contains("blocks allocated before memperf attached")
+            && !retained.contains("not a leak"),
+        "{out}"
+    );
 }

@@ -48,7 +48,7 @@ fn parse(text: &str) -> (Vec<Row>, HashMap<String, u64>) {
             && rest.contains(" pages resident (")
         {
             let w: Vec<&str> = rest.split_whitespace().collect();
-            // `N pages resident (K KiB) in L live allocations of B bytes (U never touched); ...`
+            // `N pages resident (K KiB) in L live allocations of B bytes (U faulted in no page); ...`
             rows.push(Row {
                 pages: w[0].parse().unwrap(),
                 live: w[6].parse().unwrap(),
@@ -221,7 +221,7 @@ fn leak_faults_adds_the_resident_pages_of_each_outstanding_stack() {
             && rest.contains("bytes in")
         {
             let w: Vec<&str> = rest.split_whitespace().collect();
-            // `B bytes in N allocations from stack, P pages resident (K KiB), U allocations never touched`
+            // `B bytes in N allocations from stack, P pages resident (K KiB), U allocations faulted in no page`
             last = Some((w[7].parse().unwrap(), w[12].parse().unwrap()));
         } else if let Some(frame) = line.strip_prefix("\t\t")
             && let Some(name) = frame.split('\t').nth(1)

@@ -421,6 +421,12 @@ impl HeapTracker {
         }
     }
 
+    /// Times are taken from `time` on, the sample clock when tracing began, rather than from
+    /// the first call (a process attached to may make none for a while).
+    pub fn begin_at(&mut self, time: u64) {
+        self.first_time = Some(self.first_time.map_or(time, |f| f.min(time)));
+    }
+
     /// Keeps the timeline: one point per step of sample time, the highest of the step.
     fn note(&mut self, time: u64) {
         let first = *self.first_time.get_or_insert(time);

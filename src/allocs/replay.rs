@@ -246,6 +246,9 @@ fn replay_file(file: &PerfDataFile, input: &str, heap: Option<usize>) -> Result<
         );
     };
     allocs.sink.table.heap = heap.map(super::heap::HeapTracker::new);
+    if let (Some(heap), Some(c)) = (allocs.sink.table.heap.as_mut(), file.features.clock_data) {
+        heap.begin_at(c.clock_ns);
+    }
     if heap.is_none() && !allocs.joins_faults() {
         bail!(
             "`{input}` has no page faults with their addresses (`page-faults` with \

@@ -88,9 +88,17 @@ impl Handler for Tracer<'_> {
 }
 
 impl Live for Tracer<'_> {
-    fn started(&mut self, opened: &Opened, child: Option<i32>, _: Option<ClockData>) -> Result<()> {
+    fn started(
+        &mut self,
+        opened: &Opened,
+        child: Option<i32>,
+        clock: Option<ClockData>,
+    ) -> Result<()> {
         self.sink
             .set_events(plan::leak_events(opened, self.planned)?);
+        if let (Some(heap), Some(c)) = (self.sink.table.heap.as_mut(), clock) {
+            heap.begin_at(c.clock_ns);
+        }
         (self.announce)(child)
     }
 

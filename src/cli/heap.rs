@@ -100,7 +100,8 @@ pub struct HeapArgs {
     pub flamegraph: Option<PathBuf>,
 
     /// Also write a gzip-compressed pprof profile: alloc_objects/alloc_space over the run,
-    /// inuse_objects/inuse_space at the end (the default) and at the peak.
+    /// inuse_objects/inuse_space at the end (the peak's contents: --peak --folded or
+    /// --flamegraph).
     #[arg(long = "pprof", value_name = "FILE")]
     pub pprof: Option<PathBuf>,
 

@@ -159,7 +159,7 @@ pub struct LeakArgs {
 
     /// Also record page faults with their addresses and show, for each stack, the pages its
     /// outstanding allocations have faulted in since tracing began (and how many of them
-    /// were never touched).
+    /// faulted in none).
     #[arg(long = "faults")]
     pub faults: bool,
 

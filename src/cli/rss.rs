@@ -16,7 +16,7 @@ pub const RSS_EXAMPLES: &str = "\
 EXAMPLES:
     memperf rss -p 1234 --duration 30
         For 30 s: per allocation stack, the bytes allocated, the bytes still live, the pages
-        faulted in (the resident growth it caused) and the allocations never touched; then
+        faulted in (the resident growth it caused) and the allocations that faulted in none; then
         the faults outside every allocation by mapping ([heap] slack, //anon, files, stack).
     memperf rss --flamegraph rss.svg -- ./app --size 10
         Run ./app and draw its allocation stacks weighted by the resident bytes they caused.

@@ -13,6 +13,7 @@ use crate::allocs::profile::{Columns, comms_of, write_stack_of};
 use crate::allocs::sink::LeakSink;
 use crate::allocs::table::{AllocStack, Space};
 use crate::config::heap::{HeapConfig, HeapMetric};
+use crate::config::leak::LeakTarget;
 use crate::config::report::{Input, ReportConfig, ReportOutput};
 use crate::maps::ProcessMaps;
 use crate::output::{self, NameOptions, Resolved, Resolver, human_bytes, wrap};
@@ -235,7 +236,8 @@ pub(super) fn write_text(
         cfg.temporary_threshold,
     );
     wrap::write_hanging(w, &temporary, LABEL)?;
-    write_retained(w, s.retained, t0)?;
+    let attached = matches!(cfg.leak.target, LeakTarget::Pid(_));
+    write_retained(w, s.retained, t0, attached)?;
     if s.lost > 0 || s.dropped > 0 {
         let incomplete = format!(
             "  INCOMPLETE {} events lost, {} allocations not kept (--max-entries): the figures \
@@ -275,7 +277,10 @@ pub(super) fn write_text(
     write_histogram(w, h)
 }
 
-fn write_retained(w: &mut dyn Write, r: Option<Retained>, t0: u64) -> Result<()> {
+/// The retained pages' line. Attached to a running process (`-p`), the blocks it allocated
+/// before are unknown, and the pages they hold look free: the line says so instead of
+/// calling them the allocator's.
+fn write_retained(w: &mut dyn Write, r: Option<Retained>, t0: u64, attached: bool) -> Result<()> {
     let Some(r) = r else {
         writeln!(
             w,
@@ -284,10 +289,23 @@ fn write_retained(w: &mut dyn Write, r: Option<Retained>, t0: u64) -> Result<()>
         return Ok(());
     };
     let bytes = |p: u64| human_bytes(p * r.page_size);
+    let (live, what) = if attached {
+        (
+            "allocations made since memperf attached",
+            "none of those: free memory the allocator keeps, or blocks allocated before \
+             memperf attached, which it never saw and cannot tell apart (`memperf heap -- \
+             CMD` traces a program from its start)",
+        )
+    } else {
+        (
+            "live allocations",
+            "none: free memory the allocator keeps (malloc_trim would return most of it), \
+             not a leak",
+        )
+    };
     let retained = format!(
-        "  retained   of the heap's {} resident pages ({}) at {:.3} s, {} ({}) hold live \
-         allocations and {} ({}, {:.1}%) hold none: free memory the allocator keeps \
-         (malloc_trim would return most of it), not a leak",
+        "  retained   of the heap's {} resident pages ({}) at {:.3} s, {} ({}) hold {live} \
+         and {} ({}, {:.1}%) hold {what}",
         r.resident_pages,
         bytes(r.resident_pages),
         r.time.saturating_sub(t0) as f64 / 1e9,

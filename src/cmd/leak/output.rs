@@ -194,7 +194,7 @@ pub fn write_report(
             writeln!(
                 w,
                 "\t{} bytes in {} allocations from stack, {} pages resident ({} KiB), {} \
-                 allocations never touched",
+                 allocations faulted in no page",
                 o.bytes,
                 o.allocs,
                 o.pages,

@@ -4,7 +4,7 @@
 //! outstanding table) with the page-fault event beside it, every fault joined to the live
 //! allocation that held its address at that moment (`allocs::resident`), else to its
 //! mapping. The report, per allocation stack: bytes allocated, bytes still live, pages
-//! faulted in, allocations never touched; then the faults outside every allocation.
+//! faulted in, allocations that faulted in none; then the faults outside every allocation.
 
 mod report;
 

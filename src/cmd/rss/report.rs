@@ -170,8 +170,8 @@ pub(super) fn write_text(
         };
         writeln!(
             w,
-            "\t{} pages resident ({} KiB) in {} live allocations of {} bytes ({} never \
-             touched); {} allocations of {} bytes made, {} pages faulted in all{who}",
+            "\t{} pages resident ({} KiB) in {} live allocations of {} bytes ({} faulted in \
+             no page); {} allocations of {} bytes made, {} pages faulted in all{who}",
             t.live_pages,
             kib(t.live_pages),
             t.live_allocs,
