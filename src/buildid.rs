@@ -23,6 +23,19 @@ pub fn elf_build_id(data: &[u8]) -> Option<Vec<u8>> {
     build_id_of(data)
 }
 
+/// Whether the file at `path` is the one whose build-id a recording kept (`want`; any file
+/// when none was kept, or an empty one). A prefix of the other matches: some records keep
+/// a build-id cut to 20 bytes.
+pub fn file_matches(path: &Path, want: Option<&[u8]>) -> bool {
+    let Some(want) = want.filter(|b| !b.is_empty()) else {
+        return true;
+    };
+    file_build_id(path)
+        .ok()
+        .flatten()
+        .is_some_and(|have| have.starts_with(want) || want.starts_with(&have))
+}
+
 /// The build-id of the ELF file at `path`, reading only the headers and the note.
 /// `Ok(None)` when the file is not an object file or has no build-id. Only a regular file is
 /// opened, without blocking (see [`crate::mapped::open_regular`]).

@@ -494,3 +494,92 @@ fn attached_with_p_times_count_from_the_attach_and_unseen_blocks_are_not_called_
         "{out}"
     );
 }
+
+/// The numbers of the summary's `traced A allocations and F frees (B frees of blocks
+/// allocated before tracing began); O outstanding` (its lines joined).
+fn traced(err: &str) -> Vec<u64> {
+    let line = joined(err)
+        .lines()
+        .find(|l| l.starts_with("memperf: traced "))
+        .unwrap_or_else(|| panic!("no traced line in:\n{err}"))
+        .to_string();
+    line.split(|c: char| !c.is_ascii_digit())
+        .filter_map(|w| w.parse().ok())
+        .take(4)
+        .collect()
+}
+
+/// `fixtures/allocs.c` makes every kind of allocator call: realloc chains and a
+/// realloc(q, 0) (glibc frees q through the probed free: once, not twice), posix_memalign
+/// results stored into a local variable and into a global array, mmap, munmap, mremap, and
+/// a block malloc maps for itself and free unmaps (the allocator's own). Read back from its
+/// `-w` recording, it gives the live run's figures: the results stored in the stack copied
+/// at posix_memalign's return are in the recording, the allocator's own mappings are known
+/// as such, the run lasts until the process's exit. Only the three results stored outside
+/// the stack (the global array) cannot be read back: said, and those blocks left out.
+#[test]
+fn a_recording_of_every_kind_of_allocator_call_gives_the_live_figures() {
+    if !require_perf("heap -w / -i of every allocator call") {
+        return;
+    }
+    let dir = scratch();
+    let program = fixture("allocs", Variant::NoFp);
+    let data = dir.path().join("allocs.data");
+    let _turn = recording_turn();
+    let run = |args: &[&str]| {
+        let o = memperf().arg("heap").args(args).output().unwrap();
+        let (out, err) = (String::from_utf8_lossy(&o.stdout), stderr(&o));
+        assert!(o.status.success(), "memperf heap {args:?}: {err}");
+        (out.into_owned(), joined(&err))
+    };
+    let (live, live_err) = run(&[
+        "-m",
+        "1024",
+        "-w",
+        data.to_str().unwrap(),
+        "--",
+        program.to_str().unwrap(),
+    ]);
+    let (replayed, replayed_err) = run(&["-i", data.to_str().unwrap()]);
+    for err in [&live_err, &replayed_err] {
+        assert!(
+            err.contains("2 mmap/munmap/mremap calls made by the allocator itself were left out"),
+            "{err}"
+        );
+        assert!(
+            err.contains("4 posix_memalign results read from the stack copied at the return"),
+            "{err}"
+        );
+    }
+    assert!(
+        replayed_err.contains("3 posix_memalign results are not in the recording"),
+        "{replayed_err}"
+    );
+    // Live: nothing freed was allocated before tracing began. Read back: the two blocks of
+    // the global array that were freed are unknown, and the three left out.
+    let [allocs, frees, before, outstanding] = traced(&live_err)[..] else {
+        panic!("{live_err}")
+    };
+    assert_eq!(before, 0, "{live_err}");
+    assert_eq!(
+        traced(&replayed_err),
+        vec![allocs - 3, frees, 2, outstanding - 1],
+        "{replayed_err}"
+    );
+    let leaked = |out: &str| bytes_of(&summary_line(out, "leaked"));
+    assert_eq!(
+        leaked(&replayed),
+        leaked(&live) - 3000,
+        "{live}\n{replayed}"
+    );
+    assert_eq!(
+        summary_line(&live, "peak"),
+        summary_line(&replayed, "peak"),
+        "{live}\n{replayed}"
+    );
+    // The fixture holds still 700 ms after its last call: the run lasts past it.
+    for out in [&live, &replayed] {
+        let run = seconds_after(&summary_line(out, "HEAP:"), "in");
+        assert!((0.7..30.0).contains(&run), "{out}");
+    }
+}

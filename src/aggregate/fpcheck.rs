@@ -138,11 +138,8 @@ fn read_up_to(file: &File, buf: &mut [u8], at: u64) -> usize {
 fn open_module(module: &ModuleInfo, ino: u64, pid: u32) -> Option<File> {
     use std::os::unix::fs::MetadataExt;
     let (path, _) = crate::mapped::resolve_recorded(&module.path, Some(pid));
-    if let Some(want) = module.build_id.as_ref().filter(|b| !b.is_empty()) {
-        let have = crate::buildid::file_build_id(&path).ok().flatten()?;
-        if !have.starts_with(want) && !want.starts_with(&have) {
-            return None;
-        }
+    if !crate::buildid::file_matches(&path, module.build_id.as_deref()) {
+        return None;
     }
     let file = crate::mapped::open_regular(&path, None).ok()?;
     (ino == 0 || file.metadata().ok()?.ino() == ino).then_some(file)

@@ -209,6 +209,7 @@ pub(crate) fn plan(cfg: &LeakConfig) -> Result<Vec<Planned>> {
                 kernel_chain: alloc,
                 raw: true,
                 period: Period::Count(period),
+                keep_stack: false,
             }),
             filter,
         });

@@ -403,7 +403,12 @@ fn site_events(cfg: &LeakConfig, site: &probes::Site, placer: &mut Placer) -> Re
         events.push(Planned {
             spec,
             role: sink::Role::Return(d.func),
-            sampling: Some(user_sampling(cg, RETURN_REGS, 1)),
+            sampling: Some(open::Sampling {
+                // The copy is what the result is read from: a recording keeps it, so that
+                // a replay reads the result as the live run did.
+                keep_stack: d.func == table::Func::PosixMemalign,
+                ..user_sampling(cg, RETURN_REGS, 1)
+            }),
             filter: None,
         });
     }
@@ -426,5 +431,6 @@ fn user_sampling(call_graph: CallGraph, regs: u64, period: u64) -> open::Samplin
         kernel_chain: false,
         raw: false,
         period: Period::Count(period),
+        keep_stack: false,
     }
 }

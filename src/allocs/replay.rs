@@ -144,10 +144,9 @@ impl Allocations {
         }
         let mut table = Table::new(usize::MAX, None, None);
         table.resident = Some(Resident::new(crate::sys::page_size() as u64));
-        Some(Allocations {
-            sink: LeakSink::new(events, table, no_process),
-            is_call,
-        })
+        let mut sink = LeakSink::new(events, table, no_process);
+        sink.find_allocator_in_recording();
+        Some(Allocations { sink, is_call })
     }
 
     /// Whether some event's samples are joined page faults.
@@ -279,7 +278,8 @@ fn replay_file(file: &PerfDataFile, input: &str, heap: Option<usize>) -> Result<
         eprintln!("memperf: warning: {malformed} records could not be parsed and were skipped");
     }
     let lost = st.lost + st.lost_samples;
-    let now = st.last_time.unwrap_or(0);
+    // The run ended with its last record (the process's EXIT), not with its last sample.
+    let now = st.last_time.unwrap_or(0).max(read.max_time);
     let mut sink = allocs.sink;
     let recorded = super::unwinds::recorded(file, sink.events().len());
     sink.stack_counts = super::unwinds::StackCounts::of(&sink, &recorded);

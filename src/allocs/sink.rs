@@ -93,6 +93,8 @@ pub struct LeakSink {
     pub frame_memo: super::frames::FrameMemo,
     /// The allocator's own code, to recognise its mapping calls (user mode).
     allocator: Option<AllocatorCode>,
+    /// Whether `allocator` is still to be found from the first allocator call (a replay).
+    find_allocator: bool,
     /// Allocation stacks copied but with no frame past the allocator's (not unwound).
     pub stackless: u64,
     /// Allocation stacks the kernel walked by frame pointers (`--call-graph fp`), and those
@@ -127,6 +129,19 @@ impl AllocatorCode {
             ranges,
             is_it: rustc_hash::FxHashMap::default(),
         })
+    }
+
+    /// The allocator object of a recording, from the address of its probe on an allocator
+    /// function (`ip`, in process `pid`): the object mapped there, when its file is here
+    /// (with the build-id recorded for it, when one was).
+    pub fn of_recorded(maps: &ProcessMaps, pid: u32, ip: u64) -> Option<AllocatorCode> {
+        let module = maps.mapping_at(pid, ip)?.module;
+        let (path, _) = crate::mapped::resolve_recorded(&module.path, Some(pid));
+        if !crate::buildid::file_matches(&path, module.build_id.as_deref()) {
+            return None;
+        }
+        let alloc = crate::allocators::load(&path, "").ok()?;
+        AllocatorCode::new(&path, crate::allocators::allocator_ranges(&alloc))
     }
 
     fn contains(&mut self, maps: &ProcessMaps, pid: u32, module: u32, offset: u64) -> bool {
@@ -164,6 +179,7 @@ impl LeakSink {
             root_first: Vec::with_capacity(128),
             frame_memo: super::frames::FrameMemo::default(),
             allocator: None,
+            find_allocator: false,
             stackless: 0,
             fp_stacks: 0,
             fp_cut: 0,
@@ -187,6 +203,12 @@ impl LeakSink {
     /// Recognise the mapping calls the allocator makes from its own functions.
     pub fn set_allocator(&mut self, code: Option<AllocatorCode>) {
         self.allocator = code;
+    }
+
+    /// A recording's allocator object is found from its first allocator call: the object
+    /// its probe sits in (see [`AllocatorCode::of_recorded`]).
+    pub fn find_allocator_in_recording(&mut self) {
+        self.find_allocator = true;
     }
 
     /// The command name of a process (for folded prefixes); `[kernel]` for kernel memory.
@@ -233,6 +255,13 @@ impl LeakSink {
         }
         match event.role.clone() {
             Role::Entry(func) => {
+                if self.find_allocator
+                    && func.is_allocator()
+                    && let Some(ip) = s.ip
+                {
+                    self.find_allocator = false;
+                    self.allocator = AllocatorCode::of_recorded(maps, pid, ip);
+                }
                 let (stack, fp_walk) = if with_stack {
                     self.user_stack(maps, pid, c)
                 } else {

@@ -283,7 +283,12 @@ impl Table {
             Func::AlignedAlloc => (a.a1, ret),
             Func::PosixMemalign => (a.a2, ret),
             Func::Realloc => {
-                if a.a0 != 0 && (ret != 0 || a.a1 == 0) {
+                // realloc(p, 0) frees p; glibc's does it through the probed free, seen
+                // already (a second free would be counted as one of a block allocated before
+                // tracing began).
+                if a.a0 != 0
+                    && (ret != 0 || (a.a1 == 0 && self.points.contains_key(&(space, a.a0))))
+                {
                     self.free_point(space, a.a0);
                 }
                 (a.a1, ret)

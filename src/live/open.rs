@@ -37,6 +37,10 @@ pub struct Sampling {
     /// The tracepoint payload (PERF_SAMPLE_RAW).
     pub raw: bool,
     pub period: Period,
+    /// Whether the stack copy is data the samples carry (posix_memalign's result, stored
+    /// through a pointer into it), written to the file as copied: not only what unwinding
+    /// reads and the file replaces with the callchain.
+    pub keep_stack: bool,
 }
 
 /// An event resolved against this kernel, with the attr it is opened with.
@@ -598,10 +602,15 @@ pub fn open_error(
 /// The attr written to the file for an event: after online unwinding, samples
 /// carry a callchain instead of registers and stack bytes. An event that sampled registers
 /// of its own beside those unwinding needs (a probe's arguments, `Sampling::regs`) keeps
-/// them all: they are what its samples mean.
-pub fn output_attr(opened: &perf_event_attr, online_unwind: bool) -> perf_event_attr {
+/// them all: they are what its samples mean; one whose stack copy is data
+/// (`Sampling::keep_stack`) keeps it, as copied.
+pub fn output_attr(
+    opened: &perf_event_attr,
+    online_unwind: bool,
+    keep_stack: bool,
+) -> perf_event_attr {
     let mut attr = *opened;
-    if online_unwind && attr.sample_type & PERF_SAMPLE_STACK_USER != 0 {
+    if online_unwind && !keep_stack && attr.sample_type & PERF_SAMPLE_STACK_USER != 0 {
         attr.sample_type &= !PERF_SAMPLE_STACK_USER;
         if attr.sample_regs_user & !user_regs_mask_for_unwind() == 0 {
             attr.sample_type &= !PERF_SAMPLE_REGS_USER;

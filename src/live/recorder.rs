@@ -587,7 +587,8 @@ fn describe_events(opened: &Opened, online: bool) -> Result<(Layouts, Vec<EventD
         let attr = ev
             .attr
             .ok_or_else(|| anyhow!("event `{}` was never opened", ev.spec.name))?;
-        let out_attr = open::output_attr(&attr, online);
+        let keep_stack = ev.sampling.as_ref().is_some_and(|s| s.keep_stack);
+        let out_attr = open::output_attr(&attr, online, keep_stack);
         layouts.ring.push(ParseInfo::from_attr(&attr));
         layouts.out.push(ParseInfo::from_attr(&out_attr));
         // The session makes MMAP2 records of what these tell: they stay out of the file.

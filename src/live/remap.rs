@@ -73,6 +73,7 @@ pub(crate) fn add_events(events: &mut Vec<ResolvedEvent>, target: &Target) -> Op
             kernel_chain: false,
             raw: true,
             period: Period::Count(1),
+            keep_stack: false,
         });
     }
     events.extend(added);

@@ -28,6 +28,8 @@ pub struct ReadStats {
     pub cut_in_a_record: bool,
     /// The file offset after the last complete record.
     pub end: u64,
+    /// The newest time of any record (an EXIT after the last sample included).
+    pub max_time: u64,
 }
 
 /// How long records are held.
@@ -99,6 +101,7 @@ pub fn replay(
         seq += 1;
     }
     q.flush(u64::MAX, session, handler)?;
+    stats.max_time = max_time;
     Ok(stats)
 }
 

@@ -368,6 +368,7 @@ fn run_once(cfg: &StatConfig, layout: &Layout, out: &mut Box<dyn Write>) -> Resu
             kernel_chain: false,
             raw: ev.spec.is_tracepoint(),
             period: Period::Count(1),
+            keep_stack: false,
         });
     }
     let slots = if cfg.per_cpu { cfg.cpus.len() } else { 1 };

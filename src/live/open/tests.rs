@@ -16,13 +16,17 @@ fn dwarf_attr(regs: u64) -> perf_event_attr {
 
 #[test]
 fn unwound_samples_are_written_with_a_callchain_and_without_the_stack() {
-    let out = output_attr(&dwarf_attr(user_regs_mask_for_unwind()), true);
+    let out = output_attr(&dwarf_attr(user_regs_mask_for_unwind()), true, false);
     assert_eq!(out.sample_type, PERF_SAMPLE_IP | PERF_SAMPLE_CALLCHAIN);
     assert_eq!((out.sample_regs_user, out.sample_stack_user), (0, 0));
     assert_eq!(out.exclude_callchain_user(), 0);
     // Offline unwinding keeps what was copied.
-    let kept = output_attr(&dwarf_attr(user_regs_mask_for_unwind()), false);
+    let kept = output_attr(&dwarf_attr(user_regs_mask_for_unwind()), false, false);
     assert_eq!(kept.sample_type, dwarf_attr(0).sample_type);
+    // A copy that is data (posix_memalign's return) is written as copied.
+    let data = output_attr(&dwarf_attr(user_regs_mask_for_unwind()), true, true);
+    assert_eq!(data.sample_type, dwarf_attr(0).sample_type);
+    assert_eq!(data.sample_stack_user, 8192);
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -31,7 +35,7 @@ fn a_probe_keeps_its_argument_registers_after_online_unwinding() {
     use perf_event_open_sys::bindings as b;
     // memperf leak's entry probes: the arguments (DI, SI) beside unwinding's registers.
     let regs = user_regs_mask_for_unwind() | 1 << b::PERF_REG_X86_DI | 1 << b::PERF_REG_X86_SI;
-    let out = output_attr(&dwarf_attr(regs), true);
+    let out = output_attr(&dwarf_attr(regs), true, false);
     assert_eq!(
         out.sample_type,
         PERF_SAMPLE_IP | PERF_SAMPLE_REGS_USER | PERF_SAMPLE_CALLCHAIN
@@ -53,6 +57,7 @@ fn a_frame_pointer_probe_asks_for_kernel_frames_only_where_they_are_kept() {
         kernel_chain,
         raw: false,
         period: Period::Count(1),
+        keep_stack: false,
     };
     let mut cfg = RecordConfig::internal(specs, Target::Command, vec![0]);
     let mut excludes = |cfg: &RecordConfig, s: Sampling| {
