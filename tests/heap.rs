@@ -582,4 +582,14 @@ fn a_recording_of_every_kind_of_allocator_call_gives_the_live_figures() {
         let run = seconds_after(&summary_line(out, "HEAP:"), "in");
         assert!((0.7..30.0).contains(&run), "{out}");
     }
+    // Cut short (a copy that stopped, a full disk: the feature sections that name the
+    // events are gone), what is left is read: the records at the data section's start
+    // name the events, and the attrs tell memperf's unwinds from frame-pointer walks.
+    let bytes = std::fs::read(&data).unwrap();
+    let cut = dir.path().join("cut.data");
+    std::fs::write(&cut, &bytes[..bytes.len() / 2]).unwrap();
+    let (_, cut_err) = run(&["-i", cut.to_str().unwrap()]);
+    assert!(cut_err.contains("is cut short"), "{cut_err}");
+    assert!(traced(&cut_err)[0] > 0, "{cut_err}");
+    assert!(!cut_err.contains("frame pointers"), "{cut_err}");
 }

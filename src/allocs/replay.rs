@@ -286,8 +286,9 @@ fn replay_file(file: &PerfDataFile, input: &str, heap: Option<usize>) -> Result<
     super::run::summary(&sink, lost, 0);
     if sink.unread_results > 0 {
         eprintln!(
-            "memperf: {} posix_memalign results are not in the recording (read from the live \
-             process): those blocks are not in the table",
+            "memperf: {} posix_memalign results are not in the recording (stored outside the \
+             stack copied at the return, the live run read them from the process): those \
+             blocks are not in the table",
             sink.unread_results
         );
     }

@@ -600,7 +600,7 @@ pub fn open_error(
 }
 
 /// The attr written to the file for an event: after online unwinding, samples
-/// carry a callchain instead of registers and stack bytes. An event that sampled registers
+/// carry a callchain instead of registers and stack bytes (the copy's size is kept). An event that sampled registers
 /// of its own beside those unwinding needs (a probe's arguments, `Sampling::regs`) keeps
 /// them all: they are what its samples mean; one whose stack copy is data
 /// (`Sampling::keep_stack`) keeps it, as copied.
@@ -617,7 +617,9 @@ pub fn output_attr(
             attr.sample_regs_user = 0;
         }
         attr.sample_type |= PERF_SAMPLE_CALLCHAIN;
-        attr.sample_stack_user = 0;
+        // `sample_stack_user` stays, without the bit: it says that the callchain is an
+        // unwind of a copy that size (`PerfDataFile::walked_by_fp`), even in a file whose
+        // feature sections were never written. perf reads the bit alone.
         attr.set_exclude_callchain_user(0);
     }
     // The lost count is read by memperf and written as a LOST record; samples never carry it.

@@ -43,6 +43,10 @@ pub use crate::abi::{
     PERF_RECORD_HEADER_EVENT_TYPE, PERF_RECORD_HEADER_FEATURE, PERF_RECORD_HEADER_TRACING_DATA,
 };
 
+/// `PERF_EVENT_UPDATE__NAME` (tools/lib/perf/include/perf/event.h): UNIT is 0, SCALE 1,
+/// NAME 2, CPUS 3.
+pub(crate) const PERF_EVENT_UPDATE__NAME: u64 = 2;
+
 /// One event of a recording: its attr, its name and the sample ids its fds were given.
 #[derive(Clone)]
 pub struct EventDesc {

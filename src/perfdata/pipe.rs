@@ -18,15 +18,12 @@
 use super::features::{HEADER_BUILD_ID, build_id_entry};
 use super::reader::default_event_name;
 use super::{
-    ATTR_SIZE_VER0, EventDesc, PERF_RECORD_EVENT_UPDATE, PERF_RECORD_HEADER_ATTR,
-    PERF_RECORD_HEADER_BUILD_ID, PERF_RECORD_HEADER_EVENT_TYPE, PERF_RECORD_HEADER_FEATURE,
-    PERF_RECORD_HEADER_TRACING_DATA, PIPE_HEADER_SIZE, PerfDataError, RawFileRecord, ReadFeatures,
-    RecordIter, attr_from_bytes, le_u32, le_u64,
+    ATTR_SIZE_VER0, EventDesc, PERF_EVENT_UPDATE__NAME, PERF_RECORD_EVENT_UPDATE,
+    PERF_RECORD_HEADER_ATTR, PERF_RECORD_HEADER_BUILD_ID, PERF_RECORD_HEADER_EVENT_TYPE,
+    PERF_RECORD_HEADER_FEATURE, PERF_RECORD_HEADER_TRACING_DATA, PIPE_HEADER_SIZE, PerfDataError,
+    RawFileRecord, ReadFeatures, RecordIter, attr_from_bytes, le_u32, le_u64,
 };
 
-/// `PERF_EVENT_UPDATE__NAME` (tools/lib/perf/include/perf/event.h): UNIT is 0, SCALE 1,
-/// NAME 2, CPUS 3.
-const PERF_EVENT_UPDATE__NAME: u64 = 2;
 /// `MAX_EVENT_NAME`: the name field of PERF_RECORD_HEADER_EVENT_TYPE.
 const MAX_EVENT_NAME: usize = 64;
 
@@ -75,7 +72,7 @@ pub(super) fn read_header_records(
 }
 
 /// A NUL-terminated (or full) string field.
-fn c_string(b: &[u8]) -> String {
+pub(super) fn c_string(b: &[u8]) -> String {
     let end = b.iter().position(|&c| c == 0).unwrap_or(b.len());
     String::from_utf8_lossy(&b[..end]).into_owned()
 }

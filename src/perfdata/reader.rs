@@ -280,7 +280,8 @@ impl PerfDataFile {
     /// Whether the user frames in event `ev`'s callchains are the kernel's frame-pointer
     /// walk: the event recorded callchains, and memperf did not unwind its stacks while
     /// recording (an online unwind writes its DWARF frames into the callchain and takes
-    /// the stack copy out of the attr). A file that counts its unwinds per event lists
+    /// the stack copy out of the attr, leaving its size: `sample_stack_user` without
+    /// PERF_SAMPLE_STACK_USER, which no kernel walk has). A file that counts its unwinds per event lists
     /// them up to its last event with any (a missing one had none) and the stacks it left
     /// truncated or shed; where it counted them for all events together (older files), any
     /// unwind says no for every event.
@@ -289,6 +290,11 @@ impl PerfDataFile {
             return false;
         };
         if e.attr.sample_type & crate::abi::PERF_SAMPLE_CALLCHAIN == 0 {
+            return false;
+        }
+        if e.attr.sample_type & crate::abi::PERF_SAMPLE_STACK_USER == 0
+            && e.attr.sample_stack_user != 0
+        {
             return false;
         }
         let Some(m) = &self.features.memperf_stats else {
@@ -409,7 +415,7 @@ impl PerfDataFile {
         for (e, name) in events.iter_mut().zip(&features.event_names) {
             e.name.clone_from(name);
         }
-        Ok(PerfDataFile {
+        let mut file = PerfDataFile {
             ids: id_index(&events),
             events,
             features,
@@ -419,7 +425,33 @@ impl PerfDataFile {
             data_end,
             pipe: false,
             unfinished,
-        })
+        };
+        file.name_events_by_updates();
+        Ok(file)
+    }
+
+    /// A file without the feature section that names its events (its recorder killed, or
+    /// the file cut short) names them by the EVENT_UPDATE records memperf writes first in
+    /// its data section.
+    fn name_events_by_updates(&mut self) {
+        if self.features.event_names.iter().any(|n| !n.is_empty()) {
+            return;
+        }
+        let mut names = Vec::new();
+        for rec in self.records() {
+            let Ok(rec) = rec else { break };
+            if rec.ty != super::PERF_RECORD_EVENT_UPDATE {
+                break;
+            }
+            if rec.body.len() >= 16 && le_u64(rec.body, 0) == super::PERF_EVENT_UPDATE__NAME {
+                names.push((le_u64(rec.body, 8), super::pipe::c_string(&rec.body[16..])));
+            }
+        }
+        for (id, name) in names {
+            if let Some(&ev) = self.ids.get(&id) {
+                self.events[ev].name = name;
+            }
+        }
     }
 
     /// A pipe-mode stream: its attrs, names and features are read from its records first.

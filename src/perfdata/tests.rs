@@ -136,8 +136,10 @@ fn write_pf_file(dir: &Path, nr: u64, features: &Features) -> PathBuf {
         ids,
     }];
     let mut w = PerfDataWriter::create(&path, events).unwrap();
+    // The event's name comes first (an EVENT_UPDATE record), for a file never finished.
+    let names = w.data_bytes();
     w.write_record(&buf).unwrap();
-    assert_eq!(w.data_bytes(), buf.len() as u64);
+    assert_eq!(w.data_bytes() - names, buf.len() as u64);
     let total = w.finish(features).unwrap();
     assert_eq!(std::fs::metadata(&path).unwrap().len(), total);
     path
@@ -667,4 +669,35 @@ fn a_file_cut_in_its_feature_sections_says_it_is_cut_short() {
         note.contains("feature sections end beyond the end of the file"),
         "{note}"
     );
+}
+
+/// A recorder killed before it wrote the feature sections (where EVENT_DESC names the
+/// events) left its events named all the same: by the EVENT_UPDATE records the writer puts
+/// first in the data section, as perf's pipe mode does. Without them a replay could not
+/// tell the allocator probes apart (`type2:0x916`).
+#[test]
+fn a_recording_killed_before_its_feature_sections_still_names_its_events() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("killed.data");
+    let attr = pf_attr();
+    let ids = vec![1001, 1002];
+    let buf = pf_records(3, &ParseInfo::from_attr(&attr), &ids);
+    let events = vec![EventDesc {
+        attr,
+        name: "memperf_1:malloc".into(),
+        ids,
+    }];
+    let mut w = PerfDataWriter::create(&path, events).unwrap();
+    w.write_record(&buf).unwrap();
+    w.checkpoint().unwrap();
+    drop(w);
+    let f = PerfDataFile::open(&path).unwrap();
+    assert!(f.features.event_names.is_empty());
+    assert_eq!(f.event_names(), ["memperf_1:malloc"]);
+    // The records after the names are read as they were written.
+    let samples = f
+        .records()
+        .filter(|r| r.as_ref().is_ok_and(|r| r.ty == b::PERF_RECORD_SAMPLE))
+        .count();
+    assert_eq!(samples, 3);
 }

@@ -15,6 +15,23 @@ use super::{
 };
 use crate::abi::HEADER_MEMPERF_RECOVERED;
 
+/// PERF_RECORD_EVENT_UPDATE of type NAME: the event of sample id `id` is `name` (NUL
+/// terminated, padded to 8 bytes, as perf writes it).
+pub(super) fn event_name_record(id: u64, name: &str) -> Vec<u8> {
+    let mut body = Vec::with_capacity(24 + name.len());
+    body.extend_from_slice(&super::PERF_EVENT_UPDATE__NAME.to_ne_bytes());
+    body.extend_from_slice(&id.to_ne_bytes());
+    body.extend_from_slice(name.as_bytes());
+    body.resize((body.len() + 1).next_multiple_of(8), 0);
+    let size = u16::try_from(8 + body.len()).unwrap_or(u16::MAX);
+    let mut rec = Vec::with_capacity(usize::from(size));
+    rec.extend_from_slice(&crate::abi::PERF_RECORD_EVENT_UPDATE.to_ne_bytes());
+    rec.extend_from_slice(&0u16.to_ne_bytes());
+    rec.extend_from_slice(&size.to_ne_bytes());
+    rec.extend_from_slice(&body);
+    rec
+}
+
 /// Streams records into a perf.data file; [`PerfDataWriter::finish`] makes it valid.
 pub struct PerfDataWriter {
     out: BufWriter<File>,
@@ -123,8 +140,19 @@ impl PerfDataWriter {
             }
         }
         w.out.write_all(&attrs)?;
-        // The header and attrs reach the file now: a recording killed before its first
-        // checkpoint still names its events.
+        // The events' names are in a feature section written at the end; a recording
+        // killed before then names them by these (perf's pipe mode does the same).
+        let names: Vec<Vec<u8>> = w
+            .events
+            .iter()
+            .filter(|e| !e.name.is_empty())
+            .filter_map(|e| Some(event_name_record(*e.ids.first()?, &e.name)))
+            .collect();
+        for rec in &names {
+            w.write_record(rec)?;
+        }
+        // The header, attrs and names reach the file now: a recording killed before its
+        // first checkpoint still names its events.
         w.out.flush()?;
         Ok(w)
     }

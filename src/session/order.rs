@@ -230,7 +230,8 @@ mod tests {
         let (_dir, file) = file_with_rounds(&[&[10, 30], &[20, 40], &[15]]);
         let (times, stats) = replayed(&file, Slack::OneRound);
         assert_eq!(times, [10, 20, 30, 15, 40]);
-        assert_eq!((stats.late, stats.records), (1, 8));
+        // Eight records, after the EVENT_UPDATE that names the event.
+        assert_eq!((stats.late, stats.records), (1, 9));
 
         // Sorting within each round alone puts 20 after 30 too.
         let (times, stats) = replayed(&file, Slack::None);

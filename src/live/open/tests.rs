@@ -18,7 +18,8 @@ fn dwarf_attr(regs: u64) -> perf_event_attr {
 fn unwound_samples_are_written_with_a_callchain_and_without_the_stack() {
     let out = output_attr(&dwarf_attr(user_regs_mask_for_unwind()), true, false);
     assert_eq!(out.sample_type, PERF_SAMPLE_IP | PERF_SAMPLE_CALLCHAIN);
-    assert_eq!((out.sample_regs_user, out.sample_stack_user), (0, 0));
+    // The copy's size stays, without the bit: the callchain is an unwind, not a kernel walk.
+    assert_eq!((out.sample_regs_user, out.sample_stack_user), (0, 8192));
     assert_eq!(out.exclude_callchain_user(), 0);
     // Offline unwinding keeps what was copied.
     let kept = output_attr(&dwarf_attr(user_regs_mask_for_unwind()), false, false);
@@ -41,7 +42,7 @@ fn a_probe_keeps_its_argument_registers_after_online_unwinding() {
         PERF_SAMPLE_IP | PERF_SAMPLE_REGS_USER | PERF_SAMPLE_CALLCHAIN
     );
     // The whole mask: the sampled values are written in its order.
-    assert_eq!((out.sample_regs_user, out.sample_stack_user), (regs, 0));
+    assert_eq!((out.sample_regs_user, out.sample_stack_user), (regs, 8192));
 }
 
 /// memperf leak's entry probes with `--call-graph fp`: in user mode (the default) the attr
