@@ -582,6 +582,23 @@ fn a_recording_of_every_kind_of_allocator_call_gives_the_live_figures() {
         let run = seconds_after(&summary_line(out, "HEAP:"), "in");
         assert!((0.7..30.0).contains(&run), "{out}");
     }
+    // perf report reads it: it sorted a file of tracepoints alone by their payload, which
+    // memperf's probes do not keep, and perf 6.1 crashed (SIGSEGV) on every `heap -w` file.
+    if require_perf_tool("perf report of a heap recording") {
+        let o = Command::new("perf")
+            .args(["report", "--stdio", "-i"])
+            .arg(&data)
+            .output()
+            .unwrap();
+        let out = String::from_utf8_lossy(&o.stdout);
+        assert!(
+            o.status.success(),
+            "perf report: {:?}\n{}",
+            o.status,
+            stderr(&o)
+        );
+        assert!(out.contains("aligned"), "{out}");
+    }
     // Cut short (a copy that stopped, a full disk: the feature sections that name the
     // events are gone), what is left is read: the records at the data section's start
     // name the events, and the attrs tell memperf's unwinds from frame-pointer walks.

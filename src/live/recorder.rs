@@ -601,7 +601,42 @@ fn describe_events(opened: &Opened, online: bool) -> Result<(Layouts, Vec<EventD
             ids: ev.ids.clone(),
         });
     }
+    descs.extend(dummy_for_perf_report(&descs));
     Ok((layouts, descs))
+}
+
+/// perf report sorts a file whose events are all tracepoints by their payload (`--sort
+/// trace`), and perf 6.1 crashes on samples without one: memperf's probes keep registers
+/// instead (`leak -w`, `heap -w`). One event of another kind, which never samples (a dummy
+/// software event, listed after the others, as perf record adds its own), gives such a file
+/// perf report's usual sort.
+fn dummy_for_perf_report(descs: &[EventDesc]) -> Option<EventDesc> {
+    use perf_event_open_sys::bindings as b;
+    let all_tracepoints = descs
+        .iter()
+        .all(|d| d.attr.type_ == b::PERF_TYPE_TRACEPOINT);
+    let some_without_payload = descs
+        .iter()
+        .any(|d| d.attr.sample_type & crate::abi::PERF_SAMPLE_RAW == 0);
+    if !(all_tracepoints && some_without_payload) {
+        return None;
+    }
+    // The same sample layout as the others: perf wants every event's records alike.
+    let mut attr = descs.first()?.attr;
+    attr.type_ = b::PERF_TYPE_SOFTWARE;
+    attr.config = u64::from(b::PERF_COUNT_SW_DUMMY);
+    attr.set_mmap(0);
+    attr.set_mmap2(0);
+    attr.set_mmap_data(0);
+    attr.set_comm(0);
+    attr.set_comm_exec(0);
+    attr.set_task(0);
+    Some(EventDesc {
+        attr,
+        name: "dummy:u".to_string(),
+        // No fd ever had it: no record names it.
+        ids: vec![u64::MAX],
+    })
 }
 
 /// The kernel reports a ring's losses with a LOST record written when room frees up; losses
