@@ -110,7 +110,7 @@ pub enum Command {
     #[command(after_help = leak::LEAK_EXAMPLES)]
     Leak(leak::LeakArgs),
     /// Resident memory by allocation stack: page faults joined to the live allocations
-    /// that own their addresses (bytes allocated, live, pages faulted in, never touched).
+    /// that own their addresses (bytes allocated, live, pages faulted in, none faulted in).
     #[command(after_help = rss::RSS_EXAMPLES)]
     Rss(rss::RssArgs),
     /// heaptrack's analyses on a live process, without LD_PRELOAD or a restart: the peak and

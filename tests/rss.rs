@@ -552,3 +552,66 @@ fn free_samples_its_pointer_and_no_stack() {
     assert!(!free.contains("STACK_USER"), "{free}");
     assert!(free.contains("REGS_USER"), "{free}");
 }
+
+/// While a probed function runs, its return address on the stack is the kernel's uretprobe
+/// trampoline (`[uprobes]`): fault stacks taken inside malloc ended there
+/// (`mallocfaults;[uprobes];malloc;_int_malloc 289`), their callers lost, or went on by a
+/// frame-pointer guess. The entry probe's copy, made before the takeover, holds the real
+/// return address, and the unwind puts it back (`allocs::hijacked`): every fault stack
+/// through malloc reaches `alloc_many` and `main` (`fixtures/mallocfaults.c`).
+#[test]
+fn fault_stacks_inside_a_probed_function_reach_its_callers() {
+    if !require_perf("rss --touchers fault stacks inside malloc") {
+        return;
+    }
+    let dir = scratch();
+    let data = dir.path().join("rss.data");
+    let prog = fixture("mallocfaults", Variant::NoFp);
+    {
+        let _turn = recording_turn();
+        let o = run_memperf(&[
+            "rss",
+            "--touchers",
+            "-w",
+            data.to_str().unwrap(),
+            "--",
+            prog.to_str().unwrap(),
+        ]);
+        assert!(o.status.success(), "{}", stderr(&o));
+    }
+    let o = run_memperf(&[
+        "report",
+        "-i",
+        data.to_str().unwrap(),
+        "--folded",
+        "--event",
+        "page-faults",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let folded = String::from_utf8_lossy(&o.stdout);
+    // The trampoline's own page may take a fault (a leaf there is true); no stack goes on
+    // past it.
+    assert!(!folded.contains("[uprobes];"), "{folded}");
+    let through_malloc: Vec<&str> = folded
+        .lines()
+        .filter(|l| {
+            l.split(';')
+                .any(|f| f == "malloc" || f.starts_with("malloc "))
+        })
+        .collect();
+    let faults: u64 = through_malloc
+        .iter()
+        .filter_map(|l| l.rsplit_once(' ')?.1.parse::<u64>().ok())
+        .sum();
+    // 300 blocks of 5000 B: about 370 new heap pages, most first written by malloc.
+    assert!(
+        faults >= 200,
+        "{faults} faults through malloc in:\n{folded}"
+    );
+    assert!(
+        through_malloc
+            .iter()
+            .all(|l| l.contains(";main;alloc_many;malloc")),
+        "{folded}"
+    );
+}

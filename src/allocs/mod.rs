@@ -11,6 +11,7 @@
 
 pub(crate) mod frames;
 pub(crate) mod heap;
+pub(crate) mod hijacked;
 pub(crate) mod kernel;
 pub(crate) mod plan;
 pub(crate) mod profile;

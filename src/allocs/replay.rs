@@ -284,6 +284,13 @@ fn replay_file(file: &PerfDataFile, input: &str, heap: Option<usize>) -> Result<
     let recorded = super::unwinds::recorded(file, sink.events().len());
     sink.stack_counts = super::unwinds::StackCounts::of(&sink, &recorded);
     super::run::summary(&sink, lost, 0);
+    if let Some(path) = &sink.allocator_missing {
+        eprintln!(
+            "memperf: warning: the allocator `{path}` is not here as it was recorded: the \
+             mmap/munmap calls it made itself cannot be told from the program's, and count \
+             as the program's"
+        );
+    }
     if sink.unread_results > 0 {
         eprintln!(
             "memperf: {} posix_memalign results are not in the recording (stored outside the \

@@ -85,6 +85,10 @@ impl Handler for Tracer<'_> {
     fn side_band(&mut self, r: &SideBand<'_>) -> std::io::Result<()> {
         self.sink.side_band(r)
     }
+
+    fn hijacked_returns(&self, tid: u32, out: &mut Vec<(u64, u64)>) {
+        self.sink.hijacked_returns(tid, out);
+    }
 }
 
 impl Live for Tracer<'_> {

@@ -95,6 +95,10 @@ pub struct LeakSink {
     allocator: Option<AllocatorCode>,
     /// Whether `allocator` is still to be found from the first allocator call (a replay).
     find_allocator: bool,
+    /// The recorded allocator object whose file is not here as it was (a replay).
+    pub allocator_missing: Option<String>,
+    /// The return addresses the return probes took over, per thread.
+    hijacked: super::hijacked::HijackedReturns,
     /// Allocation stacks copied but with no frame past the allocator's (not unwound).
     pub stackless: u64,
     /// Allocation stacks the kernel walked by frame pointers (`--call-graph fp`), and those
@@ -133,15 +137,24 @@ impl AllocatorCode {
 
     /// The allocator object of a recording, from the address of its probe on an allocator
     /// function (`ip`, in process `pid`): the object mapped there, when its file is here
-    /// (with the build-id recorded for it, when one was).
-    pub fn of_recorded(maps: &ProcessMaps, pid: u32, ip: u64) -> Option<AllocatorCode> {
-        let module = maps.mapping_at(pid, ip)?.module;
-        let (path, _) = crate::mapped::resolve_recorded(&module.path, Some(pid));
-        if !crate::buildid::file_matches(&path, module.build_id.as_deref()) {
-            return None;
-        }
-        let alloc = crate::allocators::load(&path, "").ok()?;
-        AllocatorCode::new(&path, crate::allocators::allocator_ranges(&alloc))
+    /// (the inode and the build-id recorded for it, when they were). `None` while no
+    /// mapping holds `ip`; `Some(Err(path))` when the object's file is not here as it was.
+    pub fn of_recorded(
+        maps: &ProcessMaps,
+        pid: u32,
+        ip: u64,
+    ) -> Option<Result<AllocatorCode, String>> {
+        use std::os::unix::fs::MetadataExt;
+        let at = maps.mapping_at(pid, ip)?;
+        let (path, recorded) = crate::mapped::resolve_recorded(&at.module.path, Some(pid));
+        let same_inode =
+            at.attrs.ino == 0 || std::fs::metadata(&path).is_ok_and(|m| m.ino() == at.attrs.ino);
+        let code = (same_inode
+            && crate::buildid::file_matches(&path, at.module.build_id.as_deref()))
+        .then(|| crate::allocators::load(&path, "").ok())
+        .flatten()
+        .and_then(|alloc| AllocatorCode::new(&path, crate::allocators::allocator_ranges(&alloc)));
+        Some(code.ok_or_else(|| recorded.display().to_string()))
     }
 
     fn contains(&mut self, maps: &ProcessMaps, pid: u32, module: u32, offset: u64) -> bool {
@@ -180,6 +193,8 @@ impl LeakSink {
             frame_memo: super::frames::FrameMemo::default(),
             allocator: None,
             find_allocator: false,
+            allocator_missing: None,
+            hijacked: Default::default(),
             stackless: 0,
             fp_stacks: 0,
             fp_cut: 0,
@@ -229,7 +244,9 @@ impl LeakSink {
             Record::Comm {
                 pid, exec: true, ..
             } => self.table.reset_space(pid),
+            Record::Lost { .. } | Record::LostSamples { .. } => self.hijacked.lost(),
             Record::Exit { pid, tid, .. } => {
+                self.hijacked.exited(tid);
                 self.table.thread_exit(tid);
                 if pid == tid {
                     self.table.process_exit(pid);
@@ -258,9 +275,18 @@ impl LeakSink {
                 if self.find_allocator
                     && func.is_allocator()
                     && let Some(ip) = s.ip
+                    && let Some(found) = AllocatorCode::of_recorded(maps, pid, ip)
                 {
                     self.find_allocator = false;
-                    self.allocator = AllocatorCode::of_recorded(maps, pid, ip);
+                    match found {
+                        Ok(code) => self.allocator = Some(code),
+                        Err(path) => self.allocator_missing = Some(path),
+                    }
+                }
+                if self.has_return_probe(func) {
+                    let sp = s.regs_user.as_ref().and_then(|r| r.get(b::PERF_REG_X86_SP));
+                    let stack = s.stack_user.as_ref().map(|st| st.data);
+                    self.hijacked.entered(tid, time, sp, stack);
                 }
                 let (stack, fp_walk) = if with_stack {
                     self.user_stack(maps, pid, c)
@@ -477,6 +503,13 @@ impl LeakSink {
             }
         }
         false
+    }
+
+    /// Whether `func` has a return probe: the kernel takes its return address over.
+    fn has_return_probe(&self, func: Func) -> bool {
+        self.events
+            .iter()
+            .any(|e| matches!(e.role, Role::Return(f) if f == func))
     }
 
     /// Whether the sample's user frames are the kernel's frame-pointer walk, not memperf's
@@ -743,5 +776,9 @@ impl Handler for LeakSink {
             self.handle_side_band(rec);
         }
         Ok(())
+    }
+
+    fn hijacked_returns(&self, tid: u32, out: &mut Vec<(u64, u64)>) {
+        self.hijacked.of(tid, out);
     }
 }

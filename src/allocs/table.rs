@@ -77,6 +77,9 @@ struct Pending {
     internal: bool,
     /// See [`Entry::fp_first`].
     fp_first: Option<u64>,
+    /// A realloc whose block the probed free freed while it ran (glibc's realloc(p, 0),
+    /// musl's move): its return does not free it again.
+    freed_inside: bool,
 }
 
 /// Counters printed with every report.
@@ -208,10 +211,18 @@ impl Table {
             sp,
             internal,
             fp_first,
+            freed_inside: false,
         });
         if func == Func::Free {
-            // free has no return probe: it completes at entry, unless the allocator calls it.
+            // free has no return probe: it completes at entry.
             calls.pop();
+            if let Some(realloc) = calls
+                .iter_mut()
+                .rev()
+                .find(|c| c.func == Func::Realloc && c.args.a0 == args.a0 && args.a0 != 0)
+            {
+                realloc.freed_inside = true;
+            }
             self.free_point(space, args.a0);
         } else if func == Func::Munmap {
             calls.pop();
@@ -283,13 +294,15 @@ impl Table {
             Func::AlignedAlloc => (a.a1, ret),
             Func::PosixMemalign => (a.a2, ret),
             Func::Realloc => {
-                // realloc(p, 0) frees p; glibc's does it through the probed free, seen
-                // already (a second free would be counted as one of a block allocated before
-                // tracing began).
-                if a.a0 != 0
-                    && (ret != 0 || (a.a1 == 0 && self.points.contains_key(&(space, a.a0))))
-                {
+                // realloc(p, 0) frees p, and a moved block is freed: by the probed free in
+                // some allocators (glibc's realloc(p, 0), musl's move), seen already (a second
+                // free would be counted as one of a block allocated before tracing began).
+                if a.a0 != 0 && !call.freed_inside && (ret != 0 || a.a1 == 0) {
                     self.free_point(space, a.a0);
+                }
+                if a.a1 == 0 && ret == 0 {
+                    // A free, not a failed allocation.
+                    return Returned::Ignored;
                 }
                 (a.a1, ret)
             }
@@ -578,6 +591,30 @@ mod tests {
         assert!(t.is_empty());
         assert_eq!(t.stats.frees, 1);
         assert_eq!(t.stats.unknown_frees, 0);
+    }
+
+    /// realloc(p, 0) frees p: glibc's through the probed free, inside the call (counted
+    /// once, not again at the return as a block from before tracing); an allocator's own
+    /// free path, without the probe, at the return. The NULL it returns is no failed
+    /// allocation.
+    #[test]
+    fn realloc_to_zero_frees_once_whoever_frees() {
+        for free_inside in [true, false] {
+            let mut t = Table::new(100, None, None);
+            t.enter(e(Func::Malloc, args(100, 0, 0), 1, 5, 0x1000));
+            t.leave(7, 1, Func::Malloc, 0xa0);
+            t.enter(e(Func::Realloc, args(0xa0, 0, 0), 2, 5, 0x1000));
+            if free_inside {
+                t.enter(e(Func::Free, args(0xa0, 0, 0), 3, 6, 0xf00));
+            }
+            assert_eq!(t.leave(7, 1, Func::Realloc, 0), Returned::Ignored);
+            assert!(t.is_empty());
+            assert_eq!(
+                (t.stats.frees, t.stats.unknown_frees, t.stats.failed_allocs),
+                (1, 0, 0),
+                "free inside: {free_inside}"
+            );
+        }
     }
 
     #[test]

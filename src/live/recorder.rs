@@ -114,9 +114,9 @@ impl<H: Handler> Handler for Tee<'_, H> {
     }
 
     fn wants_unwind(&mut self, ev: usize, s: &Sample<'_>, procs: &Processes) -> bool {
-        // The file keeps every stack it was asked for.
+        // The file keeps every stack it was asked for (as a callchain).
         let tool = self.tool.wants_unwind(ev, s, procs);
-        self.writer.is_some() || tool
+        self.writer.as_ref().is_some_and(|w| w.wants_unwind(ev)) || tool
     }
 
     fn side_band(&mut self, r: &SideBand<'_>) -> std::io::Result<()> {
@@ -124,6 +124,10 @@ impl<H: Handler> Handler for Tee<'_, H> {
             w.side_band(r)?;
         }
         self.tool.side_band(r)
+    }
+
+    fn hijacked_returns(&self, tid: u32, out: &mut Vec<(u64, u64)>) {
+        self.tool.hijacked_returns(tid, out);
     }
 }
 

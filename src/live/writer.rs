@@ -26,6 +26,14 @@ pub struct RecordWriter {
 }
 
 impl RecordWriter {
+    /// Whether event `ev`'s samples are written with the callchain an unwind makes (not
+    /// those whose stack copy is kept as data, `Sampling::keep_stack`).
+    pub fn wants_unwind(&self, ev: usize) -> bool {
+        self.out_infos
+            .get(ev)
+            .is_some_and(|i| i.sample_type & crate::abi::PERF_SAMPLE_CALLCHAIN != 0)
+    }
+
     /// `dir`: the recording's directory, where the marks' temporary file goes (else the
     /// temporary directory).
     pub fn new(

@@ -279,12 +279,12 @@ impl PerfDataFile {
 
     /// Whether the user frames in event `ev`'s callchains are the kernel's frame-pointer
     /// walk: the event recorded callchains, and memperf did not unwind its stacks while
-    /// recording (an online unwind writes its DWARF frames into the callchain and takes
-    /// the stack copy out of the attr, leaving its size: `sample_stack_user` without
-    /// PERF_SAMPLE_STACK_USER, which no kernel walk has). A file that counts its unwinds per event lists
-    /// them up to its last event with any (a missing one had none) and the stacks it left
-    /// truncated or shed; where it counted them for all events together (older files), any
-    /// unwind says no for every event.
+    /// recording (an online unwind writes its DWARF frames into the callchain and takes the
+    /// stack copy out of the attr, leaving its size: `sample_stack_user` without
+    /// PERF_SAMPLE_STACK_USER, which no kernel walk has). A file that counts its unwinds
+    /// per event lists them up to its last event with any (a missing one had none) and the
+    /// stacks it left truncated or shed; where it counted them for all events together
+    /// (older files), any unwind says no for every event.
     pub fn walked_by_fp(&self, ev: usize) -> bool {
         let Some(e) = self.events.get(ev) else {
             return false;

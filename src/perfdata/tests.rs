@@ -595,21 +595,22 @@ fn reader_reports_broken_files_without_panicking() {
         }
     }
 
-    // Truncated inside the third record: two records read, then the loss is reported.
-    let comm_len = u16::from_ne_bytes([good[data_off + 6], good[data_off + 7]]) as usize;
-    let second = data_off + comm_len;
-    let mmap_len = u16::from_ne_bytes([good[second + 6], good[second + 7]]) as usize;
-    let cut = second + mmap_len + 12;
+    // Truncated inside the third record (the event's name, then a COMM, then this one):
+    // two records read, then the loss is reported.
+    let first_len = u16::from_ne_bytes([good[data_off + 6], good[data_off + 7]]) as usize;
+    let second = data_off + first_len;
+    let second_len = u16::from_ne_bytes([good[second + 6], good[second + 7]]) as usize;
+    let cut = second + second_len + 12;
     let f = open_bytes(dir.path(), &good[..cut]).unwrap();
     let results: Vec<_> = f.records().collect();
     assert_eq!(results.len(), 3);
     assert!(results[..2].iter().all(|r| r.is_ok()));
-    let expect_skipped = (data_off + data_size - (second + mmap_len)) as u64;
+    let expect_skipped = (data_off + data_size - (second + second_len)) as u64;
     match &results[2] {
         Err(PerfDataError::Truncated { offset, skipped }) => {
             assert_eq!(
                 (*offset, *skipped),
-                ((second + mmap_len) as u64, expect_skipped)
+                ((second + second_len) as u64, expect_skipped)
             );
         }
         other => panic!("{other:?}"),

@@ -21,7 +21,8 @@ pub(super) fn event_name_record(id: u64, name: &str) -> Vec<u8> {
     let mut body = Vec::with_capacity(24 + name.len());
     body.extend_from_slice(&super::PERF_EVENT_UPDATE__NAME.to_ne_bytes());
     body.extend_from_slice(&id.to_ne_bytes());
-    body.extend_from_slice(name.as_bytes());
+    // A record's size is 16 bits: a longer name is cut (EVENT_DESC keeps it whole).
+    body.extend_from_slice(&name.as_bytes()[..name.len().min(4096)]);
     body.resize((body.len() + 1).next_multiple_of(8), 0);
     let size = u16::try_from(8 + body.len()).unwrap_or(u16::MAX);
     let mut rec = Vec::with_capacity(usize::from(size));

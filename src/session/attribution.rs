@@ -102,11 +102,12 @@ impl Session {
                 return Some(i);
             }
         }
-        let mut others = self
-            .types
-            .iter()
-            .enumerate()
-            .filter(|(_, t)| t.type_ != PERF_TYPE_TRACEPOINT);
+        let mut others = self.types.iter().enumerate().filter(|(_, t)| {
+            // The dummy a file of tracepoints lists for perf report never samples.
+            let dummy = t.type_ == perf_event_open_sys::bindings::PERF_TYPE_SOFTWARE
+                && t.config == u64::from(perf_event_open_sys::bindings::PERF_COUNT_SW_DUMMY);
+            t.type_ != PERF_TYPE_TRACEPOINT && !dummy
+        });
         match (others.next(), others.next()) {
             (Some((i, _)), None) if parse(i).is_some_and(|s| s.raw.is_none()) => Some(i),
             _ => None,

@@ -91,11 +91,11 @@ impl Session {
             self.chain.extend(cc.iter());
         }
         self.frames.clear();
-        let (Some(regs), Some(stack), Some(pid), Some(unwinders)) = (
+        let (Some(regs), Some(stack), Some(pid), true) = (
             sample.regs_user.as_ref(),
             sample.stack_user.as_ref(),
             sample.pid,
-            self.procs.unwinders.as_mut(),
+            self.procs.unwinders.is_some(),
         ) else {
             return None;
         };
@@ -112,8 +112,22 @@ impl Session {
             self.stats.count_shed(ev);
             return None;
         }
+        let put_back = put_back_returns(
+            self.procs.maps(),
+            pid,
+            user.sp,
+            stack.data,
+            &self.hijacked,
+            &mut self.patched,
+        );
+        let data = if put_back {
+            &self.patched[..]
+        } else {
+            stack.data
+        };
+        let unwinders = self.procs.unwinders.as_mut()?;
         unwinders.set_thread(sample.tid.unwrap_or(pid));
-        let outcome = unwinders.unwind_copy(pid, user, stack.data, stack.size, &mut self.frames);
+        let outcome = unwinders.unwind_copy(pid, user, data, stack.size, &mut self.frames);
         let recovered = unwinders
             .last_recovered()
             .and_then(|i| u32::try_from(i).ok());
@@ -140,6 +154,46 @@ impl Session {
         }
         recovered
     }
+}
+
+/// Puts back into a copy of `data` (the stack copied from `sp` on) the return addresses a
+/// uretprobe took over (`hijacked`: slot address, return address): where the slot lies in
+/// the copy and holds another value that lies in no mapping the process is known to have
+/// but the trampoline's (`[uprobes]`, which no MMAP record announces). Returns whether
+/// `patched` holds the copy to unwind.
+fn put_back_returns(
+    maps: Option<&crate::maps::ProcessMaps>,
+    pid: u32,
+    sp: u64,
+    data: &[u8],
+    hijacked: &[(u64, u64)],
+    patched: &mut Vec<u8>,
+) -> bool {
+    let mut copied = false;
+    for &(slot, ret) in hijacked {
+        let Some(at) = slot.checked_sub(sp).and_then(|o| usize::try_from(o).ok()) else {
+            continue;
+        };
+        let Some(word) = data.get(at..at.saturating_add(8)) else {
+            continue;
+        };
+        let word = u64::from_ne_bytes(word.try_into().unwrap_or([0; 8]));
+        let trampoline = word != ret
+            && maps.is_none_or(|m| {
+                m.mapping_at(pid, word)
+                    .is_none_or(|at| at.module.path == b"[uprobes]")
+            });
+        if !trampoline {
+            continue;
+        }
+        if !copied {
+            patched.clear();
+            patched.extend_from_slice(data);
+            copied = true;
+        }
+        patched[at..at + 8].copy_from_slice(&ret.to_ne_bytes());
+    }
+    copied
 }
 
 /// Keeps at most `max` frames of a kernel-then-user chain (context markers not counted).

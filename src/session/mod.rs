@@ -109,6 +109,11 @@ pub trait Handler {
     fn side_band(&mut self, _r: &SideBand<'_>) -> io::Result<()> {
         Ok(())
     }
+
+    /// The return addresses a uretprobe took over on thread `tid`'s stack, as (slot
+    /// address, return address), added to `out`: the unwind puts them back where the
+    /// copy holds the trampoline's (see `allocs::hijacked`).
+    fn hijacked_returns(&self, _tid: u32, _out: &mut Vec<(u64, u64)>) {}
 }
 
 /// The consumer of records.
@@ -133,6 +138,11 @@ pub struct Session {
     stats: SessionStats,
     frames: Vec<u64>,
     chain: Vec<u64>,
+    /// The return addresses the handler says a uretprobe took over on the thread of the
+    /// sample being unwound (`Handler::hijacked_returns`), and the copy they were put back
+    /// into.
+    hijacked: Vec<(u64, u64)>,
+    patched: Vec<u8>,
     /// A recording's samples whose stacks were finished from the live process: (time,
     /// tid) → the index of the first recovered user frame.
     recovered_marks: FxHashMap<(u64, u32), u32>,
@@ -197,6 +207,8 @@ impl Session {
             },
             frames: Vec::with_capacity(128),
             chain: Vec::with_capacity(256),
+            hijacked: Vec::new(),
+            patched: Vec::new(),
             recovered_marks: FxHashMap::default(),
             depths: vec![StackDepth::default(); n],
             generation: FxHashMap::default(),
@@ -395,6 +407,10 @@ impl Session {
         let unwind = self.procs.unwinders.is_some()
             && sample.stack_user.is_some()
             && handler.wants_unwind(ev, &sample, &self.procs);
+        self.hijacked.clear();
+        if unwind && let Some(tid) = sample.tid {
+            handler.hijacked_returns(tid, &mut self.hijacked);
+        }
         let recovered = self.build_chain(ev, &sample, unwind);
         let corrected_id = (by_id != Some(ev) || generation != 0)
             .then(|| self.event_ids.get(ev).copied().flatten())
