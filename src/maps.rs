@@ -491,6 +491,17 @@ impl HeapInference {
     }
 }
 
+/// Whether `addr` can be the kernel's uretprobe trampoline in process `pid`: the start of
+/// a page (the first slot of the `[uprobes]` area) that lies in no mapping the process is
+/// known to have (no MMAP record announces that area) or in one named `[uprobes]`.
+pub fn is_uretprobe_trampoline(maps: &ProcessMaps, pid: u32, addr: u64) -> bool {
+    addr != 0
+        && addr & 0xfff == 0
+        && maps
+            .mapping_at(pid, addr)
+            .is_none_or(|at| at.module.path == b"[uprobes]")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -6,17 +6,20 @@
 //! guess. The entry's own copy was made before the takeover: its first word is the real
 //! return address, at the entry's stack pointer.
 //!
-//! Kept per thread as (slot address, return address, entry time). An entry drops the slots
-//! at or below its stack pointer (those frames have returned; one at the same address from
-//! the same probe hit, a stack twin's, stays); an exit drops the thread's; a loss drops them
-//! all, since a missed entry could have reused a slot with a later call's trampoline. The
-//! session puts the return address back only where the copy holds no address of a known
-//! mapping at that slot (see `session::Session::put_back_returns`).
+//! Kept per thread as (slot address, return address). A return drops its slot and any
+//! deeper (the return probe's stack pointer is just above the slot); an entry drops the
+//! slots at or below its stack pointer (frames that have returned, their return missed),
+//! but a stack twin of the same hit, or a tail call (its copy already holds the
+//! trampoline), keeps the slot at its own; an exit or an exec drops the thread's; a loss
+//! drops them all, since a missed entry could have reused a slot with a later call's
+//! trampoline. The session puts a return address back only where the copy holds, at that
+//! slot, a page-aligned value in no mapping the process is known to have but `[uprobes]`
+//! (`session::callchain::put_back_returns`).
 
 use rustc_hash::FxHashMap;
 
-/// Slots of one thread: (address, return address, time of the entry that kept it).
-type Slots = Vec<(u64, u64, u64)>;
+/// Slots of one thread: (address, return address).
+type Slots = Vec<(u64, u64)>;
 
 #[derive(Default)]
 pub(crate) struct HijackedReturns {
@@ -24,25 +27,37 @@ pub(crate) struct HijackedReturns {
 }
 
 impl HijackedReturns {
-    /// An entry of a function with a return probe, at `time`, with its stack pointer (when
-    /// sampled) and the stack copied there (when one was: a sampled run copies some).
-    pub fn entered(&mut self, tid: u32, time: u64, sp: Option<u64>, stack: Option<&[u8]>) {
+    /// An entry of a function with a return probe, with its stack pointer (when sampled)
+    /// and the return address its copy holds at it (when it was copied: a sampled run copies
+    /// some). `keep_at_sp`: a slot already kept at this stack pointer stays (the other twin
+    /// of one probe hit, or a tail call whose copy holds the trampoline already).
+    pub fn entered(&mut self, tid: u32, sp: Option<u64>, ret: Option<u64>, keep_at_sp: bool) {
         let Some(sp) = sp else {
             // Which slots are still live cannot be told.
             self.by_tid.remove(&tid);
             return;
         };
-        let ret = stack
-            .and_then(|s| s.get(..8))
-            .and_then(|w| <[u8; 8]>::try_from(w).ok())
-            .map(u64::from_ne_bytes);
         let slots = self.by_tid.entry(tid).or_default();
-        slots.retain(|&(slot, _, t)| slot > sp || (slot == sp && t == time && ret.is_none()));
-        if let Some(ret) = ret {
-            slots.push((sp, ret, time));
+        // Slots below the stack pointer belong to frames that have returned.
+        slots.retain(|&(slot, _)| slot > sp || (slot == sp && keep_at_sp));
+        if let Some(ret) = ret
+            && !slots.iter().any(|&(slot, _)| slot == sp)
+        {
+            slots.push((sp, ret));
         }
         if slots.is_empty() {
             self.by_tid.remove(&tid);
+        }
+    }
+
+    /// A function with a return probe returned on `tid`, the stack pointer `sp` after it:
+    /// its slot (just below) and any deeper are gone.
+    pub fn returned(&mut self, tid: u32, sp: u64) {
+        if let Some(slots) = self.by_tid.get_mut(&tid) {
+            slots.retain(|&(slot, _)| slot >= sp);
+            if slots.is_empty() {
+                self.by_tid.remove(&tid);
+            }
         }
     }
 
@@ -58,7 +73,7 @@ impl HijackedReturns {
     /// The live slots of `tid` as (address, return address), added to `out`.
     pub fn of(&self, tid: u32, out: &mut Vec<(u64, u64)>) {
         if let Some(slots) = self.by_tid.get(&tid) {
-            out.extend(slots.iter().map(|&(slot, ret, _)| (slot, ret)));
+            out.extend_from_slice(slots);
         }
     }
 }
@@ -76,28 +91,34 @@ mod tests {
     #[test]
     fn a_slot_lives_while_its_frame_can() {
         let mut h = HijackedReturns::default();
-        let ret = 0x5555_1234u64.to_ne_bytes();
         // realloc at 0x1000, then malloc inside it at 0xf00.
-        h.entered(7, 10, Some(0x1000), Some(&ret));
-        h.entered(7, 11, Some(0xf00), Some(&0x7777u64.to_ne_bytes()));
+        h.entered(7, Some(0x1000), Some(0x5555_1234), false);
+        h.entered(7, Some(0xf00), Some(0x7777), false);
         assert_eq!(slots(&h, 7), [(0x1000, 0x5555_1234), (0xf00, 0x7777)]);
-        // Both returned; a new call at realloc's depth drops both, without a copy too.
-        h.entered(7, 20, Some(0x1000), None);
-        assert!(slots(&h, 7).is_empty());
-        // A stack twin of one probe hit (same time, same stack pointer): whichever comes
-        // first, the slot stays.
-        h.entered(7, 30, Some(0x1000), Some(&ret));
-        h.entered(7, 30, Some(0x1000), None);
+        // malloc returns (its stack pointer is then just above its slot): realloc's stays.
+        h.returned(7, 0xf08);
         assert_eq!(slots(&h, 7), [(0x1000, 0x5555_1234)]);
-        h.entered(8, 31, Some(0x2000), None);
-        h.entered(8, 31, Some(0x2000), Some(&ret));
+        h.returned(7, 0x1008);
+        assert!(slots(&h, 7).is_empty());
+        // A return missed: a new call at the same depth drops the old slot, without a copy
+        // too.
+        h.entered(7, Some(0x1000), Some(0x5555_1234), false);
+        h.entered(7, Some(0x1000), None, false);
+        assert!(slots(&h, 7).is_empty());
+        // The twins of one probe hit, in either order, or a tail call whose copy holds the
+        // trampoline: the slot stays as the first copy gave it.
+        h.entered(7, Some(0x1000), Some(0x5555_1234), false);
+        h.entered(7, Some(0x1000), None, true);
+        assert_eq!(slots(&h, 7), [(0x1000, 0x5555_1234)]);
+        h.entered(8, Some(0x2000), None, false);
+        h.entered(8, Some(0x2000), Some(0x5555_1234), true);
         assert_eq!(slots(&h, 8), [(0x2000, 0x5555_1234)]);
         // Without a stack pointer, nothing of the thread's is known.
-        h.entered(8, 40, None, None);
+        h.entered(8, None, None, false);
         assert!(slots(&h, 8).is_empty());
         h.exited(7);
         assert!(slots(&h, 7).is_empty());
-        h.entered(9, 50, Some(0x3000), Some(&ret));
+        h.entered(9, Some(0x3000), Some(0x5555_1234), false);
         h.lost();
         assert!(slots(&h, 9).is_empty());
     }

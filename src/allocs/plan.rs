@@ -32,8 +32,9 @@ const ENTRY_REGS: u64 = reg(b::PERF_REG_X86_DI)
     | reg(b::PERF_REG_X86_SI)
     | reg(b::PERF_REG_X86_DX)
     | reg(b::PERF_REG_X86_SP);
-/// The result of a return probe.
-const RETURN_REGS: u64 = reg(b::PERF_REG_X86_AX);
+/// The result of a return probe, and the stack pointer after the return (which return
+/// slots the kernel took over are gone, `allocs::hijacked`).
+const RETURN_REGS: u64 = reg(b::PERF_REG_X86_AX) | reg(b::PERF_REG_X86_SP);
 /// The stack copied at posix_memalign's return, where its out-pointer usually points.
 const MEMPTR_STACK_BYTES: u32 = 1024;
 

@@ -242,8 +242,14 @@ impl LeakSink {
         match *rec {
             // Nothing allocated before the exec is the new program's.
             Record::Comm {
-                pid, exec: true, ..
-            } => self.table.reset_space(pid),
+                pid,
+                tid,
+                exec: true,
+                ..
+            } => {
+                self.hijacked.exited(tid);
+                self.table.reset_space(pid);
+            }
             Record::Lost { .. } | Record::LostSamples { .. } => self.hijacked.lost(),
             Record::Exit { pid, tid, .. } => {
                 self.hijacked.exited(tid);
@@ -284,9 +290,7 @@ impl LeakSink {
                     }
                 }
                 if self.has_return_probe(func) {
-                    let sp = s.regs_user.as_ref().and_then(|r| r.get(b::PERF_REG_X86_SP));
-                    let stack = s.stack_user.as_ref().map(|st| st.data);
-                    self.hijacked.entered(tid, time, sp, stack);
+                    self.note_return_slot(maps, pid, tid, func, s);
                 }
                 let (stack, fp_walk) = if with_stack {
                     self.user_stack(maps, pid, c)
@@ -333,6 +337,9 @@ impl LeakSink {
                     ret = self.memalign_result(pid, tid, ret, s);
                 }
                 self.add_fp_caller(maps, pid, tid, func, s.ip);
+                if let Some(sp) = s.regs_user.as_ref().and_then(|r| r.get(b::PERF_REG_X86_SP)) {
+                    self.hijacked.returned(tid, sp);
+                }
                 let out = self.table.leave(tid, pid, func, ret);
                 if let (Some(w), super::table::Returned::Alloc { size, addr }) =
                     (self.trace.as_mut(), out)
@@ -503,6 +510,30 @@ impl LeakSink {
             }
         }
         false
+    }
+
+    /// The slot whose return address the kernel takes over at this entry of `func` (see
+    /// `allocs::hijacked`): at the stack pointer, the address the entry's copy holds there.
+    fn note_return_slot(
+        &mut self,
+        maps: &ProcessMaps,
+        pid: u32,
+        tid: u32,
+        func: Func,
+        s: &crate::records::Sample<'_>,
+    ) {
+        let sp = s.regs_user.as_ref().and_then(|r| r.get(b::PERF_REG_X86_SP));
+        let word = s
+            .stack_user
+            .as_ref()
+            .and_then(|st| st.data.get(..8))
+            .and_then(|w| <[u8; 8]>::try_from(w).ok())
+            .map(u64::from_ne_bytes);
+        // A tail call from another probed function: its copy holds that one's trampoline.
+        let trampoline = word.is_some_and(|w| crate::maps::is_uretprobe_trampoline(maps, pid, w));
+        let twin = sp.is_some_and(|sp| self.table.pending_top_is(tid, func, sp));
+        let ret = word.filter(|_| !trampoline);
+        self.hijacked.entered(tid, sp, ret, twin || trampoline);
     }
 
     /// Whether `func` has a return probe: the kernel takes its return address over.

@@ -276,6 +276,15 @@ impl Table {
         Some((&mut call.stack, first))
     }
 
+    /// Whether the last pending call of `tid` is `func` entered at `sp`: a sample at that
+    /// entry is its twin (see [`Table::enter`]).
+    pub fn pending_top_is(&self, tid: u32, func: Func, sp: u64) -> bool {
+        self.pending
+            .get(&tid)
+            .and_then(|calls| calls.last())
+            .is_some_and(|c| c.func == func && c.sp == sp && sp != 0)
+    }
+
     /// posix_memalign's result is written through its first argument: the caller reads it.
     pub fn pending_memptr(&self, tid: u32) -> Option<u64> {
         self.pending

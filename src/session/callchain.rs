@@ -158,9 +158,9 @@ impl Session {
 
 /// Puts back into a copy of `data` (the stack copied from `sp` on) the return addresses a
 /// uretprobe took over (`hijacked`: slot address, return address): where the slot lies in
-/// the copy and holds another value that lies in no mapping the process is known to have
-/// but the trampoline's (`[uprobes]`, which no MMAP record announces). Returns whether
-/// `patched` holds the copy to unwind.
+/// the copy and holds another value that can be the trampoline
+/// ([`crate::maps::is_uretprobe_trampoline`]). Returns whether `patched` holds the copy to
+/// unwind.
 fn put_back_returns(
     maps: Option<&crate::maps::ProcessMaps>,
     pid: u32,
@@ -178,11 +178,8 @@ fn put_back_returns(
             continue;
         };
         let word = u64::from_ne_bytes(word.try_into().unwrap_or([0; 8]));
-        let trampoline = word != ret
-            && maps.is_none_or(|m| {
-                m.mapping_at(pid, word)
-                    .is_none_or(|at| at.module.path == b"[uprobes]")
-            });
+        let trampoline =
+            word != ret && maps.is_some_and(|m| crate::maps::is_uretprobe_trampoline(m, pid, word));
         if !trampoline {
             continue;
         }
