@@ -762,7 +762,7 @@ fn trace_entry(
 ) -> io::Result<()> {
     let t = time_text(time);
     match func {
-        Func::Free | Func::Munmap => {
+        Func::Free => {
             let size = table.size_of(pid, args.a0).unwrap_or(0);
             writeln!(
                 w,
@@ -770,6 +770,12 @@ fn trace_entry(
                 args.a0
             )
         }
+        // Not memleak's free line: an unmap may be the allocator's own, or cut a mapping.
+        Func::Munmap => writeln!(
+            w,
+            "{pid}/{tid} {t}: munmap entered, address = {:x}, length = {}",
+            args.a0, args.a1
+        ),
         Func::Calloc => writeln!(
             w,
             "{pid}/{tid} {t}: alloc entered, size = {}",

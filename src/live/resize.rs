@@ -332,11 +332,17 @@ fn size_note(line: &[(&str, &Auto)]) -> String {
     )
 }
 
-/// Event names for a summary line; several of one tracepoint group go by their own names
-/// (the allocation tools' probes are all `memperf_PID:`, which says nothing four times).
+/// Event names for a summary line; several of one tracepoint group go by their own names,
+/// and so does one of memperf's own probe groups (the allocation tools' probes are all
+/// `memperf_PID:`, which says nothing, and the user never named).
 fn event_list(names: &[&str]) -> String {
     fn group(name: &str) -> Option<&str> {
         name.split_once(':').map(|(g, _)| g)
+    }
+    fn memperfs(group: &str) -> bool {
+        group
+            .strip_prefix("memperf_")
+            .is_some_and(|pid| !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit()))
     }
     let shared = names.len() > 1
         && group(names[0]).is_some()
@@ -344,7 +350,7 @@ fn event_list(names: &[&str]) -> String {
     names
         .iter()
         .map(|n| match n.split_once(':') {
-            Some((_, own)) if shared => format!("`{own}`"),
+            Some((g, own)) if shared || memperfs(g) => format!("`{own}`"),
             _ => format!("`{n}`"),
         })
         .collect::<Vec<_>>()
@@ -847,10 +853,10 @@ mod tests {
             [
                 "dwarf,auto: `malloc`, `calloc`, `mmap` copied 8192 bytes (421688 stacks; \
                  the deepest needed 22264 bytes)",
-                "dwarf,auto: `memperf_1:realloc` copied 8192 bytes, then 1024 from stack 2000 \
-                 on (4000 stacks; the deepest needed 900 bytes)",
-                "dwarf,auto: `memperf_1:munmap` copied 4096 bytes (5 stacks; the deepest \
-                 needed 100 bytes)",
+                "dwarf,auto: `realloc` copied 8192 bytes, then 1024 from stack 2000 on (4000 \
+                 stacks; the deepest needed 900 bytes)",
+                "dwarf,auto: `munmap` copied 4096 bytes (5 stacks; the deepest needed 100 \
+                 bytes)",
             ]
         );
         // Events of different groups keep their whole names.
