@@ -135,7 +135,7 @@ fn read_up_to(file: &File, buf: &mut [u8], at: u64) -> usize {
 /// lives: a regular file with the inode the mapping named (when it named one; not the
 /// device, which btrfs subvolumes and overlayfs report otherwise to `stat`) and the
 /// build-id recorded for it (when one was).
-fn open_module(module: &ModuleInfo, ino: u64, pid: u32) -> Option<File> {
+pub(crate) fn open_module(module: &ModuleInfo, ino: u64, pid: u32) -> Option<File> {
     use std::os::unix::fs::MetadataExt;
     let (path, _) = crate::mapped::resolve_recorded(&module.path, Some(pid));
     if !crate::buildid::file_matches(&path, module.build_id.as_deref()) {

@@ -26,6 +26,7 @@ use crate::stacks::{CodeAddr, FrameTable, StackId};
 pub use by::{ByRow, NO_MAPPING, no_mapping_note};
 pub use chain::{StackBook, remaps};
 pub use fpcheck::FpCheck;
+pub(crate) use fpcheck::open_module;
 pub use jit::{JitTimes, ToMonotonic};
 use weigh::{BrkTracker, Target};
 pub use weigh::{Weigher, weighers};

@@ -144,16 +144,15 @@ impl AllocatorCode {
         pid: u32,
         ip: u64,
     ) -> Option<Result<AllocatorCode, String>> {
-        use std::os::unix::fs::MetadataExt;
         let at = maps.mapping_at(pid, ip)?;
         let (path, recorded) = crate::mapped::resolve_recorded(&at.module.path, Some(pid));
-        let same_inode =
-            at.attrs.ino == 0 || std::fs::metadata(&path).is_ok_and(|m| m.ino() == at.attrs.ino);
-        let code = (same_inode
-            && crate::buildid::file_matches(&path, at.module.build_id.as_deref()))
-        .then(|| crate::allocators::load(&path, "").ok())
-        .flatten()
-        .and_then(|alloc| AllocatorCode::new(&path, crate::allocators::allocator_ranges(&alloc)));
+        let code = crate::aggregate::open_module(at.module, at.attrs.ino, pid)
+            .is_some()
+            .then(|| crate::allocators::load(&path, "").ok())
+            .flatten()
+            .and_then(|alloc| {
+                AllocatorCode::new(&path, crate::allocators::allocator_ranges(&alloc))
+            });
         Some(code.ok_or_else(|| recorded.display().to_string()))
     }
 

@@ -72,7 +72,14 @@ pub(super) fn read_header_records(
 }
 
 /// A NUL-terminated (or full) string field.
-pub(super) fn c_string(b: &[u8]) -> String {
+/// The (sample id, name) a PERF_RECORD_EVENT_UPDATE body of type NAME gives; `None` for
+/// the other types (unit, scale, cpus).
+pub(super) fn event_update_name(body: &[u8]) -> Option<(u64, String)> {
+    (body.len() >= 16 && le_u64(body, 0) == PERF_EVENT_UPDATE__NAME)
+        .then(|| (le_u64(body, 8), c_string(&body[16..])))
+}
+
+fn c_string(b: &[u8]) -> String {
     let end = b.iter().position(|&c| c == 0).unwrap_or(b.len());
     String::from_utf8_lossy(&b[..end]).into_owned()
 }
@@ -127,10 +134,7 @@ impl StreamHeader {
     }
 
     fn handle_event_update(&mut self, body: &[u8]) {
-        if body.len() >= 16 && le_u64(body, 0) == PERF_EVENT_UPDATE__NAME {
-            self.updated_names
-                .push((le_u64(body, 8), c_string(&body[16..])));
-        }
+        self.updated_names.extend(event_update_name(body));
     }
 
     fn handle_event_type(&mut self, body: &[u8]) {

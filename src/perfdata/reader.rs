@@ -443,9 +443,7 @@ impl PerfDataFile {
             if rec.ty != super::PERF_RECORD_EVENT_UPDATE {
                 break;
             }
-            if rec.body.len() >= 16 && le_u64(rec.body, 0) == super::PERF_EVENT_UPDATE__NAME {
-                names.push((le_u64(rec.body, 8), super::pipe::c_string(&rec.body[16..])));
-            }
+            names.extend(super::pipe::event_update_name(rec.body));
         }
         for (id, name) in names {
             if let Some(&ev) = self.ids.get(&id) {
